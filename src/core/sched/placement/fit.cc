@@ -1,0 +1,280 @@
+#include "core/sched/placement/fit.h"
+
+#include <algorithm>
+
+namespace carve {
+namespace {
+
+bool Tolerates(const ReplicaRequest& replica, const Taint& taint) {
+  return std::find(replica.tolerations.begin(), replica.tolerations.end(), taint) !=
+         replica.tolerations.end();
+}
+
+bool ServesWhole(const Device& d) {
+  return d.schedulable() && d.idle() &&
+         (d.mode == DeliveryMode::kExclusive || d.mode == DeliveryMode::kShared);
+}
+
+bool ServesShare(const Device& d, const GpuRequest& gpu) {
+  return d.schedulable() && d.mode == DeliveryMode::kShared && d.free_compute >= gpu.compute &&
+         d.free_memory >= gpu.memory;
+}
+
+std::vector<MigSlot> Layout(const Device& d) {
+  std::vector<MigSlot> layout;
+  layout.reserve(d.instances.size());
+  for (const MigInstance& i : d.instances) layout.push_back({i.profile, i.start});
+  return layout;
+}
+
+// Free MIG slots of `profile` on `d`: existing unallocated instances first, then (dynamic
+// layouts) placements a new instance could take.
+std::vector<DeviceGrant> MigOptions(const Cluster& cluster, const Device& d, int profile) {
+  std::vector<DeviceGrant> out;
+  for (const MigInstance& i : d.instances) {
+    if (!i.allocated && i.profile == profile) {
+      out.push_back({d.index, {}, {}, profile, i.start, false});
+    }
+  }
+  if (d.dynamic_layout) {
+    for (int start : FreeMigStarts(cluster.catalog().model(d.model), Layout(d), profile)) {
+      out.push_back({d.index, {}, {}, profile, start, true});
+    }
+  }
+  return out;
+}
+
+struct GpuScan {
+  bool any_model = false;
+  bool any_mode = false;
+  bool any_schedulable = false;
+};
+
+GpuScan ScanDevices(const Node& node, const ReplicaRequest& replica) {
+  GpuScan scan;
+  for (const Device& d : node.devices) {
+    if (!ModelAllowed(replica, d.model)) continue;
+    scan.any_model = true;
+    bool mode_ok = d.mode == replica.gpu.mode || (replica.gpu.mode == DeliveryMode::kExclusive &&
+                                                  d.mode == DeliveryMode::kShared);
+    if (!mode_ok) continue;
+    scan.any_mode = true;
+    scan.any_schedulable |= d.schedulable();
+  }
+  return scan;
+}
+
+FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaRequest& replica) {
+  const GpuRequest& gpu = replica.gpu;
+  if (gpu.none()) return FitReason::kFits;
+  GpuScan scan = ScanDevices(node, replica);
+  if (!scan.any_model) return FitReason::kGpuModel;
+  if (!scan.any_mode) return FitReason::kGpuMode;
+  if (!scan.any_schedulable) return FitReason::kGpuUnhealthy;
+  int count = 0;
+  bool compute_ok = false;
+  for (const Device& d : node.devices) {
+    if (!ModelAllowed(replica, d.model)) continue;
+    switch (gpu.mode) {
+      case DeliveryMode::kExclusive:
+        count += ServesWhole(d);
+        break;
+      case DeliveryMode::kShared:
+        if (d.schedulable() && d.mode == DeliveryMode::kShared && d.free_compute >= gpu.compute) {
+          compute_ok = true;
+          count += d.free_memory >= gpu.memory;
+        }
+        break;
+      case DeliveryMode::kPartition:
+        if (d.schedulable() && d.mode == DeliveryMode::kPartition) {
+          auto profile = cluster.catalog().FindProfile(d.model, gpu.profile);
+          if (profile.ok()) count += static_cast<int>(MigOptions(cluster, d, *profile).size());
+        }
+        break;
+    }
+  }
+  if (count >= gpu.count) return FitReason::kFits;
+  switch (gpu.mode) {
+    case DeliveryMode::kExclusive:
+      return FitReason::kGpuCount;
+    case DeliveryMode::kShared:
+      return compute_ok ? FitReason::kGpuMemory : FitReason::kGpuShare;
+    case DeliveryMode::kPartition:
+      return FitReason::kMigProfile;
+  }
+  return FitReason::kGpuCount;
+}
+
+std::vector<std::vector<DeviceGrant>> WholeOptions(const Node& node, const ReplicaRequest& r) {
+  std::vector<const Device*> idle;
+  for (const Device& d : node.devices) {
+    if (ModelAllowed(r, d.model) && ServesWhole(d)) idle.push_back(&d);
+  }
+  // Exclusive-mode devices first, so idle shared devices stay free for shares.
+  std::stable_sort(idle.begin(), idle.end(), [](const Device* a, const Device* b) {
+    return (a->mode != DeliveryMode::kExclusive) < (b->mode != DeliveryMode::kExclusive);
+  });
+  std::vector<DeviceGrant> grants;
+  for (int i = 0; i < r.gpu.count; ++i) {
+    grants.push_back({idle[i]->index, kWholeGpu, idle[i]->free_memory, -1, -1, false});
+  }
+  return {grants};
+}
+
+std::vector<std::vector<DeviceGrant>> ShareOptions(const Node& node, const ReplicaRequest& r) {
+  std::vector<std::vector<DeviceGrant>> out;
+  std::vector<const Device*> seen;
+  for (const Device& d : node.devices) {
+    if (!ModelAllowed(r, d.model) || !ServesShare(d, r.gpu)) continue;
+    bool duplicate = std::any_of(seen.begin(), seen.end(), [&](const Device* s) {
+      return s->model == d.model && s->free_compute == d.free_compute &&
+             s->free_memory == d.free_memory;
+    });
+    if (duplicate) continue;
+    seen.push_back(&d);
+    out.push_back({{d.index, r.gpu.compute, r.gpu.memory, -1, -1, false}});
+  }
+  return out;
+}
+
+std::vector<std::vector<DeviceGrant>> PartitionOptions(const Cluster& cluster, const Node& node,
+                                                       const ReplicaRequest& r) {
+  std::vector<DeviceGrant> slots;
+  for (const Device& d : node.devices) {
+    if (!ModelAllowed(r, d.model) || !d.schedulable() || d.mode != DeliveryMode::kPartition) {
+      continue;
+    }
+    auto profile = cluster.catalog().FindProfile(d.model, r.gpu.profile);
+    if (!profile.ok()) continue;
+    for (DeviceGrant& g : MigOptions(cluster, d, *profile)) slots.push_back(g);
+  }
+  if (r.gpu.count == 1) {
+    std::vector<std::vector<DeviceGrant>> out;
+    for (const DeviceGrant& g : slots) out.push_back({g});
+    return out;
+  }
+  // Several instances: take slots in order, skipping new placements that overlap ones already
+  // taken on the same device.
+  Node scratch = node;
+  std::vector<DeviceGrant> grants;
+  for (const DeviceGrant& g : slots) {
+    if (static_cast<int>(grants.size()) == r.gpu.count) break;
+    Device& d = scratch.devices[g.device];
+    if (g.mig_created) {
+      std::vector<int> free =
+          FreeMigStarts(cluster.catalog().model(d.model), Layout(d), g.mig_profile);
+      if (std::find(free.begin(), free.end(), g.mig_start) == free.end()) continue;
+      d.instances.push_back({g.mig_profile, g.mig_start, true, true});
+    }
+    grants.push_back(g);
+  }
+  if (static_cast<int>(grants.size()) < r.gpu.count) return {};
+  return {grants};
+}
+
+MigInstance* FindInstance(Device& d, int profile, int start) {
+  for (MigInstance& i : d.instances) {
+    if (i.profile == profile && i.start == start) return &i;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool ModelAllowed(const ReplicaRequest& replica, GpuModelId model) {
+  return replica.allowed_models.empty() ||
+         std::find(replica.allowed_models.begin(), replica.allowed_models.end(), model) !=
+             replica.allowed_models.end();
+}
+
+FitReason CheckNode(const Cluster& cluster, const Node& node, const ReplicaRequest& replica) {
+  if (node.state != NodeState::kReady) return FitReason::kNodeNotReady;
+  if (!replica.pool.empty() && replica.pool != node.pool) return FitReason::kPool;
+  for (const auto& [key, value] : replica.node_selector) {
+    auto it = node.labels.find(key);
+    if (it == node.labels.end() || it->second != value) return FitReason::kNodeSelector;
+  }
+  for (const Taint& t : node.taints) {
+    if (!Tolerates(replica, t)) return FitReason::kTaint;
+  }
+  const Resources& need = replica.resources;
+  if (node.free.cpu < need.cpu) return FitReason::kCpu;
+  if (node.free.memory < need.memory) return FitReason::kMemory;
+  if (node.free.storage < need.storage) return FitReason::kStorage;
+  if (node.free.network < need.network) return FitReason::kNetwork;
+  return CheckGpus(cluster, node, replica);
+}
+
+std::vector<std::vector<DeviceGrant>> DeviceOptions(const Cluster& cluster, const Node& node,
+                                                    const ReplicaRequest& replica) {
+  if (replica.gpu.none()) return {{}};
+  switch (replica.gpu.mode) {
+    case DeliveryMode::kExclusive:
+      return WholeOptions(node, replica);
+    case DeliveryMode::kShared:
+      return ShareOptions(node, replica);
+    case DeliveryMode::kPartition:
+      return PartitionOptions(cluster, node, replica);
+  }
+  return {};
+}
+
+void ApplyReplica(Cluster& cluster, const ReplicaPlacement& placement) {
+  Node& node = cluster.mutable_node(placement.node);
+  node.free -= placement.resources;
+  for (const DeviceGrant& g : placement.grants) {
+    Device& d = node.devices[g.device];
+    ++d.holders;
+    if (g.mig_profile < 0) {
+      d.free_compute -= g.compute;
+      d.free_memory -= g.memory;
+    } else if (g.mig_created) {
+      d.instances.push_back({g.mig_profile, g.mig_start, true, true});
+    } else {
+      FindInstance(d, g.mig_profile, g.mig_start)->allocated = true;
+    }
+  }
+}
+
+void ReleaseReplica(Cluster& cluster, const ReplicaPlacement& placement) {
+  Node& node = cluster.mutable_node(placement.node);
+  node.free += placement.resources;
+  for (const DeviceGrant& g : placement.grants) {
+    Device& d = node.devices[g.device];
+    --d.holders;
+    if (g.mig_profile < 0) {
+      d.free_compute += g.compute;
+      d.free_memory += g.memory;
+      continue;
+    }
+    MigInstance* instance = FindInstance(d, g.mig_profile, g.mig_start);
+    if (g.mig_created) {
+      d.instances.erase(d.instances.begin() + (instance - d.instances.data()));
+    } else {
+      instance->allocated = false;
+    }
+  }
+}
+
+absl::string_view ToString(FitReason reason) {
+  static constexpr std::array<absl::string_view, kFitReasonCount> kNames = {
+      "fits",
+      "node-not-ready",
+      "pool",
+      "node-selector",
+      "taint",
+      "insufficient-cpu",
+      "insufficient-memory",
+      "insufficient-storage",
+      "insufficient-network",
+      "gpu-model-not-allowed",
+      "no-gpu-in-mode",
+      "gpu-unhealthy",
+      "insufficient-whole-gpus",
+      "insufficient-gpu-share",
+      "insufficient-gpu-memory",
+      "no-mig-placement"};
+  return kNames[static_cast<int>(reason)];
+}
+
+}  // namespace carve

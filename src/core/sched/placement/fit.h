@@ -1,0 +1,75 @@
+#ifndef CARVE_CORE_SCHED_PLACEMENT_FIT_H_
+#define CARVE_CORE_SCHED_PLACEMENT_FIT_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include "core/base/ids.h"
+#include "core/model/cluster.h"
+#include "core/sched/request.h"
+
+namespace carve {
+
+// Why a node cannot take a replica: the first filter it fails, in this order.
+enum class FitReason : uint8_t {
+  kFits,
+  kNodeNotReady,
+  kPool,
+  kNodeSelector,
+  kTaint,
+  kCpu,
+  kMemory,
+  kStorage,
+  kNetwork,
+  kGpuModel,      // no device of an allowed model
+  kGpuMode,       // no device in the requested delivery mode
+  kGpuUnhealthy,  // devices exist but none is healthy and available
+  kGpuCount,      // not enough idle whole devices
+  kGpuShare,      // no device with enough free compute share
+  kGpuMemory,     // no device with enough free device memory
+  kMigProfile,    // no free instance or free placement of the profile
+  kCount,
+};
+inline constexpr int kFitReasonCount = static_cast<int>(FitReason::kCount);
+absl::string_view ToString(FitReason reason);
+
+// What a replica gets on one device.
+struct DeviceGrant {
+  int device = 0;
+  GpuMilli compute;
+  MemMib memory;
+  int mig_profile = -1;
+  int mig_start = -1;
+  bool mig_created = false;  // a transient instance made for this replica
+  friend bool operator==(const DeviceGrant&, const DeviceGrant&) = default;
+};
+
+struct ReplicaPlacement {
+  NodeId node;
+  Resources resources;
+  std::vector<DeviceGrant> grants;
+  friend bool operator==(const ReplicaPlacement&, const ReplicaPlacement&) = default;
+};
+
+// First filter `node` fails for `replica`, or kFits.
+FitReason CheckNode(const Cluster& cluster, const Node& node, const ReplicaRequest& replica);
+
+// The distinct ways to give `replica` its GPUs on `node` (empty for a CPU-only replica: one
+// option with no grants). Options that cannot differ for any policy are collapsed.
+// REQUIRES: CheckNode(...) == kFits.
+std::vector<std::vector<DeviceGrant>> DeviceOptions(const Cluster& cluster, const Node& node,
+                                                    const ReplicaRequest& replica);
+
+// Takes / gives back exactly what `placement` describes. Release(Apply(s)) == s.
+void ApplyReplica(Cluster& cluster, const ReplicaPlacement& placement);
+void ReleaseReplica(Cluster& cluster, const ReplicaPlacement& placement);
+
+// Whether device `d` may serve the request's model constraint.
+bool ModelAllowed(const ReplicaRequest& replica, GpuModelId model);
+
+}  // namespace carve
+
+#endif  // CARVE_CORE_SCHED_PLACEMENT_FIT_H_

@@ -1,0 +1,50 @@
+#ifndef CARVE_CORE_SCHED_REQUEST_H_
+#define CARVE_CORE_SCHED_REQUEST_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "core/base/ids.h"
+#include "core/base/quantity.h"
+#include "core/model/cluster.h"
+
+namespace carve {
+
+// What one replica asks of its GPUs.
+//   exclusive: `count` whole devices (count 0 means a CPU-only replica);
+//   shared:    one device, a `compute` share below one GPU and an optional `memory` cap;
+//   partition: `count` MIG instances of `profile` (resolved per device model).
+struct GpuRequest {
+  DeliveryMode mode = DeliveryMode::kExclusive;
+  int count = 0;
+  GpuMilli compute;
+  MemMib memory;
+  std::string profile;
+
+  bool none() const { return count == 0; }
+};
+
+struct ReplicaRequest {
+  GpuRequest gpu;
+  Resources resources;                     // CPU, memory, storage, network per replica
+  std::vector<GpuModelId> allowed_models;  // empty: any model
+  std::string pool;                        // empty: any pool
+  absl::flat_hash_map<std::string, std::string> node_selector;
+  std::vector<Taint> tolerations;
+};
+
+// All replicas are placed or none (a gang).
+struct JobRequest {
+  int replicas = 1;
+  ReplicaRequest replica;
+};
+
+// Checks a request for contradictions (negative amounts, a share of a whole GPU or more, a
+// partition request without a profile the catalog knows); the error says which field is wrong.
+absl::Status ValidateRequest(const JobRequest& job, const GpuCatalog& catalog);
+
+}  // namespace carve
+
+#endif  // CARVE_CORE_SCHED_REQUEST_H_

@@ -1,0 +1,127 @@
+#include "sim/trace.h"
+
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace carve::sim {
+namespace {
+
+// Reads a CSV with a header, checking the header against `expected` layouts and handing each
+// row's fields to `row`. Errors carry "file:line".
+absl::Status ForEachRow(
+    const std::string& path, const std::vector<std::vector<std::string>>& layouts,
+    const std::function<absl::Status(const std::vector<absl::string_view>&, size_t layout)>& row) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::string line;
+  if (!std::getline(in, line)) return absl::InvalidArgumentError(absl::StrCat(path, ": empty"));
+  std::vector<std::string> header = absl::StrSplit(absl::StripSuffix(line, "\r"), ',');
+  size_t layout = layouts.size();
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    if (header == layouts[i]) layout = i;
+  }
+  if (layout == layouts.size()) {
+    std::vector<std::string> expected;
+    for (const auto& l : layouts) expected.push_back(absl::StrJoin(l, ","));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":1: unexpected header \"", line, "\"; expected ", absl::StrJoin(expected, " or ")));
+  }
+  for (int number = 2; std::getline(in, line); ++number) {
+    absl::string_view text = absl::StripSuffix(line, "\r");
+    if (text.empty()) continue;
+    std::vector<absl::string_view> fields = absl::StrSplit(text, ',');
+    absl::Status status =
+        fields.size() != layouts[layout].size()
+            ? absl::InvalidArgumentError(absl::StrCat("expected ", layouts[layout].size(),
+                                                      " fields, found ", fields.size()))
+            : row(fields, layout);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseInt(absl::string_view field, absl::string_view name, int64_t& out) {
+  auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), out);
+  if (ec != std::errc() || end != field.data() + field.size() || out < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": \"", field, "\" is not a non-negative integer"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TraceNode>> ReadNodeList(const std::string& path) {
+  std::vector<TraceNode> nodes;
+  absl::Status status =
+      ForEachRow(path, {{"sn", "cpu_milli", "memory_mib", "gpu", "model"}},
+                 [&](const std::vector<absl::string_view>& f, size_t) -> absl::Status {
+                   TraceNode n;
+                   n.name = std::string(f[0]);
+                   int64_t gpus = 0;
+                   for (auto [field, name, out] : {std::tuple{f[1], "cpu_milli", &n.cpu_milli},
+                                                   std::tuple{f[2], "memory_mib", &n.memory_mib},
+                                                   std::tuple{f[3], "gpu", &gpus}}) {
+                     if (absl::Status s = ParseInt(field, name, *out); !s.ok()) return s;
+                   }
+                   n.gpus = static_cast<int>(gpus);
+                   n.model = f[4] == "nan" ? "" : std::string(f[4]);
+                   if (n.gpus > 0 && n.model.empty()) {
+                     return absl::InvalidArgumentError("model: a node with GPUs needs a model");
+                   }
+                   nodes.push_back(std::move(n));
+                   return absl::OkStatus();
+                 });
+  if (!status.ok()) return status;
+  return nodes;
+}
+
+absl::StatusOr<std::vector<TracePod>> ReadPodList(const std::string& path) {
+  std::vector<TracePod> pods;
+  absl::Status status = ForEachRow(
+      path,
+      {{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
+        "creation_time", "deletion_time", "scheduled_time"},
+       {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}},
+      [&](const std::vector<absl::string_view>& f, size_t layout) -> absl::Status {
+        TracePod p;
+        p.name = std::string(f[0]);
+        int64_t num_gpu = 0;
+        for (auto [field, name, out] :
+             {std::tuple{f[1], "cpu_milli", &p.cpu_milli},
+              std::tuple{f[2], "memory_mib", &p.memory_mib}, std::tuple{f[3], "num_gpu", &num_gpu},
+              std::tuple{f[4], "gpu_milli", &p.gpu_milli}}) {
+          if (absl::Status s = ParseInt(field, name, *out); !s.ok()) return s;
+        }
+        p.num_gpu = static_cast<int>(num_gpu);
+        if (p.gpu_milli > 1000) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("gpu_milli: ", p.gpu_milli, " is more than one GPU (1000)"));
+        }
+        if (p.num_gpu > 1 && p.gpu_milli != 1000) {
+          return absl::InvalidArgumentError("gpu_milli: a multi-GPU pod must take whole GPUs");
+        }
+        if ((p.num_gpu == 0) != (p.gpu_milli == 0)) {
+          return absl::InvalidArgumentError("num_gpu and gpu_milli must both be zero or neither");
+        }
+        if (layout == 0 && !f[5].empty() && f[5] != "nan") {
+          p.gpu_spec = absl::StrSplit(f[5], '|');
+        }
+        pods.push_back(std::move(p));
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+  return pods;
+}
+
+}  // namespace carve::sim

@@ -1,0 +1,129 @@
+#include "core/sched/placement/fit.h"
+
+#include <gtest/gtest.h>
+
+namespace carve {
+namespace {
+
+class FitTest : public ::testing::Test {
+ protected:
+  NodeId AddNode(absl::string_view model, int gpus, DeliveryMode mode, int64_t cpu = 64000,
+                 int64_t mem = 262144) {
+    Node n;
+    n.name = "node-" + std::to_string(cluster_.size());
+    n.capacity = {CpuMilli(cpu), MemMib(mem), MemMib(0), NetMbps(0)};
+    for (int i = 0; i < gpus; ++i) {
+      Device d;
+      d.model = *catalog_.Find(model);
+      d.mode = mode;
+      d.dynamic_layout = mode == DeliveryMode::kPartition;
+      n.devices.push_back(d);
+    }
+    return cluster_.AddNode(std::move(n));
+  }
+  ReplicaRequest Whole(int count, int64_t cpu = 1000) {
+    ReplicaRequest r;
+    r.gpu = {DeliveryMode::kExclusive, count, kWholeGpu, {}, ""};
+    r.resources.cpu = CpuMilli(cpu);
+    return r;
+  }
+  ReplicaRequest Share(int64_t milli, int64_t mem_mib = 0) {
+    ReplicaRequest r;
+    r.gpu = {DeliveryMode::kShared, 1, GpuMilli(milli), MemMib(mem_mib), ""};
+    return r;
+  }
+  ReplicaRequest Mig(std::string profile, int count = 1) {
+    ReplicaRequest r;
+    r.gpu = {DeliveryMode::kPartition, count, {}, {}, std::move(profile)};
+    return r;
+  }
+  FitReason Check(NodeId id, const ReplicaRequest& r) {
+    return CheckNode(cluster_, cluster_.node(id), r);
+  }
+  ReplicaPlacement Take(NodeId id, const ReplicaRequest& r, size_t option = 0) {
+    auto options = DeviceOptions(cluster_, cluster_.node(id), r);
+    ReplicaPlacement p{id, r.resources, options.at(option)};
+    ApplyReplica(cluster_, p);
+    return p;
+  }
+
+  GpuCatalog catalog_ = GpuCatalog::BuiltIn();
+  Cluster cluster_{&catalog_};
+};
+
+TEST_F(FitTest, ReasonsFollowFilterOrder) {
+  NodeId n = AddNode("T4", 2, DeliveryMode::kExclusive, 4000);
+  EXPECT_EQ(Check(n, Whole(1, 8000)), FitReason::kCpu);
+  EXPECT_EQ(Check(n, Whole(3)), FitReason::kGpuCount);
+  EXPECT_EQ(Check(n, Share(500)), FitReason::kGpuMode);
+  ReplicaRequest other_model = Whole(1);
+  other_model.allowed_models = {*catalog_.Find("A10")};
+  EXPECT_EQ(Check(n, other_model), FitReason::kGpuModel);
+  ReplicaRequest selector = Whole(1);
+  selector.node_selector["zone"] = "a";
+  EXPECT_EQ(Check(n, selector), FitReason::kNodeSelector);
+  cluster_.mutable_node(n).taints.push_back({"dedicated", "infer"});
+  EXPECT_EQ(Check(n, Whole(1)), FitReason::kTaint);
+  ReplicaRequest tolerant = Whole(1);
+  tolerant.tolerations.push_back({"dedicated", "infer"});
+  EXPECT_EQ(Check(n, tolerant), FitReason::kFits);
+  cluster_.mutable_node(n).state = NodeState::kCordoned;
+  EXPECT_EQ(Check(n, tolerant), FitReason::kNodeNotReady);
+}
+
+TEST_F(FitTest, SharesPackOntoDevicesUntilFull) {
+  NodeId n = AddNode("L40S", 1, DeliveryMode::kShared);
+  ReplicaPlacement a = Take(n, Share(600, 20000));
+  EXPECT_EQ(Check(n, Share(500)), FitReason::kGpuShare);
+  EXPECT_EQ(Check(n, Share(400, 30000)), FitReason::kGpuMemory);
+  EXPECT_EQ(Check(n, Share(400, 20000)), FitReason::kFits);
+  // A whole-GPU request may take an idle shared device, not a busy one.
+  EXPECT_EQ(Check(n, Whole(1)), FitReason::kGpuCount);
+  ReleaseReplica(cluster_, a);
+  EXPECT_EQ(Check(n, Whole(1)), FitReason::kFits);
+}
+
+TEST_F(FitTest, UnhealthyDevicesAreNotOffered) {
+  NodeId n = AddNode("H200", 1, DeliveryMode::kExclusive);
+  cluster_.mutable_node(n).devices[0].health = DeviceHealth::kUnhealthy;
+  EXPECT_EQ(Check(n, Whole(1)), FitReason::kGpuUnhealthy);
+}
+
+TEST_F(FitTest, PartitionsRespectMigGeometry) {
+  NodeId n = AddNode("A100-40GB", 1, DeliveryMode::kPartition);
+  // Two 3g instances fill the compute; a dynamic layout creates them on demand.
+  EXPECT_EQ(DeviceOptions(cluster_, cluster_.node(n), Mig("3g.20gb")).size(), 2u);
+  ReplicaPlacement a = Take(n, Mig("3g.20gb"));
+  ReplicaPlacement b = Take(n, Mig("3g.20gb"));
+  EXPECT_EQ(Check(n, Mig("1g.5gb")), FitReason::kMigProfile);
+  EXPECT_EQ(Check(n, Mig("3g.71gb")), FitReason::kMigProfile);
+  ReleaseReplica(cluster_, a);
+  EXPECT_EQ(Check(n, Mig("2g.10gb")), FitReason::kFits);
+  ReleaseReplica(cluster_, b);
+  EXPECT_TRUE(cluster_.node(n).devices[0].instances.empty());
+}
+
+TEST_F(FitTest, StaticLayoutOffersOnlyExistingInstances) {
+  NodeId n = AddNode("H200", 1, DeliveryMode::kPartition);
+  Device& d = cluster_.mutable_node(n).devices[0];
+  d.dynamic_layout = false;
+  d.instances = {{*catalog_.FindProfile(d.model, "3g.71gb"), 4, false, false}};
+  EXPECT_EQ(Check(n, Mig("1g.18gb")), FitReason::kMigProfile);
+  ReplicaPlacement p = Take(n, Mig("3g.71gb"));
+  EXPECT_EQ(Check(n, Mig("3g.71gb")), FitReason::kMigProfile);
+  ReleaseReplica(cluster_, p);
+  EXPECT_EQ(cluster_.node(n).devices[0].instances.size(), 1u);
+  EXPECT_EQ(Check(n, Mig("3g.71gb")), FitReason::kFits);
+}
+
+TEST_F(FitTest, MultiInstancePartitionRequestAvoidsOverlap) {
+  NodeId n = AddNode("A100-40GB", 1, DeliveryMode::kPartition);
+  auto options = DeviceOptions(cluster_, cluster_.node(n), Mig("3g.20gb", 2));
+  ASSERT_EQ(options.size(), 1u);
+  EXPECT_EQ(options[0][0].mig_start, 0);
+  EXPECT_EQ(options[0][1].mig_start, 4);
+  EXPECT_TRUE(DeviceOptions(cluster_, cluster_.node(n), Mig("3g.20gb", 3)).empty());
+}
+
+}  // namespace
+}  // namespace carve
