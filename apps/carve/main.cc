@@ -1,6 +1,17 @@
 #include <iostream>
 
-int main() {
-  std::cout << "carve\n";
+#include "CLI/CLI.hpp"
+#include "sim_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Carve: GPU scheduling and sharing for clusters many teams share"};
+  app.require_subcommand(1);
+  carve::app::AddSimCommands(app);
+  carve::app::AddDevCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
   return 0;
 }

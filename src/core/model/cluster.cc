@@ -1,5 +1,6 @@
 #include "core/model/cluster.h"
 
+#include <algorithm>
 #include <array>
 
 #include "absl/strings/str_cat.h"
@@ -58,6 +59,8 @@ NodeId Cluster::AddNode(Node node) {
     d.free_memory = catalog_->model(d.model).memory;
   }
   total_gpus_ += static_cast<int64_t>(node.devices.size());
+  max_node_cpu_ = std::max(max_node_cpu_, node.capacity.cpu);
+  max_node_gpus_ = std::max(max_node_gpus_, static_cast<int>(node.devices.size()));
   nodes_.push_back(std::move(node));
   return NodeId(static_cast<int64_t>(nodes_.size()) - 1);
 }
@@ -96,7 +99,7 @@ bool operator==(const Device& a, const Device& b) {
 bool operator==(const Node& a, const Node& b) {
   return a.name == b.name && a.pool == b.pool && a.labels == b.labels && a.taints == b.taints &&
          a.state == b.state && a.capacity == b.capacity && a.free == b.free &&
-         a.devices == b.devices;
+         a.devices == b.devices && a.kinds == b.kinds;
 }
 
 bool operator==(const Cluster& a, const Cluster& b) {

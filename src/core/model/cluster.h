@@ -84,6 +84,9 @@ struct Node {
   Resources capacity;
   Resources free;
   std::vector<Device> devices;
+  // How many replicas of each GPU kind run here (see GpuKind in core/sched/placement/fit.h);
+  // packing-by-kind policies read it. CPU-only replicas are not counted.
+  absl::flat_hash_map<int, int> kinds;
 };
 
 // The scheduler's view of every node and device, with the free amounts kept current by
@@ -102,6 +105,9 @@ class Cluster {
   const std::vector<Node>& nodes() const { return nodes_; }
 
   int64_t total_gpus() const { return total_gpus_; }
+  // The largest node, for policies that scale by it.
+  CpuMilli max_node_cpu() const { return max_node_cpu_; }
+  int max_node_gpus() const { return max_node_gpus_; }
   // Sum over exclusive and shared devices of allocated compute, plus allocated MIG slices as
   // fractions of their device: the numerator of GPU allocation.
   int64_t AllocatedGpuMilli() const;
@@ -112,6 +118,8 @@ class Cluster {
   const GpuCatalog* catalog_;
   std::vector<Node> nodes_;
   int64_t total_gpus_ = 0;
+  CpuMilli max_node_cpu_;
+  int max_node_gpus_ = 0;
 };
 
 bool operator==(const Device& a, const Device& b);

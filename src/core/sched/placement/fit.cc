@@ -219,9 +219,17 @@ std::vector<std::vector<DeviceGrant>> DeviceOptions(const Cluster& cluster, cons
   return {};
 }
 
+std::optional<int> GpuKind(const std::vector<DeviceGrant>& grants) {
+  if (grants.empty()) return std::nullopt;
+  if (grants[0].mig_profile >= 0) return -1;
+  if (grants[0].compute < kWholeGpu) return 0;
+  return static_cast<int>(grants.size());
+}
+
 void ApplyReplica(Cluster& cluster, const ReplicaPlacement& placement) {
   Node& node = cluster.mutable_node(placement.node);
   node.free -= placement.resources;
+  if (auto kind = GpuKind(placement.grants)) ++node.kinds[*kind];
   for (const DeviceGrant& g : placement.grants) {
     Device& d = node.devices[g.device];
     ++d.holders;
@@ -239,6 +247,9 @@ void ApplyReplica(Cluster& cluster, const ReplicaPlacement& placement) {
 void ReleaseReplica(Cluster& cluster, const ReplicaPlacement& placement) {
   Node& node = cluster.mutable_node(placement.node);
   node.free += placement.resources;
+  if (auto kind = GpuKind(placement.grants); kind && --node.kinds[*kind] == 0) {
+    node.kinds.erase(*kind);
+  }
   for (const DeviceGrant& g : placement.grants) {
     Device& d = node.devices[g.device];
     --d.holders;

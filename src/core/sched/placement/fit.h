@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 #include "absl/strings/string_view.h"
@@ -66,6 +67,10 @@ std::vector<std::vector<DeviceGrant>> DeviceOptions(const Cluster& cluster, cons
 // Takes / gives back exactly what `placement` describes. Release(Apply(s)) == s.
 void ApplyReplica(Cluster& cluster, const ReplicaPlacement& placement);
 void ReleaseReplica(Cluster& cluster, const ReplicaPlacement& placement);
+
+// The kind of GPU work a placement holds, for policies that group like with like: 0 for a share,
+// k for k whole devices, -1 for MIG instances; nullopt for a CPU-only replica.
+std::optional<int> GpuKind(const std::vector<DeviceGrant>& grants);
 
 // Whether device `d` may serve the request's model constraint.
 bool ModelAllowed(const ReplicaRequest& replica, GpuModelId model);

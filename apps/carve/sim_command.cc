@@ -1,0 +1,74 @@
+#include "sim_command.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "absl/strings/str_format.h"
+#include "sim/fill.h"
+
+namespace carve::app {
+namespace {
+
+void Fail(const absl::Status& status) {
+  std::cerr << "carve: " << status.message() << "\n";
+  std::exit(1);
+}
+
+void WriteJson(const std::string& path, const nlohmann::json& j) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) Fail(absl::InternalError(path + ": cannot write"));
+}
+
+std::string DefaultTraceFile(const std::string& name) {
+  const char* dir = std::getenv("CARVE_TRACE_DIR");
+  return std::string(dir ? dir : "../shared/traces/alibaba-gpu-2023/csv") + "/" + name;
+}
+
+void AddFill(CLI::App& sim) {
+  auto opts = std::make_shared<sim::FillOptions>();
+  auto json = std::make_shared<std::string>();
+  opts->nodes_path = DefaultTraceFile("openb_node_list_gpu_node.csv");
+  opts->pods_path = DefaultTraceFile("openb_pod_list_default.csv");
+  CLI::App* fill = sim.add_subcommand(
+      "fill", "Fill a trace cluster with a trace workload to 130% load (the FGD paper's method)");
+  fill->add_option("--nodes", opts->nodes_path, "Node list CSV")->capture_default_str();
+  fill->add_option("--pods", opts->pods_path, "Pod list CSV")->capture_default_str();
+  fill->add_option("--policy", opts->policy, "Placement policy")->capture_default_str();
+  fill->add_option("--seeds", opts->seeds, "Number of seeds, from --first-seed")
+      ->capture_default_str();
+  fill->add_option("--first-seed", opts->first_seed, "First seed")->capture_default_str();
+  fill->add_option("--load", opts->target_load, "Arrived load to stop at (1.3 = 130%)")
+      ->capture_default_str();
+  fill->add_option("--threads", opts->threads, "Seeds run in parallel (0: one per core)");
+  fill->add_option("--json", *json, "Write the result as JSON to this file");
+  fill->add_option("--placements", opts->placements_path,
+                   "Write every decision to this CSV (seed,pod,node,gpus,...)");
+  fill->callback([opts, json] {
+    auto result = sim::RunFill(*opts);
+    if (!result.ok()) Fail(result.status());
+    result->PrintTable(std::cout);
+    std::cout << absl::StrFormat(
+        "GPU allocation at 100%% load: %.2f%%, at %d%% load: %.2f%%\n", result->alloc_pct_at_100,
+        static_cast<int>(opts->target_load * 100 + 0.5), result->alloc_pct_at_130);
+    WriteJson(*json, result->ToJson());
+  });
+}
+
+}  // namespace
+
+void AddSimCommands(CLI::App& app) {
+  CLI::App* sim = app.add_subcommand("sim", "Trace-driven simulation with the real scheduler core");
+  sim->require_subcommand(1);
+  AddFill(*sim);
+}
+
+void AddDevCommand(CLI::App& app) {
+  CLI::App* dev = app.add_subcommand("dev", "Start Carve locally (for now: the policy comparison)");
+  (void)dev;
+}
+
+}  // namespace carve::app

@@ -1,0 +1,15 @@
+#ifndef CARVE_APPS_CARVE_SIM_COMMAND_H_
+#define CARVE_APPS_CARVE_SIM_COMMAND_H_
+
+#include "CLI/CLI.hpp"
+
+namespace carve::app {
+
+// Registers `carve sim fill` and `carve sim synth`.
+void AddSimCommands(CLI::App& app);
+// Registers `carve dev`: until the server exists, the policy comparison on the trace.
+void AddDevCommand(CLI::App& app);
+
+}  // namespace carve::app
+
+#endif  // CARVE_APPS_CARVE_SIM_COMMAND_H_

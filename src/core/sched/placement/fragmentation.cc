@@ -1,0 +1,81 @@
+#include "core/sched/placement/fragmentation.h"
+
+#include <algorithm>
+
+namespace carve {
+
+FragmentationModel::FragmentationModel(const Workload& workload) {
+  for (const WorkloadClass& w : workload) {
+    const ReplicaRequest& r = w.request;
+    Class c;
+    c.cpu = r.resources.cpu.units();
+    c.count = r.gpu.count;
+    if (r.gpu.mode == DeliveryMode::kShared) {
+      c.milli = r.gpu.compute.units();
+    } else if (r.gpu.mode == DeliveryMode::kExclusive && r.gpu.count > 0) {
+      c.milli = kWholeGpu.units();
+    } else {
+      continue;  // MIG classes do not use shared or exclusive compute.
+    }
+    c.models = r.allowed_models;
+    c.weight = w.weight;
+    classes_.push_back(std::move(c));
+  }
+  // CPU-only classes count every free GPU as unusable; keep them with milli 0.
+  for (const WorkloadClass& w : workload) {
+    if (w.request.gpu.count == 0)
+      classes_.push_back({w.request.resources.cpu.units(), 0, 0, {}, w.weight});
+  }
+}
+
+double FragmentationModel::NodeFragmentation(int64_t cpu_left,
+                                             absl::Span<const FreeGpu> gpus) const {
+  int64_t idle = 0;
+  for (const FreeGpu& g : gpus) idle += g.milli;
+  if (idle == 0) return 0;
+  double frag = 0;
+  for (const Class& c : classes_) {
+    int64_t unusable = idle;
+    if (c.milli > 0 && cpu_left >= c.cpu) {
+      int fitting = 0;
+      int64_t small = 0;
+      for (const FreeGpu& g : gpus) {
+        bool allowed = c.models.empty() ||
+                       std::find(c.models.begin(), c.models.end(), g.model) != c.models.end();
+        if (allowed && g.milli >= c.milli) {
+          ++fitting;
+        } else {
+          small += g.milli;
+        }
+      }
+      if (fitting >= c.count) unusable = small;
+    }
+    frag += c.weight * static_cast<double>(unusable);
+  }
+  return frag;
+}
+
+double FragmentationModel::NodeFragmentation(const Cluster&, const Node& node) const {
+  std::vector<FreeGpu> gpus = FreeGpus(node);
+  return NodeFragmentation(node.free.cpu.units(), gpus);
+}
+
+std::vector<FreeGpu> FragmentationModel::FreeGpus(const Node& node) {
+  std::vector<FreeGpu> gpus;
+  gpus.reserve(node.devices.size());
+  for (const Device& d : node.devices) {
+    // Partition and unschedulable devices offer no free compute to shares or whole requests.
+    bool usable = d.mode != DeliveryMode::kPartition && d.schedulable();
+    gpus.push_back({d.model, usable ? d.free_compute.units() : 0});
+  }
+  return gpus;
+}
+
+void FragmentationModel::Take(std::vector<FreeGpu>& gpus, const std::vector<DeviceGrant>& grants) {
+  for (const DeviceGrant& g : grants) {
+    if (g.mig_profile >= 0) continue;
+    gpus[g.device].milli -= g.compute.units();
+  }
+}
+
+}  // namespace carve
