@@ -1,6 +1,7 @@
 #ifndef CARVE_CORE_SCHED_REQUEST_H_
 #define CARVE_CORE_SCHED_REQUEST_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,15 +25,32 @@ struct GpuRequest {
   std::string profile;
 
   bool none() const { return count == 0; }
+  friend bool operator==(const GpuRequest&, const GpuRequest&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const GpuRequest& g) {
+    return H::combine(std::move(h), g.mode, g.count, g.compute.units(), g.memory.units(),
+                      g.profile);
+  }
 };
 
 struct ReplicaRequest {
   GpuRequest gpu;
-  Resources resources;                     // CPU, memory, storage, network per replica
-  std::vector<GpuModelId> allowed_models;  // empty: any model
-  std::string pool;                        // empty: any pool
-  absl::flat_hash_map<std::string, std::string> node_selector;
+  Resources resources;                               // CPU, memory, storage, network per replica
+  std::vector<GpuModelId> allowed_models;            // empty: any model
+  std::string pool;                                  // empty: any pool
+  std::map<std::string, std::string> node_selector;  // ordered: part of the hash
   std::vector<Taint> tolerations;
+
+  friend bool operator==(const ReplicaRequest&, const ReplicaRequest&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const ReplicaRequest& r) {
+    h = H::combine(std::move(h), r.gpu, r.resources.cpu.units(), r.resources.memory.units(),
+                   r.resources.storage.units(), r.resources.network.units(), r.pool);
+    for (GpuModelId m : r.allowed_models) h = H::combine(std::move(h), m);
+    for (const auto& [k, v] : r.node_selector) h = H::combine(std::move(h), k, v);
+    for (const Taint& t : r.tolerations) h = H::combine(std::move(h), t.key, t.value);
+    return h;
+  }
 };
 
 // All replicas are placed or none (a gang).

@@ -123,9 +123,27 @@ class DotProduct final : public PlacementPolicy {
 class Random final : public PlacementPolicy {
  public:
   absl::string_view name() const override { return "random"; }
-  Evaluation Evaluate(const Cluster&, NodeId, const ReplicaRequest&,
+  // A share goes to a device drawn uniformly from those that fit. Options stand for all devices
+  // in the same state, so each is drawn with weight of the devices it stands for.
+  Evaluation Evaluate(const Cluster& c, NodeId id, const ReplicaRequest& r,
                       const DeviceOptionList& options, std::mt19937_64& rng) const override {
-    return {0, std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)};
+    if (r.gpu.mode != DeliveryMode::kShared) {
+      return {0, std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)};
+    }
+    const Node& n = c.node(id);
+    std::vector<int> weights(options.size(), 0);
+    for (const Device& d : n.devices) {
+      for (size_t o = 0; o < options.size(); ++o) {
+        const Device& rep = n.devices[options[o][0].device];
+        if (rep.model == d.model && rep.free_compute == d.free_compute &&
+            rep.free_memory == d.free_memory && rep.mode == d.mode && d.schedulable()) {
+          ++weights[o];
+          break;
+        }
+      }
+    }
+    std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
+    return {0, pick(rng)};
   }
   TieBreak tie_break() const override { return TieBreak::kRandom; }
 };

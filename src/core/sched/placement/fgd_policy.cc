@@ -34,7 +34,7 @@ double FragMemo::Get(const FragmentationModel& model, int64_t cpu_left,
 
 FragDelta::FragDelta(const FragmentationModel& model, FragMemo& memo, const Node& node,
                      const ReplicaRequest& r)
-    : model_(model), memo_(memo), node_(node), replica_(r) {
+    : model_(model), memo_(memo) {
   gpus_ = FragmentationModel::FreeGpus(node);
   cpu_after_ = node.free.cpu.units() - r.resources.cpu.units();
   before_ = memo_.Get(model_, node.free.cpu.units(), gpus_);

@@ -43,8 +43,6 @@ class FragDelta {
  private:
   const FragmentationModel& model_;
   FragMemo& memo_;
-  const Node& node_;
-  const ReplicaRequest& replica_;
   std::vector<FreeGpu> gpus_;
   std::vector<FreeGpu> scratch_;
   int64_t cpu_after_ = 0;

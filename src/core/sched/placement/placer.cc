@@ -19,8 +19,24 @@ std::string FitReport::Summary() const {
                       replica, parts.empty() ? "" : ": ", absl::StrJoin(parts, ", "));
 }
 
-Placer::Placer(Cluster* cluster, const PlacementPolicy* policy, uint64_t seed)
-    : cluster_(cluster), policy_(policy), rng_(seed) {}
+Placer::Placer(Cluster* cluster, const PlacementPolicy* policy, uint64_t seed, Strategy strategy)
+    : cluster_(cluster), policy_(policy), rng_(seed) {
+  if (strategy == Strategy::kIndexed && policy->indexable()) {
+    index_ = std::make_unique<PlacementIndex>(cluster, policy);
+  }
+}
+
+void Placer::SetNodeRanks(std::vector<int64_t> ranks) {
+  ranks_ = std::move(ranks);
+  if (index_) {
+    index_ = std::make_unique<PlacementIndex>(cluster_, policy_);
+    index_->SetRanks(&ranks_);
+  }
+}
+
+void Placer::Invalidate(NodeId node) {
+  if (index_) index_->NodeChanged(node);
+}
 
 PlaceResult Placer::Place(const JobRequest& job) {
   PlaceResult result;
@@ -33,6 +49,7 @@ PlaceResult Placer::Place(const JobRequest& job) {
       return result;
     }
     ApplyReplica(*cluster_, choice.placement);
+    Invalidate(choice.placement.node);
     result.replicas.push_back(std::move(choice.placement));
   }
   result.placed = true;
@@ -40,10 +57,22 @@ PlaceResult Placer::Place(const JobRequest& job) {
 }
 
 void Placer::Release(const std::vector<ReplicaPlacement>& replicas) {
-  for (auto it = replicas.rbegin(); it != replicas.rend(); ++it) ReleaseReplica(*cluster_, *it);
+  for (auto it = replicas.rbegin(); it != replicas.rend(); ++it) {
+    ReleaseReplica(*cluster_, *it);
+    Invalidate(it->node);
+  }
 }
 
 Placer::Choice Placer::PlaceReplica(const ReplicaRequest& replica, FitReport& report) {
+  if (!index_) return ScanReplica(replica, report);
+  std::optional<PlacementIndex::Pick> pick = index_->Best(replica, rng_);
+  // No node fits: scan anyway, for the per-reason counts that explain why.
+  if (!pick) return ScanReplica(replica, report);
+  DeviceOptionList options = DeviceOptions(*cluster_, cluster_->node(pick->node), replica);
+  return {true, ReplicaPlacement{pick->node, replica.resources, std::move(options[pick->option])}};
+}
+
+Placer::Choice Placer::ScanReplica(const ReplicaRequest& replica, FitReport& report) {
   report = FitReport();
   feasible_.clear();
   scores_.clear();

@@ -3,12 +3,14 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/model/cluster.h"
 #include "core/sched/placement/fit.h"
+#include "core/sched/placement/placement_index.h"
 #include "core/sched/placement/policy.h"
 #include "core/sched/request.h"
 
@@ -37,7 +39,13 @@ struct PlaceResult {
 // through Place/Release (or be followed by Invalidate) so the caches stay true.
 class Placer {
  public:
-  Placer(Cluster* cluster, const PlacementPolicy* policy, uint64_t seed);
+  // kIndexed keeps a PlacementIndex when the policy is indexable (same answers, faster when
+  // requests repeat); kScan scores every node for every replica.
+  enum class Strategy : uint8_t { kScan, kIndexed };
+  Placer(const Placer&) = delete;
+  Placer& operator=(const Placer&) = delete;
+  Placer(Cluster* cluster, const PlacementPolicy* policy, uint64_t seed,
+         Strategy strategy = Strategy::kIndexed);
 
   // Places every replica and applies the result to the cluster; on failure the cluster is
   // unchanged and the report says why.
@@ -46,7 +54,9 @@ class Placer {
   void Release(const std::vector<ReplicaPlacement>& replicas);
   // Ties under TieBreak::kNodeOrder go to the lowest rank (default: the node index).
   // REQUIRES: one distinct rank per node.
-  void SetNodeRanks(std::vector<int64_t> ranks) { ranks_ = std::move(ranks); }
+  void SetNodeRanks(std::vector<int64_t> ranks);
+  // The node's state, health, labels or taints changed outside Place/Release.
+  void Invalidate(NodeId node);
 
  private:
   struct Choice {
@@ -54,6 +64,7 @@ class Placer {
     ReplicaPlacement placement;
   };
   Choice PlaceReplica(const ReplicaRequest& replica, FitReport& report);
+  Choice ScanReplica(const ReplicaRequest& replica, FitReport& report);
   size_t PickBest(const std::vector<double>& scores);
   int64_t Rank(int64_t node) const { return ranks_.empty() ? node : ranks_[node]; }
 
@@ -61,6 +72,7 @@ class Placer {
   const PlacementPolicy* policy_;
   std::mt19937_64 rng_;
   std::vector<int64_t> ranks_;
+  std::unique_ptr<PlacementIndex> index_;  // null when scanning
   // Scratch space reused across calls.
   std::vector<int64_t> feasible_;
   std::vector<double> scores_;

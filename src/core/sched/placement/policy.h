@@ -50,6 +50,10 @@ class PlacementPolicy {
                               const DeviceOptionList& options, std::mt19937_64& rng) const = 0;
   virtual void Normalize(std::vector<double>& scores) const { (void)scores; }
   virtual TieBreak tie_break() const { return TieBreak::kNodeOrder; }
+  // True when Evaluate is a pure function of (node state, node id, request), Normalize keeps
+  // the order of scores and ties go by node order: the placer may then keep an index of
+  // scored nodes per request instead of scoring every node for every replica.
+  virtual bool indexable() const { return tie_break() == TieBreak::kNodeOrder; }
 };
 
 // Best-fit device choice: for a share, the device with the least free compute that still fits
