@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "sim/fill.h"
+#include "sim/synth.h"
 
 namespace carve::app {
 namespace {
@@ -58,12 +59,35 @@ void AddFill(CLI::App& sim) {
   });
 }
 
+void AddSynth(CLI::App& sim) {
+  auto opts = std::make_shared<sim::SynthOptions>();
+  auto json = std::make_shared<std::string>();
+  CLI::App* synth = sim.add_subcommand(
+      "synth", "Place a synthetic trace-shaped job stream on a large mixed cluster; report speed");
+  synth->add_option("--nodes", opts->nodes, "Nodes")->capture_default_str();
+  synth->add_option("--gpus-per-node", opts->gpus_per_node, "GPUs per node")->capture_default_str();
+  synth->add_option("--jobs", opts->jobs, "Jobs")->capture_default_str();
+  synth->add_option("--policy", opts->policy, "Placement policy")->capture_default_str();
+  synth->add_option("--seed", opts->seed, "Seed")->capture_default_str();
+  synth->add_option("--load", opts->target_load, "GPU load the job stream settles at")
+      ->capture_default_str();
+  synth->add_flag("--scan", opts->scan, "Score every node for every job (no index)");
+  synth->add_option("--json", *json, "Write the result as JSON to this file");
+  synth->callback([opts, json] {
+    auto result = sim::RunSynth(*opts);
+    if (!result.ok()) Fail(result.status());
+    result->Print(std::cout);
+    WriteJson(*json, result->ToJson());
+  });
+}
+
 }  // namespace
 
 void AddSimCommands(CLI::App& app) {
   CLI::App* sim = app.add_subcommand("sim", "Trace-driven simulation with the real scheduler core");
   sim->require_subcommand(1);
   AddFill(*sim);
+  AddSynth(*sim);
 }
 
 void AddDevCommand(CLI::App& app) {
