@@ -27,7 +27,8 @@ struct Experiment {
   std::vector<Node> nodes;
   std::vector<TracePod> pods;  // sorted by name
   std::vector<JobRequest> requests;
-  Workload typical;
+  Workload observed;  // every request class with its frequency
+  Workload typical;   // the classes covering 95%: the fragmentation measure of the report
   FillOptions options;
   int64_t total_gpus = 0;
 };
@@ -120,7 +121,7 @@ absl::StatusOr<SeedResult> RunSeed(const Experiment& e, int seed) {
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i);
   for (size_t i = ranks.size(); i > 1; --i) std::swap(ranks[i - 1], ranks[UniformIndex(rng, i)]);
 
-  auto policy = MakePolicy(e.options.policy, PolicyOptions{e.typical});
+  auto policy = MakePolicy(e.options.policy, PolicyOptions{e.observed});
   if (!policy.ok()) return policy.status();
   Placer placer(&cluster, policy->get(), rng());
   placer.SetNodeRanks(ranks);
@@ -197,10 +198,11 @@ absl::StatusOr<FillResult> RunFill(const FillOptions& options) {
     if (!request.ok()) return request.status();
     e.requests.push_back(*std::move(request));
   }
-  auto typical = TypicalWorkload(e.pods, e.catalog);
-  if (!typical.ok()) return typical.status();
-  e.typical = std::move(*typical);
-  if (auto probe = MakePolicy(options.policy, PolicyOptions{e.typical}); !probe.ok()) {
+  auto observed = ObservedWorkload(e.pods, e.catalog);
+  if (!observed.ok()) return observed.status();
+  e.observed = std::move(*observed);
+  e.typical = TypicalClasses(e.observed, 0.95);
+  if (auto probe = MakePolicy(options.policy, PolicyOptions{e.observed}); !probe.ok()) {
     return probe.status();
   }
 

@@ -61,8 +61,8 @@ absl::StatusOr<JobRequest> RequestFromPod(const TracePod& pod, const GpuCatalog&
   return job;
 }
 
-absl::StatusOr<Workload> TypicalWorkload(const std::vector<TracePod>& pods,
-                                         const GpuCatalog& catalog, double coverage) {
+absl::StatusOr<Workload> ObservedWorkload(const std::vector<TracePod>& pods,
+                                          const GpuCatalog& catalog) {
   using Key = std::tuple<int64_t, int64_t, int, std::string>;  // cpu, milli, num, spec
   std::map<Key, int64_t> counts;
   std::map<Key, const TracePod*> example;
@@ -76,15 +76,12 @@ absl::StatusOr<Workload> TypicalWorkload(const std::vector<TracePod>& pods,
   // Most frequent first; ties by larger CPU, milli, count, spec (the paper simulator's order).
   std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a > b; });
   Workload workload;
-  int64_t covered = 0;
   for (const auto& [count, key] : ranked) {
     auto request = RequestFromPod(*example[key], catalog);
     if (!request.ok()) return request.status();
-    workload.push_back({request->replica, static_cast<double>(count)});
-    covered += count;
-    if (static_cast<double>(covered) >= coverage * static_cast<double>(pods.size())) break;
+    workload.push_back(
+        {request->replica, static_cast<double>(count) / static_cast<double>(pods.size())});
   }
-  for (WorkloadClass& w : workload) w.weight /= static_cast<double>(covered);
   return workload;
 }
 

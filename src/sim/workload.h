@@ -21,11 +21,12 @@ absl::StatusOr<std::vector<Node>> NodesFromTrace(const std::vector<TraceNode>& n
 // A trace pod as one replica: CPU-only, a share of one GPU, or whole GPUs.
 absl::StatusOr<JobRequest> RequestFromPod(const TracePod& pod, const GpuCatalog& catalog);
 
-// The expected workload for fgd and carve, the way the FGD paper derives its "typical pods":
-// group pods by (CPU, per-GPU milli, GPU count, allowed models), most frequent first, and keep
-// the top groups until they cover 95% of the pods; weights are their shares of what was kept.
-absl::StatusOr<Workload> TypicalWorkload(const std::vector<TracePod>& pods,
-                                         const GpuCatalog& catalog, double coverage = 0.95);
+// The observed workload for fgd and carve: pods grouped by (CPU, per-GPU milli, GPU count,
+// allowed models), weighted by frequency, most frequent first with the FGD simulator's tie order
+// (larger CPU, milli, count, spec first). fgd keeps the classes that cover 95% of the pods
+// (its "typical pods", see TypicalClasses); carve uses them all.
+absl::StatusOr<Workload> ObservedWorkload(const std::vector<TracePod>& pods,
+                                          const GpuCatalog& catalog);
 
 // Uniform integer in [0, n) by rejection sampling: the same sequence on every platform.
 uint64_t UniformIndex(std::mt19937_64& rng, uint64_t n);

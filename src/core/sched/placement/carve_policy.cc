@@ -6,24 +6,31 @@
 namespace carve {
 namespace {
 
-// Carve's default. Places each replica where the expected waste grows least, counting two kinds
-// of waste against the expected workload:
-//  - fragmentation, as in FGD: free GPU compute that the workload's request classes could not
-//    use on this node (compared exactly, not through FGD's truncated sigmoid);
-//  - stranding: free GPU compute the node can no longer feed with CPU, at the workload's
-//    average CPU per unit of GPU. FGD only sees this once a class no longer fits; counting it
-//    early keeps CPU-heavy and CPU-only work off GPU-dense nodes whose CPU their GPUs need.
-// Ties go to the placer's node order, which packs work onto fewer nodes.
+double AskedMilli(const GpuRequest& g) {
+  if (g.none() || g.mode == DeliveryMode::kPartition) return 0;
+  return static_cast<double>(g.mode == DeliveryMode::kShared ? g.compute.units() : 1000 * g.count);
+}
+
+// Carve's default. Places each replica where the expected waste grows least, measuring waste
+// against the whole observed workload (every request class, by frequency):
+//  - fragmentation (FragmentationModel::kCapacity): free GPU compute beyond what as many
+//    replicas of each class as the node can still host, by devices and by CPU, would use;
+//  - stranding: free GPU compute the node can no longer feed with CPU at the workload's
+//    average CPU per GPU, so CPU-heavy and CPU-only work stays off GPU-dense nodes;
+//  - scarcity: compute taken from a model that constrained classes need more than the average
+//    model (demand over supply, per model) costs its excess pressure, so work that can run
+//    anywhere leaves scarce models to work that cannot.
+// The change is compared exactly; ties go to the placer's node order.
 class CarvePolicy final : public PlacementPolicy {
  public:
-  explicit CarvePolicy(const Workload& workload) : model_(workload) {
+  explicit CarvePolicy(const Workload& workload)
+      : workload_(workload), model_(workload, FragmentationModel::Measure::kCapacity) {
     double cpu = 0, milli = 0;
     for (const WorkloadClass& w : workload) {
-      const GpuRequest& g = w.request.gpu;
-      if (g.none() || g.mode == DeliveryMode::kPartition) continue;
-      int64_t asked = g.mode == DeliveryMode::kShared ? g.compute.units() : 1000 * g.count;
+      double asked = AskedMilli(w.request.gpu);
+      if (asked == 0) continue;
       cpu += w.weight * static_cast<double>(w.request.resources.cpu.units());
-      milli += w.weight * static_cast<double>(asked);
+      milli += w.weight * asked;
     }
     cpu_per_milli_ = milli > 0 ? cpu / milli : 0;
   }
@@ -32,6 +39,7 @@ class CarvePolicy final : public PlacementPolicy {
   Evaluation Evaluate(const Cluster& c, NodeId id, const ReplicaRequest& r,
                       const DeviceOptionList& options, std::mt19937_64&) const override {
     const Node& n = c.node(id);
+    const std::vector<double>& pressure = Pressure(c);
     FragDelta frag(model_, memo_, n, r);
     double cpu_before = static_cast<double>(n.free.cpu.units());
     double cpu_after = cpu_before - static_cast<double>(r.resources.cpu.units());
@@ -40,8 +48,14 @@ class CarvePolicy final : public PlacementPolicy {
     Evaluation best{0, 0};
     for (size_t o = 0; o < options.size(); ++o) {
       double gpu_after = gpu_before;
-      for (const DeviceGrant& g : options[o]) gpu_after -= static_cast<double>(g.compute.units());
-      double waste = frag.After(options[o]) + Stranded(cpu_after, gpu_after) - stranded_before;
+      double scarcity = 0;
+      for (const DeviceGrant& g : options[o]) {
+        double taken = static_cast<double>(g.compute.units());
+        gpu_after -= taken;
+        scarcity += taken * (pressure[n.devices[g.device].model.value()] - 1);
+      }
+      double waste =
+          frag.After(options[o]) + Stranded(cpu_after, gpu_after) - stranded_before + scarcity;
       if (o == 0 || -waste > best.score) best = {-waste, o};
     }
     return best;
@@ -54,9 +68,48 @@ class CarvePolicy final : public PlacementPolicy {
     return std::max(0.0, gpu_left - cpu_left / cpu_per_milli_);
   }
 
+  // Per model: the workload's demand on it (each class's GPU demand spread over the capacity
+  // of the models it allows) relative to the capacity-weighted mean; 1 where no class prefers
+  // it. Depends only on the cluster's devices, so it is kept until their count changes.
+  const std::vector<double>& Pressure(const Cluster& c) const {
+    if (pressure_for_ == std::pair{c.size(), c.total_gpus()}) return pressure_;
+    pressure_for_ = {c.size(), c.total_gpus()};
+    size_t models = c.catalog().size();
+    std::vector<double> capacity(models, 0);
+    for (const Node& n : c.nodes()) {
+      for (const Device& d : n.devices) capacity[d.model.value()] += 1000;
+    }
+    std::vector<double> demand(models, 0);
+    for (const WorkloadClass& w : workload_) {
+      double asked = w.weight * AskedMilli(w.request.gpu);
+      double supply = 0;
+      for (size_t m = 0; m < models; ++m) {
+        if (ModelAllowed(w.request, GpuModelId(m))) supply += capacity[m];
+      }
+      if (asked == 0 || supply == 0) continue;
+      for (size_t m = 0; m < models; ++m) {
+        if (ModelAllowed(w.request, GpuModelId(m))) demand[m] += asked / supply;
+      }
+    }
+    double weighted = 0, total = 0;
+    for (size_t m = 0; m < models; ++m) {
+      weighted += capacity[m] * demand[m];
+      total += capacity[m];
+    }
+    double mean = total > 0 ? weighted / total : 0;
+    pressure_.assign(models, 1.0);
+    for (size_t m = 0; m < models; ++m) {
+      if (mean > 0 && capacity[m] > 0) pressure_[m] = demand[m] / mean;
+    }
+    return pressure_;
+  }
+
+  Workload workload_;
   FragmentationModel model_;
-  mutable FragMemo memo_;
   double cpu_per_milli_ = 0;
+  mutable FragMemo memo_;
+  mutable std::vector<double> pressure_;
+  mutable std::pair<size_t, int64_t> pressure_for_{0, -1};
 };
 
 }  // namespace

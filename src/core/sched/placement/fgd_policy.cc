@@ -50,7 +50,8 @@ namespace {
 
 class Fgd final : public PlacementPolicy {
  public:
-  explicit Fgd(const Workload& workload) : model_(workload) {}
+  // The paper's typical pods: the classes that cover 95% of the workload.
+  explicit Fgd(const Workload& workload) : model_(TypicalClasses(workload, 0.95)) {}
   absl::string_view name() const override { return "fgd"; }
 
   // score = trunc(100 * sigmoid(-delta / 1000)); the best device is the argmax of the truncated

@@ -4,7 +4,8 @@
 
 namespace carve {
 
-FragmentationModel::FragmentationModel(const Workload& workload) {
+FragmentationModel::FragmentationModel(const Workload& workload, Measure measure)
+    : measure_(measure) {
   for (const WorkloadClass& w : workload) {
     const ReplicaRequest& r = w.request;
     Class c;
@@ -28,30 +29,36 @@ FragmentationModel::FragmentationModel(const Workload& workload) {
   }
 }
 
+double FragmentationModel::Unusable(const Class& c, int64_t cpu_left,
+                                    absl::Span<const FreeGpu> gpus, int64_t idle) const {
+  if (c.milli == 0 || cpu_left < c.cpu) return static_cast<double>(idle);
+  int fitting = 0;    // devices with room for one more replica's share
+  int64_t small = 0;  // free compute on devices without that room
+  int64_t slots = 0;  // replicas the devices could host (shares stack on one device)
+  for (const FreeGpu& g : gpus) {
+    bool allowed =
+        c.models.empty() || std::find(c.models.begin(), c.models.end(), g.model) != c.models.end();
+    if (allowed && g.milli >= c.milli) {
+      ++fitting;
+      slots += c.count == 1 ? g.milli / c.milli : 1;
+    } else {
+      small += g.milli;
+    }
+  }
+  if (fitting < c.count) return static_cast<double>(idle);
+  if (measure_ == Measure::kFgd) return static_cast<double>(small);
+  int64_t replicas = slots / c.count;
+  if (c.cpu > 0) replicas = std::min(replicas, cpu_left / c.cpu);
+  return static_cast<double>(idle - replicas * c.count * c.milli);
+}
+
 double FragmentationModel::NodeFragmentation(int64_t cpu_left,
                                              absl::Span<const FreeGpu> gpus) const {
   int64_t idle = 0;
   for (const FreeGpu& g : gpus) idle += g.milli;
   if (idle == 0) return 0;
   double frag = 0;
-  for (const Class& c : classes_) {
-    int64_t unusable = idle;
-    if (c.milli > 0 && cpu_left >= c.cpu) {
-      int fitting = 0;
-      int64_t small = 0;
-      for (const FreeGpu& g : gpus) {
-        bool allowed = c.models.empty() ||
-                       std::find(c.models.begin(), c.models.end(), g.model) != c.models.end();
-        if (allowed && g.milli >= c.milli) {
-          ++fitting;
-        } else {
-          small += g.milli;
-        }
-      }
-      if (fitting >= c.count) unusable = small;
-    }
-    frag += c.weight * static_cast<double>(unusable);
-  }
+  for (const Class& c : classes_) frag += c.weight * Unusable(c, cpu_left, gpus, idle);
   return frag;
 }
 
@@ -76,6 +83,24 @@ void FragmentationModel::Take(std::vector<FreeGpu>& gpus, const std::vector<Devi
     if (g.mig_profile >= 0) continue;
     gpus[g.device].milli -= g.compute.units();
   }
+}
+
+Workload TypicalClasses(const Workload& workload, double coverage) {
+  Workload sorted = workload;
+  std::stable_sort(
+      sorted.begin(), sorted.end(),
+      [](const WorkloadClass& a, const WorkloadClass& b) { return a.weight > b.weight; });
+  double total = 0;
+  for (const WorkloadClass& w : sorted) total += w.weight;
+  Workload out;
+  double covered = 0;
+  for (const WorkloadClass& w : sorted) {
+    if (covered >= coverage * total * (1 - 1e-12)) break;
+    out.push_back(w);
+    covered += w.weight;
+  }
+  for (WorkloadClass& w : out) w.weight /= covered;
+  return out;
 }
 
 }  // namespace carve

@@ -24,7 +24,10 @@ struct FreeGpu {
 // devices with less free compute than it asks; a class that does not fit cannot use any.
 class FragmentationModel {
  public:
-  explicit FragmentationModel(const Workload& workload);
+  // kFgd: the paper's measure. kCapacity: what a class cannot use is the free compute beyond
+  // what as many of its replicas as the node can host (by devices and by CPU) would take.
+  enum class Measure : uint8_t { kFgd, kCapacity };
+  explicit FragmentationModel(const Workload& workload, Measure measure = Measure::kFgd);
 
   // Expected unusable free GPU milli on a node with `cpu_left` free CPU and `gpus` free.
   double NodeFragmentation(int64_t cpu_left, absl::Span<const FreeGpu> gpus) const;
@@ -46,8 +49,17 @@ class FragmentationModel {
     std::vector<GpuModelId> models;  // empty: any
     double weight = 0;
   };
+  double Unusable(const Class& c, int64_t cpu_left, absl::Span<const FreeGpu> gpus,
+                  int64_t idle) const;
+
   std::vector<Class> classes_;
+  Measure measure_;
 };
+
+// The most popular classes of `workload` that together cover `coverage` of its weight (the
+// first class that reaches it included), reweighted to sum to 1: the FGD paper's "typical pods"
+// at coverage 0.95. Stable: classes of equal weight keep their order.
+Workload TypicalClasses(const Workload& workload, double coverage);
 
 }  // namespace carve
 
