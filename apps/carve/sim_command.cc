@@ -1,11 +1,14 @@
 #include "sim_command.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "absl/strings/str_format.h"
+#include "sim/compare.h"
 #include "sim/fill.h"
 #include "sim/synth.h"
 
@@ -81,6 +84,58 @@ void AddSynth(CLI::App& sim) {
   });
 }
 
+// The trace folder's pod lists, sorted, for `compare` without --pods.
+std::vector<std::string> PodListsIn(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("openb_pod_list_", 0) == 0 && entry.path().extension() == ".csv") {
+      files.push_back(entry.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void AddCompare(CLI::App& sim) {
+  auto opts = std::make_shared<sim::CompareOptions>();
+  auto markdown = std::make_shared<std::string>();
+  auto trace_dir = std::make_shared<std::string>(
+      std::filesystem::path(DefaultTraceFile("x")).parent_path().string());
+  opts->fill.nodes_path = DefaultTraceFile("openb_node_list_gpu_node.csv");
+  opts->policies = {"random", "dot-product", "clustering", "packing", "best-fit", "fgd", "carve"};
+  CLI::App* compare = sim.add_subcommand(
+      "compare", "Run `fill` for several pod lists and policies and print a markdown table");
+  compare->add_option("--nodes", opts->fill.nodes_path, "Node list CSV")->capture_default_str();
+  compare->add_option("--pods", opts->pod_files,
+                      "Pod list CSVs (default: every pod list in "
+                      "--trace-dir)");
+  compare->add_option("--trace-dir", *trace_dir, "Folder of the trace's CSV files")
+      ->capture_default_str();
+  compare->add_option("--policies", opts->policies, "Policies")
+      ->delimiter(',')
+      ->capture_default_str();
+  compare->add_option("--seeds", opts->fill.seeds, "Seeds per fill")->capture_default_str();
+  compare->add_option("--load", opts->fill.target_load, "Arrived load to stop at")
+      ->capture_default_str();
+  compare->add_option("--json-dir", opts->json_dir, "Write each fill's JSON here");
+  compare->add_option("--markdown", *markdown, "Write the table to this file too");
+  compare->callback([opts, markdown, trace_dir] {
+    if (opts->pod_files.empty()) opts->pod_files = PodListsIn(*trace_dir);
+    auto result = sim::RunCompare(*opts, &std::cerr);
+    if (!result.ok()) Fail(result.status());
+    std::cout << "GPU allocation %, median of " << opts->fill.seeds
+              << " seeds, at 100% / at the final arrived load:\n\n";
+    result->PrintMarkdown(std::cout);
+    if (!markdown->empty()) {
+      std::ofstream out(*markdown);
+      result->PrintMarkdown(out);
+      if (!out) Fail(absl::InternalError(*markdown + ": cannot write"));
+    }
+  });
+}
+
 }  // namespace
 
 void AddSimCommands(CLI::App& app) {
@@ -88,11 +143,34 @@ void AddSimCommands(CLI::App& app) {
   sim->require_subcommand(1);
   AddFill(*sim);
   AddSynth(*sim);
+  AddCompare(*sim);
 }
 
 void AddDevCommand(CLI::App& app) {
-  CLI::App* dev = app.add_subcommand("dev", "Start Carve locally (for now: the policy comparison)");
-  (void)dev;
+  auto seeds = std::make_shared<int>(10);
+  CLI::App* dev = app.add_subcommand(
+      "dev",
+      "Start Carve locally. Until the server lands: the placement policies compared on "
+      "Alibaba's GPU trace");
+  dev->add_option("--seeds", *seeds, "Seeds per policy")->capture_default_str();
+  dev->callback([seeds] {
+    sim::CompareOptions opts;
+    opts.fill.nodes_path = DefaultTraceFile("openb_node_list_gpu_node.csv");
+    opts.fill.seeds = *seeds;
+    opts.pod_files = {DefaultTraceFile("openb_pod_list_default.csv")};
+    opts.policies = {"random", "dot-product", "clustering", "packing", "best-fit", "fgd", "carve"};
+    std::cout << "Carve dev: the scheduler core on Alibaba's GPU trace (1,213 nodes, 6,212 "
+                 "GPUs),\nfilled to 130% load as in the FGD paper (USENIX ATC'23), "
+              << *seeds << " seeds per policy.\n"
+              << "(The server, node agents and dashboard come with the platform issue.)\n\n";
+    auto result = sim::RunCompare(opts, &std::cout);
+    if (!result.ok()) Fail(result.status());
+    std::cout << "\nGPU allocation %, median over seeds, at 100% / 130% arrived load:\n\n";
+    result->PrintMarkdown(std::cout);
+    std::cout << "\nTry: carve sim fill --policy carve --json out.json\n"
+                 "     carve sim compare --policies fgd,carve\n"
+                 "     carve sim synth --nodes 5000 --jobs 50000\n";
+  });
 }
 
 }  // namespace carve::app

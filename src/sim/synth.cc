@@ -28,10 +28,12 @@ constexpr NodeKind kNodeKinds[] = {
     {"A10", DeliveryMode::kShared, 96000, 512, 10},
 };
 
-std::vector<Node> MakeNodes(const SynthOptions& o, const GpuCatalog& catalog,
-                            std::mt19937_64& rng) {
+}  // namespace
+
+std::vector<Node> SyntheticNodes(int count, int gpus_per_node, const GpuCatalog& catalog,
+                                 std::mt19937_64& rng) {
   std::vector<Node> nodes;
-  for (int i = 0; i < o.nodes; ++i) {
+  for (int i = 0; i < count; ++i) {
     int pick = static_cast<int>(UniformIndex(rng, 100));
     const NodeKind* kind = &kNodeKinds[0];
     for (const NodeKind& k : kNodeKinds) {
@@ -46,7 +48,7 @@ std::vector<Node> MakeNodes(const SynthOptions& o, const GpuCatalog& catalog,
     n.pool = kind->mode == DeliveryMode::kExclusive ? "train" : "serve";
     n.capacity = {CpuMilli(kind->cpu_milli), MemMib(kind->memory_gib * 1024), MemMib(8 << 20),
                   NetMbps(200000)};
-    for (int g = 0; g < o.gpus_per_node; ++g) {
+    for (int g = 0; g < gpus_per_node; ++g) {
       Device d;
       d.model = *catalog.Find(kind->model);
       d.mode = kind->mode;
@@ -60,7 +62,7 @@ std::vector<Node> MakeNodes(const SynthOptions& o, const GpuCatalog& catalog,
 
 // A job drawn from a fixed menu of shapes, weighted like the trace: 13% CPU-only, 38% shares,
 // 37% one whole GPU, 4% multi-GPU, 8% MIG partitions.
-JobRequest MakeJob(const GpuCatalog& catalog, std::mt19937_64& rng) {
+JobRequest SyntheticJob(const GpuCatalog& catalog, std::mt19937_64& rng) {
   static constexpr int64_t kShares[] = {100, 200, 250, 300, 470, 500, 650, 810};
   static constexpr const char* kProfiles[] = {"1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb"};
   JobRequest job;
@@ -88,6 +90,19 @@ JobRequest MakeJob(const GpuCatalog& catalog, std::mt19937_64& rng) {
   return job;
 }
 
+Workload WorkloadOf(const std::vector<JobRequest>& jobs) {
+  Workload workload;
+  absl::flat_hash_map<ReplicaRequest, size_t> class_of;
+  for (const JobRequest& j : jobs) {
+    auto [it, inserted] = class_of.try_emplace(j.replica, workload.size());
+    if (inserted) workload.push_back({j.replica, 0});
+    workload[it->second].weight += 1.0 / static_cast<double>(jobs.size());
+  }
+  return workload;
+}
+
+namespace {
+
 double GpuOf(const JobRequest& j) {
   const GpuRequest& g = j.replica.gpu;
   if (g.mode == DeliveryMode::kShared) return static_cast<double>(g.compute.units()) / 1000;
@@ -110,26 +125,21 @@ absl::StatusOr<SynthResult> RunSynth(const SynthOptions& o) {
   GpuCatalog catalog = GpuCatalog::BuiltIn();
   std::mt19937_64 rng(o.seed);
   Cluster cluster(&catalog);
-  for (Node& n : MakeNodes(o, catalog, rng)) cluster.AddNode(std::move(n));
+  for (Node& n : SyntheticNodes(o.nodes, o.gpus_per_node, catalog, rng)) {
+    cluster.AddNode(std::move(n));
+  }
   std::vector<JobRequest> jobs;
   double gpu_per_job = 0;
   for (int i = 0; i < o.jobs; ++i) {
-    jobs.push_back(MakeJob(catalog, rng));
+    jobs.push_back(SyntheticJob(catalog, rng));
     gpu_per_job += GpuOf(jobs.back()) / o.jobs;
   }
   // Little's law: arrivals every 1 time unit, mean runtime sized for the target GPU load.
   double mean_runtime = o.target_load * static_cast<double>(cluster.total_gpus()) / gpu_per_job;
   std::exponential_distribution<double> runtime(1.0 / mean_runtime);
 
-  // The workload the policy plans for: the menu itself, weighted by frequency.
-  Workload workload;
-  absl::flat_hash_map<ReplicaRequest, size_t> class_of;
-  for (const JobRequest& j : jobs) {
-    auto [it, inserted] = class_of.try_emplace(j.replica, workload.size());
-    if (inserted) workload.push_back({j.replica, 0});
-    workload[it->second].weight += 1.0 / o.jobs;
-  }
-  auto policy = MakePolicy(o.policy, PolicyOptions{workload});
+  // The workload the policy plans for: the job stream's requests, by frequency.
+  auto policy = MakePolicy(o.policy, PolicyOptions{WorkloadOf(jobs)});
   if (!policy.ok()) return policy.status();
   Placer placer(&cluster, policy->get(), o.seed,
                 o.scan ? Placer::Strategy::kScan : Placer::Strategy::kIndexed);
@@ -148,7 +158,7 @@ absl::StatusOr<SynthResult> RunSynth(const SynthOptions& o) {
   int64_t allocated = 0;
   for (int misses = 0; allocated < target_milli && misses < 1000;) {
     if (warm.size() % 256 == 0) allocated = cluster.AllocatedGpuMilli();
-    PlaceResult r = placer.Place(MakeJob(catalog, rng));
+    PlaceResult r = placer.Place(SyntheticJob(catalog, rng));
     if (!r.placed) {
       ++misses;
       continue;

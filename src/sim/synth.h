@@ -3,9 +3,14 @@
 
 #include <cstdint>
 #include <ostream>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/model/cluster.h"
+#include "core/sched/placement/policy.h"
+#include "core/sched/request.h"
 #include "nlohmann/json.hpp"
 
 namespace carve::sim {
@@ -42,6 +47,13 @@ struct SynthResult {
 };
 
 absl::StatusOr<SynthResult> RunSynth(const SynthOptions& options);
+
+// The pieces of the synthetic experiment, for benchmarks.
+std::vector<Node> SyntheticNodes(int nodes, int gpus_per_node, const GpuCatalog& catalog,
+                                 std::mt19937_64& rng);
+JobRequest SyntheticJob(const GpuCatalog& catalog, std::mt19937_64& rng);
+// Workload weights of `jobs`' distinct requests, by frequency.
+Workload WorkloadOf(const std::vector<JobRequest>& jobs);
 
 }  // namespace carve::sim
 

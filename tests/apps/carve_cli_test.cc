@@ -1,0 +1,68 @@
+// Runs the real `carve` binary as a new user would.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliRun {
+  int status;
+  std::string output;
+};
+
+CliRun Carve(const std::string& args) {
+  std::string cmd =
+      std::string("CARVE_TRACE_DIR=") + CARVE_TRACE_DIR + " " + CARVE_BINARY + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST(CarveCli, SimFillWritesTableAndJson) {
+  std::string json = ::testing::TempDir() + "fill.json";
+  CliRun r = Carve("sim fill --policy fgd --seeds 1 --json " + json);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("GPU allocation at 100% load"));
+  EXPECT_THAT(r.output, HasSubstr("130%"));
+  std::ifstream in(json);
+  nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["policy"], "fgd");
+  EXPECT_EQ(j["gpus_total"], 6212);
+  EXPECT_EQ(j["seeds"], nlohmann::json::array({42}));
+}
+
+TEST(CarveCli, SimSynthReportsThroughput) {
+  std::string json = ::testing::TempDir() + "synth.json";
+  CliRun r = Carve("sim synth --nodes 200 --jobs 2000 --json " + json);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("jobs/s"));
+  std::ifstream in(json);
+  nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_GT(j["placements_per_sec"].get<double>(), 0);
+}
+
+TEST(CarveCli, BadInputSaysWhatWasWrong) {
+  CliRun r = Carve("sim fill --policy nope --seeds 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("unknown placement policy \"nope\""));
+  r = Carve("sim fill --pods /nonexistent.csv --seeds 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("/nonexistent.csv: cannot open"));
+  r = Carve("sim fill --seeds many");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("--seeds"));
+}
+
+}  // namespace
