@@ -123,7 +123,8 @@ absl::StatusOr<SynthResult> RunSynth(const SynthOptions& o) {
     return absl::InvalidArgumentError("--nodes, --gpus-per-node and --jobs must be at least 1");
   }
   GpuCatalog catalog = GpuCatalog::BuiltIn();
-  std::mt19937_64 rng(o.seed);
+  // Separate streams, so that one policy's placements never change another's jobs or runtimes.
+  std::mt19937_64 rng(o.seed), warm_rng(o.seed + 1), runtime_rng(o.seed + 2);
   Cluster cluster(&catalog);
   for (Node& n : SyntheticNodes(o.nodes, o.gpus_per_node, catalog, rng)) {
     cluster.AddNode(std::move(n));
@@ -158,13 +159,13 @@ absl::StatusOr<SynthResult> RunSynth(const SynthOptions& o) {
   int64_t allocated = 0;
   for (int misses = 0; allocated < target_milli && misses < 1000;) {
     if (warm.size() % 256 == 0) allocated = cluster.AllocatedGpuMilli();
-    PlaceResult r = placer.Place(SyntheticJob(catalog, rng));
+    PlaceResult r = placer.Place(SyntheticJob(catalog, warm_rng));
     if (!r.placed) {
       ++misses;
       continue;
     }
     warm.push_back(std::move(r.replicas));
-    running.push({runtime(rng), -static_cast<int64_t>(warm.size())});
+    running.push({runtime(runtime_rng), -static_cast<int64_t>(warm.size())});
   }
   auto release = [&](int64_t job) {
     auto& replicas = job < 0 ? warm[-job - 1] : held[job];
@@ -190,7 +191,7 @@ absl::StatusOr<SynthResult> RunSynth(const SynthOptions& o) {
     if (r.placed) {
       ++result.placed;
       held[i] = std::move(r.replicas);
-      running.push({now + runtime(rng), i});
+      running.push({now + runtime(runtime_rng), i});
     } else {
       ++result.failed;
     }

@@ -17,9 +17,9 @@ double AskedMilli(const GpuRequest& g) {
 //    replicas of each class as the node can still host, by devices and by CPU, would use;
 //  - stranding: free GPU compute the node can no longer feed with CPU at the workload's
 //    average CPU per GPU, so CPU-heavy and CPU-only work stays off GPU-dense nodes;
-//  - scarcity: compute taken from a model that constrained classes need more than the average
-//    model (demand over supply, per model) costs its excess pressure, so work that can run
-//    anywhere leaves scarce models to work that cannot.
+//  - scarcity: compute taken from a kind of device (model, and whether it serves shares) that
+//    the workload needs more than the average device (demand over supply, per kind) costs its
+//    excess pressure, so work that can run anywhere leaves scarce devices to work that cannot.
 // The change is compared exactly; ties go to the placer's node order.
 class CarvePolicy final : public PlacementPolicy {
  public:
@@ -52,7 +52,7 @@ class CarvePolicy final : public PlacementPolicy {
       for (const DeviceGrant& g : options[o]) {
         double taken = static_cast<double>(g.compute.units());
         gpu_after -= taken;
-        scarcity += taken * (pressure[n.devices[g.device].model.value()] - 1);
+        scarcity += taken * (pressure[KindOf(n.devices[g.device])] - 1);
       }
       double waste =
           frag.After(options[o]) + Stranded(cpu_after, gpu_after) - stranded_before + scarcity;
@@ -68,38 +68,46 @@ class CarvePolicy final : public PlacementPolicy {
     return std::max(0.0, gpu_left - cpu_left / cpu_per_milli_);
   }
 
-  // Per model: the workload's demand on it (each class's GPU demand spread over the capacity
-  // of the models it allows) relative to the capacity-weighted mean; 1 where no class prefers
-  // it. Depends only on the cluster's devices, so it is kept until their count changes.
+  // Devices are told apart by model and by whether they serve shares (shared mode).
+  static size_t KindOf(const Device& d) {
+    return static_cast<size_t>(d.model.value()) * 2 + (d.mode == DeliveryMode::kShared);
+  }
+  static bool Serves(const ReplicaRequest& r, size_t kind) {
+    bool shares = kind % 2 == 1;
+    return ModelAllowed(r, GpuModelId(static_cast<int64_t>(kind / 2))) &&
+           (shares || r.gpu.mode != DeliveryMode::kShared);
+  }
+
+  // Per device kind: the workload's demand on it (each class's GPU demand spread over the
+  // capacity of the kinds that serve it) relative to the capacity-weighted mean; 1 where no
+  // class needs it. Depends only on the cluster's devices, so it is kept until they change.
   const std::vector<double>& Pressure(const Cluster& c) const {
     if (pressure_for_ == std::pair{c.size(), c.total_gpus()}) return pressure_;
     pressure_for_ = {c.size(), c.total_gpus()};
-    size_t models = c.catalog().size();
-    std::vector<double> capacity(models, 0);
+    size_t kinds = c.catalog().size() * 2;
+    std::vector<double> capacity(kinds, 0);
     for (const Node& n : c.nodes()) {
-      for (const Device& d : n.devices) capacity[d.model.value()] += 1000;
+      for (const Device& d : n.devices) {
+        if (d.mode != DeliveryMode::kPartition) capacity[KindOf(d)] += 1000;
+      }
     }
-    std::vector<double> demand(models, 0);
+    std::vector<double> demand(kinds, 0);
     for (const WorkloadClass& w : workload_) {
       double asked = w.weight * AskedMilli(w.request.gpu);
       double supply = 0;
-      for (size_t m = 0; m < models; ++m) {
-        if (ModelAllowed(w.request, GpuModelId(m))) supply += capacity[m];
-      }
+      for (size_t k = 0; k < kinds; ++k) supply += Serves(w.request, k) ? capacity[k] : 0;
       if (asked == 0 || supply == 0) continue;
-      for (size_t m = 0; m < models; ++m) {
-        if (ModelAllowed(w.request, GpuModelId(m))) demand[m] += asked / supply;
-      }
+      for (size_t k = 0; k < kinds; ++k) demand[k] += Serves(w.request, k) ? asked / supply : 0;
     }
     double weighted = 0, total = 0;
-    for (size_t m = 0; m < models; ++m) {
-      weighted += capacity[m] * demand[m];
-      total += capacity[m];
+    for (size_t k = 0; k < kinds; ++k) {
+      weighted += capacity[k] * demand[k];
+      total += capacity[k];
     }
     double mean = total > 0 ? weighted / total : 0;
-    pressure_.assign(models, 1.0);
-    for (size_t m = 0; m < models; ++m) {
-      if (mean > 0 && capacity[m] > 0) pressure_[m] = demand[m] / mean;
+    pressure_.assign(kinds, 1.0);
+    for (size_t k = 0; k < kinds; ++k) {
+      if (mean > 0 && capacity[k] > 0) pressure_[k] = demand[k] / mean;
     }
     return pressure_;
   }

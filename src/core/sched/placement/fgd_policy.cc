@@ -18,7 +18,8 @@ double FragMemo::Get(const FragmentationModel& model, int64_t cpu_left,
   key.cpu = cpu_left;
   key.n = static_cast<uint8_t>(gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) {
-    key.gpus[i] = static_cast<uint32_t>(gpus[i].model.value() << 11 | gpus[i].milli);
+    key.gpus[i] =
+        static_cast<uint32_t>(gpus[i].model.value() << 12 | gpus[i].shares << 11 | gpus[i].milli);
   }
   std::sort(key.gpus.begin(), key.gpus.begin() + key.n);
   auto [it, inserted] = memo_.try_emplace(key, 0.0);

@@ -13,6 +13,7 @@ FragmentationModel::FragmentationModel(const Workload& workload, Measure measure
     c.count = r.gpu.count;
     if (r.gpu.mode == DeliveryMode::kShared) {
       c.milli = r.gpu.compute.units();
+      c.share = true;
     } else if (r.gpu.mode == DeliveryMode::kExclusive && r.gpu.count > 0) {
       c.milli = kWholeGpu.units();
     } else {
@@ -24,8 +25,9 @@ FragmentationModel::FragmentationModel(const Workload& workload, Measure measure
   }
   // CPU-only classes count every free GPU as unusable; keep them with milli 0.
   for (const WorkloadClass& w : workload) {
-    if (w.request.gpu.count == 0)
-      classes_.push_back({w.request.resources.cpu.units(), 0, 0, {}, w.weight});
+    if (w.request.gpu.count == 0) {
+      classes_.push_back({w.request.resources.cpu.units(), 0, 0, false, {}, w.weight});
+    }
   }
 }
 
@@ -73,7 +75,7 @@ std::vector<FreeGpu> FragmentationModel::FreeGpus(const Node& node) {
   for (const Device& d : node.devices) {
     // Partition and unschedulable devices offer no free compute to shares or whole requests.
     bool usable = d.mode != DeliveryMode::kPartition && d.schedulable();
-    gpus.push_back({d.model, usable ? d.free_compute.units() : 0});
+    gpus.push_back({d.model, usable ? d.free_compute.units() : 0, d.mode == DeliveryMode::kShared});
   }
   return gpus;
 }

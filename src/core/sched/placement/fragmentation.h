@@ -15,6 +15,7 @@ namespace carve {
 struct FreeGpu {
   GpuModelId model;
   int64_t milli = 0;
+  bool shares = false;  // a shared-mode device: serves shares as well as whole requests
 };
 
 // GPU fragmentation of a node against an expected workload, after "Beware of Fragmentation"
@@ -46,6 +47,7 @@ class FragmentationModel {
     int64_t cpu = 0;
     int64_t milli = 0;  // per device; 0 for CPU-only classes
     int count = 0;
+    bool share = false;              // needs a shared-mode device
     std::vector<GpuModelId> models;  // empty: any
     double weight = 0;
   };
