@@ -12,7 +12,7 @@ bool FragMemo::Key::operator==(const Key& o) const {
 }
 
 double FragMemo::Get(const FragmentationModel& model, int64_t cpu_left,
-                     const std::vector<FreeGpu>& gpus) {
+                     absl::Span<const FreeGpu> gpus) {
   if (gpus.size() > kMaxDevices) return model.NodeFragmentation(cpu_left, gpus);
   Key key;
   key.cpu = cpu_left;

@@ -14,7 +14,7 @@ namespace carve {
 // state share one computation. Bounded; cleared when full.
 class FragMemo {
  public:
-  double Get(const FragmentationModel& model, int64_t cpu_left, const std::vector<FreeGpu>& gpus);
+  double Get(const FragmentationModel& model, int64_t cpu_left, absl::Span<const FreeGpu> gpus);
 
  private:
   static constexpr size_t kMaxDevices = 16;
@@ -43,8 +43,8 @@ class FragDelta {
  private:
   const FragmentationModel& model_;
   FragMemo& memo_;
-  std::vector<FreeGpu> gpus_;
-  std::vector<FreeGpu> scratch_;
+  FragmentationModel::FreeGpuList gpus_;
+  FragmentationModel::FreeGpuList scratch_;
   int64_t cpu_after_ = 0;
   double before_ = 0;
 };

@@ -74,6 +74,7 @@ FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaReque
   int count = 0;
   bool compute_ok = false;
   for (const Device& d : node.devices) {
+    if (count >= gpu.count) break;
     if (!ModelAllowed(replica, d.model)) continue;
     switch (gpu.mode) {
       case DeliveryMode::kExclusive:

@@ -20,13 +20,20 @@ FragmentationModel::FragmentationModel(const Workload& workload, Measure measure
       continue;  // MIG classes do not use shared or exclusive compute.
     }
     c.models = r.allowed_models;
+    for (GpuModelId m : c.models) {
+      if (c.allowed.size() <= static_cast<size_t>(m.value())) c.allowed.resize(m.value() + 1);
+      c.allowed[m.value()] = true;
+    }
     c.weight = w.weight;
     classes_.push_back(std::move(c));
   }
   // CPU-only classes count every free GPU as unusable; keep them with milli 0.
   for (const WorkloadClass& w : workload) {
     if (w.request.gpu.count == 0) {
-      classes_.push_back({w.request.resources.cpu.units(), 0, 0, false, {}, w.weight});
+      Class c;
+      c.cpu = w.request.resources.cpu.units();
+      c.weight = w.weight;
+      classes_.push_back(std::move(c));
     }
   }
 }
@@ -65,13 +72,12 @@ double FragmentationModel::NodeFragmentation(int64_t cpu_left,
 }
 
 double FragmentationModel::NodeFragmentation(const Cluster&, const Node& node) const {
-  std::vector<FreeGpu> gpus = FreeGpus(node);
+  FreeGpuList gpus = FreeGpus(node);
   return NodeFragmentation(node.free.cpu.units(), gpus);
 }
 
-std::vector<FreeGpu> FragmentationModel::FreeGpus(const Node& node) {
-  std::vector<FreeGpu> gpus;
-  gpus.reserve(node.devices.size());
+FragmentationModel::FreeGpuList FragmentationModel::FreeGpus(const Node& node) {
+  FreeGpuList gpus;
   for (const Device& d : node.devices) {
     // Partition and unschedulable devices offer no free compute to shares or whole requests.
     bool usable = d.mode != DeliveryMode::kPartition && d.schedulable();
@@ -80,7 +86,7 @@ std::vector<FreeGpu> FragmentationModel::FreeGpus(const Node& node) {
   return gpus;
 }
 
-void FragmentationModel::Take(std::vector<FreeGpu>& gpus, const std::vector<DeviceGrant>& grants) {
+void FragmentationModel::Take(FreeGpuList& gpus, const std::vector<DeviceGrant>& grants) {
   for (const DeviceGrant& g : grants) {
     if (g.mig_profile >= 0) continue;
     gpus[g.device].milli -= g.compute.units();

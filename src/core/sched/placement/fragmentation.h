@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
 #include "core/base/ids.h"
 #include "core/model/cluster.h"
@@ -37,8 +38,9 @@ class FragmentationModel {
   double NodeFragmentation(const Cluster& cluster, const Node& node) const;
 
   // Free compute of every device of `node`, by device index; and the same after `grants`.
-  static std::vector<FreeGpu> FreeGpus(const Node& node);
-  static void Take(std::vector<FreeGpu>& gpus, const std::vector<DeviceGrant>& grants);
+  using FreeGpuList = absl::InlinedVector<FreeGpu, 16>;
+  static FreeGpuList FreeGpus(const Node& node);
+  static void Take(FreeGpuList& gpus, const std::vector<DeviceGrant>& grants);
 
   bool empty() const { return classes_.empty(); }
 
@@ -49,6 +51,11 @@ class FragmentationModel {
     int count = 0;
     bool share = false;              // needs a shared-mode device
     std::vector<GpuModelId> models;  // empty: any
+    std::vector<bool> allowed;       // by model id, from `models`; empty: any
+    bool Allows(GpuModelId m) const {
+      return allowed.empty() ||
+             (static_cast<size_t>(m.value()) < allowed.size() && allowed[m.value()]);
+    }
     double weight = 0;
   };
   double Unusable(const Class& c, int64_t cpu_left, absl::Span<const FreeGpu> gpus,
