@@ -130,7 +130,7 @@ absl::StatusOr<SeedResult> RunSeed(const Experiment& e, int seed) {
   std::vector<double> node_frag(cluster.size(), 0.0);
   double frag = 0;
   for (size_t i = 0; i < cluster.size(); ++i) {
-    node_frag[i] = frag_model.NodeFragmentation(cluster, cluster.node(NodeId(i)));
+    node_frag[i] = frag_model.NodeFragmentation(cluster.node(NodeId(i)));
     frag += node_frag[i];
   }
 
@@ -151,7 +151,7 @@ absl::StatusOr<SeedResult> RunSeed(const Experiment& e, int seed) {
       ++result.placed;
       now.used += AskedMilli(pod);
       NodeId id = r.replicas[0].node;
-      double updated = frag_model.NodeFragmentation(cluster, cluster.node(id));
+      double updated = frag_model.NodeFragmentation(cluster.node(id));
       frag += updated - node_frag[id.value()];
       node_frag[id.value()] = updated;
     }

@@ -25,6 +25,12 @@ struct GpuRequest {
   std::string profile;
 
   bool none() const { return count == 0; }
+  // Compute asked of exclusive and shared devices, in milli-GPU (0 for CPU-only and MIG).
+  int64_t compute_milli() const {
+    if (mode == DeliveryMode::kShared) return compute.units();
+    if (mode == DeliveryMode::kExclusive) return count * kWholeGpu.units();
+    return 0;
+  }
   friend bool operator==(const GpuRequest&, const GpuRequest&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const GpuRequest& g) {

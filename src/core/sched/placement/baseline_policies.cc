@@ -7,12 +7,6 @@
 namespace carve {
 namespace {
 
-int64_t AskedGpuMilli(const ReplicaRequest& r) {
-  if (r.gpu.mode == DeliveryMode::kShared) return r.gpu.compute.units();
-  if (r.gpu.mode == DeliveryMode::kExclusive) return r.gpu.count * kWholeGpu.units();
-  return 0;
-}
-
 // The normalizers the paper's simulator uses: the largest node's CPU and GPU capacity.
 struct Scale {
   double cpu;
@@ -40,7 +34,7 @@ class BestFit final : public PlacementPolicy {
     const Node& n = c.node(id);
     Scale scale(c);
     double cpu_after = static_cast<double>(n.free.cpu.units() - r.resources.cpu.units());
-    double gpu_after = static_cast<double>(FreeGpuMilli(n) - AskedGpuMilli(r));
+    double gpu_after = static_cast<double>(FreeGpuMilli(n) - r.gpu.compute_milli());
     double raw = (1 - (0.5 * cpu_after / scale.cpu + 0.5 * gpu_after / scale.gpu)) * 100;
     return {static_cast<double>(static_cast<int64_t>(raw)), BestFitOption(n, options)};
   }
@@ -67,9 +61,12 @@ Evaluation Packing::Evaluate(const Cluster& c, NodeId id, const ReplicaRequest& 
   const Node& n = c.node(id);
   size_t option = BestFitOption(n, options);
   if (r.gpu.none() || r.gpu.mode == DeliveryMode::kPartition) return {0, option};
-  int64_t devices = static_cast<int64_t>(n.devices.size());
-  int64_t idle = std::count_if(n.devices.begin(), n.devices.end(),
-                               [](const Device& d) { return d.free_compute == kWholeGpu; });
+  int64_t devices = 0, idle = 0;
+  for (const Device& d : n.devices) {
+    if (d.mode == DeliveryMode::kPartition) continue;
+    ++devices;
+    idle += d.free_compute == kWholeGpu;
+  }
   if (idle == devices) return {static_cast<double>(std::max(33 - idle, idle)), option};
   int64_t idle_used = 0;
   int64_t left_pct = 0;
@@ -114,7 +111,7 @@ class DotProduct final : public PlacementPolicy {
     double dot = (static_cast<double>(n.free.cpu.units()) / scale.cpu) *
                      (static_cast<double>(r.resources.cpu.units()) / scale.cpu) +
                  (static_cast<double>(FreeGpuMilli(n)) / scale.gpu) *
-                     (static_cast<double>(AskedGpuMilli(r)) / scale.gpu);
+                     (static_cast<double>(r.gpu.compute_milli()) / scale.gpu);
     return {static_cast<double>(static_cast<int64_t>(100 * (1 - dot / 2))),
             BestFitOption(n, options)};
   }

@@ -6,11 +6,6 @@
 namespace carve {
 namespace {
 
-double AskedMilli(const GpuRequest& g) {
-  if (g.none() || g.mode == DeliveryMode::kPartition) return 0;
-  return static_cast<double>(g.mode == DeliveryMode::kShared ? g.compute.units() : 1000 * g.count);
-}
-
 // Carve's default. Places each replica where the expected waste grows least, measuring waste
 // against the whole observed workload (every request class, by frequency):
 //  - fragmentation (FragmentationModel::kCapacity): free GPU compute beyond what as many
@@ -27,7 +22,7 @@ class CarvePolicy final : public PlacementPolicy {
       : workload_(workload), model_(workload, FragmentationModel::Measure::kCapacity) {
     double cpu = 0, milli = 0;
     for (const WorkloadClass& w : workload) {
-      double asked = AskedMilli(w.request.gpu);
+      double asked = static_cast<double>(w.request.gpu.compute_milli());
       if (asked == 0) continue;
       cpu += w.weight * static_cast<double>(w.request.resources.cpu.units());
       milli += w.weight * asked;
@@ -93,7 +88,7 @@ class CarvePolicy final : public PlacementPolicy {
     }
     std::vector<double> demand(kinds, 0);
     for (const WorkloadClass& w : workload_) {
-      double asked = w.weight * AskedMilli(w.request.gpu);
+      double asked = w.weight * static_cast<double>(w.request.gpu.compute_milli());
       double supply = 0;
       for (size_t k = 0; k < kinds; ++k) supply += Serves(w.request, k) ? capacity[k] : 0;
       if (asked == 0 || supply == 0) continue;

@@ -71,7 +71,7 @@ double FragmentationModel::NodeFragmentation(int64_t cpu_left,
   return frag;
 }
 
-double FragmentationModel::NodeFragmentation(const Cluster&, const Node& node) const {
+double FragmentationModel::NodeFragmentation(const Node& node) const {
   FreeGpuList gpus = FreeGpus(node);
   return NodeFragmentation(node.free.cpu.units(), gpus);
 }

@@ -35,7 +35,7 @@ class FragmentationModel {
   double NodeFragmentation(int64_t cpu_left, absl::Span<const FreeGpu> gpus) const;
 
   // The same for a node of the cluster as it is now (exclusive and shared devices).
-  double NodeFragmentation(const Cluster& cluster, const Node& node) const;
+  double NodeFragmentation(const Node& node) const;
 
   // Free compute of every device of `node`, by device index; and the same after `grants`.
   using FreeGpuList = absl::InlinedVector<FreeGpu, 16>;
