@@ -18,7 +18,7 @@ class FragMemo {
 
  private:
   static constexpr size_t kMaxDevices = 16;
-  static constexpr size_t kMaxEntries = 1 << 20;
+  static constexpr size_t kMaxEntries = 1 << 18;
   struct Key {
     int64_t cpu = 0;
     uint8_t n = 0;
