@@ -1,0 +1,61 @@
+#ifndef CARVE_PORTS_DEVICES_H_
+#define CARVE_PORTS_DEVICES_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace carve {
+
+// A MIG instance as the device backend reports it.
+struct DiscoveredMigInstance {
+  std::string uuid;     // "MIG-..." (simulated: "MIG-sim-<node>-<gpu>-<start>")
+  std::string profile;  // "3g.40gb"
+  int start = 0;        // first memory slice
+};
+
+// One GPU as the device backend reports it.
+struct DiscoveredGpu {
+  int index = 0;
+  std::string uuid;       // "GPU-..." (simulated: "GPU-sim-<node>-<index>")
+  std::string model;      // catalog name or alias, e.g. "H200", "NVIDIA H100 80GB HBM3"
+  int64_t memory_mib = 0;
+  std::string mode;       // "exclusive" | "shared" | "partition"
+  bool mig_enabled = false;
+  bool dynamic_layout = false;  // partition: instances created on demand
+  std::vector<DiscoveredMigInstance> mig_instances;
+  std::string health = "healthy";  // "healthy" | "suspect" | "unhealthy"
+  std::string health_reason;       // e.g. "XID 79"
+};
+
+// Where a node's GPUs come from: NVML on a real node, a YAML description on a simulated one.
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual std::string name() const = 0;  // "nvml" | "simulated"
+  virtual absl::StatusOr<std::vector<DiscoveredGpu>> Discover() = 0;
+};
+
+// NVML through dlopen("libnvidia-ml.so.1"); Unavailable (with why) when the library or a GPU is
+// missing. No NVML headers or library are needed to build.
+absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenNvmlBackend();
+
+// A YAML file describing simulated GPUs:
+//   gpus:
+//     - model: H200          # catalog name or alias
+//       count: 8
+//       mode: exclusive      # exclusive | shared | partition
+//       layout: dynamic      # partition only: dynamic, or a list of "profile@start"
+// Errors name the file, the entry and the field.
+absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenSimulatedBackend(const std::string& yaml_path,
+                                                                    const std::string& node_name);
+// The same from YAML text (for `carve dev`'s built-in cluster and for tests).
+absl::StatusOr<std::unique_ptr<DeviceBackend>> SimulatedBackendFromYaml(
+    const std::string& yaml_text, const std::string& node_name);
+
+}  // namespace carve
+
+#endif  // CARVE_PORTS_DEVICES_H_

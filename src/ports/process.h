@@ -1,0 +1,81 @@
+#ifndef CARVE_PORTS_PROCESS_H_
+#define CARVE_PORTS_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace carve {
+
+// Limits for one replica's process group. Zero means "no limit".
+struct ResourceLimits {
+  int64_t cpu_milli = 0;   // CPU bandwidth: cpu_milli/1000 cores
+  int64_t memory_mib = 0;  // hard memory limit
+};
+
+// How a replica is started.
+struct LaunchSpec {
+  std::vector<std::string> argv;             // argv[0] is looked up in PATH
+  std::map<std::string, std::string> env;    // added to (and overriding) the agent's environment
+  std::string workdir;                       // empty: the agent's working directory
+  std::string log_path;                      // stdout and stderr, appended; created with 0640
+  std::string group_name;                    // cgroup name, unique per replica ("job-17-r0")
+  ResourceLimits limits;
+};
+
+// What the isolation actually enforced, for the job record ("cgroup v2: cpu.max=150000 100000,
+// memory.max=2147483648", "cgroup v1: cpu,memory", or "none: no writable cgroup hierarchy").
+struct Enforcement {
+  std::string mechanism;  // "cgroup-v2", "cgroup-v1" or "none"
+  std::string detail;
+};
+
+struct ProcessHandle {
+  pid_t pid = 0;   // leader of its own process group (pgid == pid) and session
+  std::string group_path;  // cgroup directory, empty when none
+  Enforcement enforcement;
+};
+
+// How a process ended.
+struct ExitStatus {
+  bool exited = false;  // normal exit with `code`; otherwise killed by `signal`
+  int code = 0;
+  int signal = 0;
+};
+
+// Starts replicas as process groups in their own cgroups (v2 where available, else v1, else
+// none: what was enforced is reported), and stops them. Thread-safe.
+class ProcessLauncher {
+ public:
+  virtual ~ProcessLauncher() = default;
+  virtual absl::StatusOr<ProcessHandle> Launch(const LaunchSpec& spec) = 0;
+  // Non-blocking: the exit status once the process has ended (reaping it if it is our child),
+  // nullopt while it runs. For an adopted (non-child) process the status is unknown once it is
+  // gone: exited=false, signal=0.
+  virtual absl::StatusOr<std::optional<ExitStatus>> Poll(const ProcessHandle& handle) = 0;
+  // SIGTERM to the whole group (and the cgroup), then SIGKILL after `grace_ms` if any member is
+  // left. Returns once every process of the group is gone or SIGKILL was sent.
+  virtual absl::Status Stop(const ProcessHandle& handle, int64_t grace_ms) = 0;
+  // Removes the replica's cgroup once its processes are gone.
+  virtual absl::Status Cleanup(const ProcessHandle& handle) = 0;
+  // True when the handle's process (group) is still alive: for re-adopting replicas after an
+  // agent restart.
+  virtual bool Alive(const ProcessHandle& handle) = 0;
+};
+
+// Detects the cgroup hierarchy at start (pure v2 at /sys/fs/cgroup, or a v2 mount with the
+// needed controllers, else v1 cpu+memory controllers, else none) under `root_name`
+// ("carve" -> /sys/fs/cgroup/carve/...).
+std::unique_ptr<ProcessLauncher> MakePosixLauncher(const std::string& root_name);
+
+}  // namespace carve
+
+#endif  // CARVE_PORTS_PROCESS_H_
