@@ -1,13 +1,15 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "platform_command.h"
 #include "sim_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Carve: GPU scheduling and sharing for clusters many teams share"};
   app.require_subcommand(1);
   carve::app::AddSimCommands(app);
-  carve::app::AddDevCommand(app);
+  carve::app::AddPlatformCommands(app);
+  carve::app::AddClientCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -146,31 +146,4 @@ void AddSimCommands(CLI::App& app) {
   AddCompare(*sim);
 }
 
-void AddDevCommand(CLI::App& app) {
-  auto seeds = std::make_shared<int>(10);
-  CLI::App* dev = app.add_subcommand(
-      "dev",
-      "Start Carve locally. Until the server lands: the placement policies compared on "
-      "Alibaba's GPU trace");
-  dev->add_option("--seeds", *seeds, "Seeds per policy")->capture_default_str();
-  dev->callback([seeds] {
-    sim::CompareOptions opts;
-    opts.fill.nodes_path = DefaultTraceFile("openb_node_list_gpu_node.csv");
-    opts.fill.seeds = *seeds;
-    opts.pod_files = {DefaultTraceFile("openb_pod_list_default.csv")};
-    opts.policies = {"random", "dot-product", "clustering", "packing", "best-fit", "fgd", "carve"};
-    std::cout << "Carve dev: the scheduler core on Alibaba's GPU trace (1,213 nodes, 6,212 "
-                 "GPUs),\nfilled to 130% load as in the FGD paper (USENIX ATC'23), "
-              << *seeds << " seeds per policy.\n"
-              << "(The server, node agents and dashboard come with the platform issue.)\n\n";
-    auto result = sim::RunCompare(opts, &std::cout);
-    if (!result.ok()) Fail(result.status());
-    std::cout << "\nGPU allocation %, median over seeds, at 100% / 130% arrived load:\n\n";
-    result->PrintMarkdown(std::cout);
-    std::cout << "\nTry: carve sim fill --policy carve --json out.json\n"
-                 "     carve sim compare --policies fgd,carve\n"
-                 "     carve sim synth --nodes 5000 --jobs 50000\n";
-  });
-}
-
 }  // namespace carve::app

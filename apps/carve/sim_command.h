@@ -7,8 +7,6 @@ namespace carve::app {
 
 // Registers `carve sim fill` and `carve sim synth`.
 void AddSimCommands(CLI::App& app);
-// Registers `carve dev`: until the server exists, the policy comparison on the trace.
-void AddDevCommand(CLI::App& app);
 
 }  // namespace carve::app
 

@@ -1,0 +1,350 @@
+// The CLI over the REST API: submit, ls, show, explain, cancel, logs, nodes, events.
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "platform_command.h"
+#include "runtime/api_client.h"
+#include "runtime/job_spec.h"
+#include "runtime/records.h"
+#include "yaml-cpp/yaml.h"
+
+namespace carve::app {
+namespace {
+
+using json = nlohmann::json;
+
+struct Connection {
+  std::string server;
+  std::string token;
+  std::string output = "table";
+};
+
+[[noreturn]] void Die(const absl::Status& s) {
+  std::cerr << "carve: " << s.message() << "\n";
+  std::exit(absl::IsInvalidArgument(s) ? 2 : 1);
+}
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Flags, then CARVE_SERVER / CARVE_TOKEN, then what `carve dev` wrote to ./carve-data.
+ApiClient Client(const Connection& c) {
+  std::string server = c.server;
+  if (server.empty() && std::getenv("CARVE_SERVER")) server = std::getenv("CARVE_SERVER");
+  if (server.empty()) server = ReadFirstLine("carve-data/server");
+  if (server.empty()) server = "http://127.0.0.1:7070";
+  std::string token = c.token;
+  if (token.empty() && std::getenv("CARVE_TOKEN")) token = std::getenv("CARVE_TOKEN");
+  if (token.empty()) token = ReadFirstLine("carve-data/admin.token");
+  if (token.empty()) {
+    Die(absl::UnauthenticatedError(
+        "no token: pass --token, set CARVE_TOKEN, or run from the directory where `carve dev` "
+        "wrote carve-data/admin.token"));
+  }
+  return ApiClient(server, token);
+}
+
+json Check(absl::StatusOr<json> r) {
+  if (!r.ok()) Die(r.status());
+  return *r;
+}
+
+void YamlEmit(YAML::Emitter& out, const json& j) {
+  if (j.is_object()) {
+    out << YAML::BeginMap;
+    for (const auto& [k, v] : j.items()) {
+      out << YAML::Key << k << YAML::Value;
+      YamlEmit(out, v);
+    }
+    out << YAML::EndMap;
+  } else if (j.is_array()) {
+    out << YAML::BeginSeq;
+    for (const json& v : j) YamlEmit(out, v);
+    out << YAML::EndSeq;
+  } else if (j.is_string()) {
+    out << j.get<std::string>();
+  } else if (j.is_null()) {
+    out << YAML::Null;
+  } else {
+    out << j.dump();
+  }
+}
+
+// Prints `j` as JSON or YAML when asked; returns false when the caller should print a table.
+bool Structured(const Connection& c, const json& j) {
+  if (c.output == "json") {
+    std::cout << j.dump(2) << "\n";
+    return true;
+  }
+  if (c.output == "yaml") {
+    YAML::Emitter out;
+    YamlEmit(out, j);
+    std::cout << out.c_str() << "\n";
+    return true;
+  }
+  if (c.output != "table") {
+    Die(absl::InvalidArgumentError("-o must be table, json or yaml"));
+  }
+  return false;
+}
+
+std::string Age(int64_t since_us) {
+  if (since_us == 0) return "-";
+  int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  int64_t s = (now - since_us) / 1'000'000;
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 7200) return absl::StrCat(s / 60, "m");
+  return absl::StrCat(s / 3600, "h");
+}
+
+std::string GpuSummary(const json& spec) {
+  const json& r = spec.value("resources", json::object());
+  int gpus = r.value("gpus", 0);
+  std::string mode = r.value("mode", "exclusive");
+  if (mode == "shared") return absl::StrCat(r.value("gpu_compute", "?"), " shared");
+  if (mode == "partition") return absl::StrCat(std::max(gpus, 1), "x ", r.value("profile", "?"));
+  return gpus == 0 ? "cpu" : absl::StrCat(gpus, "x whole");
+}
+
+void PrintJobs(const json& jobs) {
+  std::cout << absl::StrFormat("%-5s %-20s %-10s %-11s %-14s %-8s %-6s %s\n", "ID", "NAME", "STATE",
+                               "KIND", "GPUS", "NODE", "AGE", "REASON");
+  for (const json& j : jobs) {
+    std::string node = j["replicas"].empty() ? "-" : j["replicas"][0].value("node", "-");
+    std::cout << absl::StrFormat(
+        "%-5d %-20s %-10s %-11s %-14s %-8s %-6s %s\n", j.value("id", int64_t{0}),
+        j.value("name", "").substr(0, 20), j.value("state", ""), j["spec"].value("kind", ""),
+        GpuSummary(j["spec"]), node, Age(j.value("created_us", int64_t{0})), j.value("reason", ""));
+  }
+}
+
+int64_t JobId(const std::string& text) {
+  try {
+    size_t used = 0;
+    int64_t id = std::stoll(text, &used);
+    if (used == text.size() && id > 0) return id;
+  } catch (...) {
+  }
+  Die(absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a job id (a number)")));
+}
+
+struct SubmitFlags {
+  std::string file;
+  std::string name, mode, gpu_memory, gpu_compute, profile, cpu, memory, max_runtime, queue, kind,
+      idempotency_key;
+  std::vector<std::string> gpu_models, env, command;
+  int gpus = -1;
+  int replicas = 0;
+  int64_t priority = 0;
+};
+
+json SpecFromFlags(const SubmitFlags& f, const CLI::App& cmd) {
+  json spec = json::object();
+  if (!f.file.empty()) {
+    std::ifstream in(f.file);
+    if (!in) Die(absl::NotFoundError(f.file + ": cannot open"));
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = YamlToJson(text.str());  // YAML is a superset of JSON
+    if (!parsed.ok()) Die(absl::InvalidArgumentError(f.file + ": " + parsed.status().message()));
+    spec = *parsed;
+  }
+  json& r = spec["resources"];
+  if (r.is_null()) r = json::object();
+  auto put = [&](const char* flag, json& where, const char* key, const json& value) {
+    if (cmd.count(flag) > 0) where[key] = value;
+  };
+  put("--name", spec, "name", f.name);
+  put("--queue", spec, "queue", f.queue);
+  put("--kind", spec, "kind", f.kind);
+  put("--priority", spec, "priority", f.priority);
+  put("--replicas", spec, "replicas", f.replicas);
+  put("--max-runtime", spec, "max_runtime", f.max_runtime);
+  put("--gpus", r, "gpus", f.gpus);
+  put("--mode", r, "mode", f.mode);
+  put("--gpu-memory", r, "gpu_memory", f.gpu_memory);
+  put("--gpu-compute", r, "gpu_compute", f.gpu_compute);
+  put("--profile", r, "profile", f.profile);
+  put("--gpu-model", r, "gpu_model", f.gpu_models);
+  put("--cpu", r, "cpu", f.cpu);
+  put("--memory", r, "memory", f.memory);
+  // Flags that imply a mode, so `--gpu-compute 30%` alone asks for a share.
+  if (cmd.count("--mode") == 0 && cmd.count("--gpu-compute") > 0) r["mode"] = "shared";
+  if (cmd.count("--mode") == 0 && cmd.count("--profile") > 0) r["mode"] = "partition";
+  for (const std::string& kv : f.env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) {
+      Die(absl::InvalidArgumentError(absl::StrCat("--env \"", kv, "\": write it as KEY=VALUE")));
+    }
+    spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!f.command.empty()) spec["command"] = f.command;
+  if (r.empty()) spec.erase("resources");
+  return spec;
+}
+
+void AddSubmit(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto f = std::make_shared<SubmitFlags>();
+  CLI::App* cmd =
+      app.add_subcommand("submit", "Submit a job: -f job.yaml and/or flags, then -- COMMAND");
+  cmd->add_option("-f,--file", f->file, "Job file (YAML or JSON)");
+  cmd->add_option("--name", f->name, "Job name");
+  cmd->add_option("--gpus", f->gpus, "GPUs (0: CPU-only)");
+  cmd->add_option("--mode", f->mode, "exclusive | shared | partition");
+  cmd->add_option("--gpu-memory", f->gpu_memory, "Shared: device memory cap, e.g. 10Gi");
+  cmd->add_option("--gpu-compute", f->gpu_compute, "Shared: compute share, e.g. 30%");
+  cmd->add_option("--profile", f->profile, "Partition: MIG profile, e.g. 3g.40gb");
+  cmd->add_option("--gpu-model", f->gpu_models, "Allowed GPU models");
+  cmd->add_option("--cpu", f->cpu, "CPU per replica, e.g. 2 or 500m");
+  cmd->add_option("--memory", f->memory, "Memory per replica, e.g. 8Gi");
+  cmd->add_option("--replicas", f->replicas, "Replicas (all or nothing)");
+  cmd->add_option("--max-runtime", f->max_runtime, "Stop after, e.g. 30m or 2h");
+  cmd->add_option("--queue", f->queue, "Queue");
+  cmd->add_option("--kind", f->kind,
+                  "training | inference | batch | evaluation | interactive | data");
+  cmd->add_option("--priority", f->priority, "Priority (higher first)");
+  cmd->add_option("--env", f->env, "KEY=VALUE (repeatable)");
+  cmd->add_option("--idempotency-key", f->idempotency_key,
+                  "Submitting again with the same key returns the first job");
+  cmd->add_option("command", f->command, "The command, after --");
+  cmd->callback([c, f, cmd] {
+    json spec = SpecFromFlags(*f, *cmd);
+    std::map<std::string, std::string> headers;
+    if (!f->idempotency_key.empty()) headers["Idempotency-Key"] = f->idempotency_key;
+    json job = Check(Client(*c).Post("/api/v1/jobs", spec, headers));
+    if (Structured(*c, job)) return;
+    std::cout << "job " << job.value("id", int64_t{0}) << " " << job.value("state", "") << " ("
+              << job.value("name", "") << "); `carve show " << job.value("id", int64_t{0})
+              << "`, `carve logs " << job.value("id", int64_t{0}) << " -f`\n";
+  });
+}
+
+void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto all = std::make_shared<bool>(false);
+  CLI::App* ls = app.add_subcommand("ls", "List active jobs (--all: every job)");
+  ls->add_flag("--all", *all, "Include ended jobs");
+  ls->callback([c, all] {
+    json jobs = Check(Client(*c).Get(*all ? "/api/v1/jobs?all=true" : "/api/v1/jobs"));
+    if (!Structured(*c, jobs)) PrintJobs(jobs);
+  });
+  auto id = std::make_shared<std::string>();
+  CLI::App* show = app.add_subcommand("show", "Show one job");
+  show->add_option("job", *id, "Job id")->required();
+  show->callback([c, id] {
+    json job = Check(Client(*c).Get(absl::StrCat("/api/v1/jobs/", JobId(*id))));
+    if (c->output == "table") c->output = "yaml";
+    Structured(*c, job);
+  });
+  CLI::App* explain = app.add_subcommand("explain", "Why a job waits, or where it runs");
+  explain->add_option("job", *id, "Job id")->required();
+  explain->callback([c, id] {
+    json e = Check(Client(*c).Get(absl::StrCat("/api/v1/jobs/", JobId(*id), "/explain")));
+    if (Structured(*c, e)) return;
+    std::cout << "job " << e.value("id", int64_t{0}) << " is " << e.value("state", "") << ": "
+              << e.value("reason", "") << "\n";
+    if (e.contains("explanation") && !e["explanation"].get<std::string>().empty()) {
+      std::cout << "gate: " << e.value("gate", "") << "\n"
+                << e["explanation"].get<std::string>() << "\n";
+    }
+  });
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job (stops all its processes)");
+  cancel->add_option("job", *id, "Job id")->required();
+  cancel->callback([c, id] {
+    json job = Check(
+        Client(*c).Post(absl::StrCat("/api/v1/jobs/", JobId(*id), "/cancel"), json::object()));
+    if (!Structured(*c, job)) std::cout << "job " << *id << ": " << job.value("reason", "") << "\n";
+  });
+  CLI::App* nodes = app.add_subcommand("nodes", "List nodes and their GPUs");
+  nodes->callback([c] {
+    json list = Check(Client(*c).Get("/api/v1/nodes"));
+    if (Structured(*c, list)) return;
+    std::cout << absl::StrFormat("%-10s %-10s %-34s %-8s %-9s %s\n", "NODE", "STATE", "GPUS", "CPU",
+                                 "MEMORY", "REPLICAS");
+    for (const json& n : list) {
+      std::map<std::string, int> kinds;
+      for (const json& g : n["gpus"]) {
+        ++kinds[absl::StrCat(g.value("model", ""), " ", g.value("mode", ""))];
+      }
+      std::vector<std::string> parts;
+      for (const auto& [k, count] : kinds) parts.push_back(absl::StrCat(count, "x ", k));
+      std::cout << absl::StrFormat("%-10s %-10s %-34s %-8s %-9s %d\n", n.value("name", ""),
+                                   n.value("state", ""),
+                                   parts.empty() ? "-" : absl::StrJoin(parts, ", "),
+                                   absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
+                                   absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),
+                                   n.value("replicas", int64_t{0}));
+    }
+  });
+  auto after = std::make_shared<int64_t>(0);
+  CLI::App* events = app.add_subcommand("events", "The event log (hash-chained)");
+  events->add_option("--after", *after, "Only events after this sequence number");
+  events->callback([c, after] {
+    json list = Check(Client(*c).Get(absl::StrCat("/api/v1/events?after=", *after)));
+    if (Structured(*c, list)) return;
+    for (const json& e : list) {
+      std::cout << absl::StrFormat("%5d %-22s %-14s %-10s %s\n", e.value("seq", int64_t{0}),
+                                   e.value("type", ""), e.value("actor", ""),
+                                   e.value("subject", ""), e.value("reason", ""));
+    }
+  });
+}
+
+void AddLogs(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto id = std::make_shared<std::string>();
+  auto follow = std::make_shared<bool>(false);
+  auto replica = std::make_shared<int>(0);
+  CLI::App* logs = app.add_subcommand("logs", "A job's output (-f: follow until it ends)");
+  logs->add_option("job", *id, "Job id")->required();
+  logs->add_flag("-f,--follow", *follow, "Keep printing until the job ends");
+  logs->add_option("--replica", *replica, "Replica");
+  logs->callback([c, id, follow, replica] {
+    ApiClient api = Client(*c);
+    int64_t job = JobId(*id);
+    int64_t offset = 0;
+    while (true) {
+      std::map<std::string, std::string> headers;
+      auto text = api.GetText(
+          absl::StrCat("/api/v1/jobs/", job, "/logs?replica=", *replica, "&offset=", offset),
+          &headers);
+      if (!text.ok()) Die(text.status());
+      std::cout << *text << std::flush;
+      offset += static_cast<int64_t>(text->size());
+      if (!*follow) return;
+      json state = Check(api.Get(absl::StrCat("/api/v1/jobs/", job)));
+      if (IsFinal(state.value("state", "")) && text->empty()) {
+        std::cerr << "[job " << job << " " << state.value("state", "") << ": "
+                  << state.value("reason", "") << "]\n";
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+}
+
+}  // namespace
+
+void AddClientCommands(CLI::App& app) {
+  auto c = std::make_shared<Connection>();
+  app.add_option("--server", c->server, "Carve server URL (or CARVE_SERVER)");
+  app.add_option("--token", c->token, "API token (or CARVE_TOKEN)");
+  app.add_option("-o,--output", c->output, "table | json | yaml");
+  AddSubmit(app, c);
+  AddQueries(app, c);
+  AddLogs(app, c);
+}
+
+}  // namespace carve::app

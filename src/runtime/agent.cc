@@ -1,0 +1,295 @@
+#include "runtime/agent.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/api_client.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Agent::Agent(Options options, std::unique_ptr<DeviceBackend> devices,
+             std::unique_ptr<ProcessLauncher> launcher)
+    : options_(std::move(options)), devices_(std::move(devices)), launcher_(std::move(launcher)) {}
+
+Agent::~Agent() { Stop(false); }
+
+absl::Status Agent::Start(int64_t deadline_ms) {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.data_dir + "/logs", ec);
+  if (ec) return absl::InternalError(absl::StrCat(options_.data_dir, ": ", ec.message()));
+  auto gpus = devices_->Discover();
+  if (!gpus.ok()) return gpus.status();
+  gpus_ = *gpus;
+  json body = {{"name", options_.node},
+               {"cpu_milli", options_.cpu_milli},
+               {"memory_mib", options_.memory_mib},
+               {"labels", options_.labels},
+               {"backend", devices_->name()},
+               {"gpus", json::array()}};
+  for (const DiscoveredGpu& g : gpus_) {
+    json mig = json::array();
+    for (const auto& m : g.mig_instances) {
+      mig.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
+    }
+    body["gpus"].push_back({{"index", g.index},
+                            {"uuid", g.uuid},
+                            {"model", g.model},
+                            {"memory_mib", g.memory_mib},
+                            {"mode", g.mode},
+                            {"mig_enabled", g.mig_enabled},
+                            {"dynamic_layout", g.dynamic_layout},
+                            {"mig_instances", mig},
+                            {"health", g.health},
+                            {"health_reason", g.health_reason}});
+  }
+  ApiClient api(options_.server, options_.token);
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
+  absl::StatusOr<json> r = api.Post("/api/v1/agents/register", body);
+  while (!r.ok() && absl::IsUnavailable(r.status()) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    r = api.Post("/api/v1/agents/register", body);
+  }
+  if (!r.ok()) return r.status();
+  LoadState();
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void Agent::Stop(bool kill_replicas) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (kill_replicas) {
+    for (auto& [key, r] : replicas_) {
+      if (r.launched && !r.exit) (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
+    }
+  }
+}
+
+void Agent::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    (void)Tick();
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_ms), [this] { return stop_; });
+  }
+}
+
+std::map<std::string, std::string> Agent::GpuEnv(const json& a) const {
+  std::vector<std::string> visible;
+  std::map<std::string, std::string> env;
+  for (const json& g : a.value("grants", json::array())) {
+    int device = g.value("device", 0);
+    const DiscoveredGpu* gpu = nullptr;
+    for (const DiscoveredGpu& d : gpus_) {
+      if (d.index == device) gpu = &d;
+    }
+    if (gpu == nullptr) continue;
+    if (g.contains("profile")) {
+      std::string uuid;
+      for (const auto& m : gpu->mig_instances) {
+        if (m.profile == g["profile"] && m.start == g.value("start", -1)) uuid = m.uuid;
+      }
+      // A dynamic instance is named the way the simulated backend names its instances.
+      if (uuid.empty())
+        uuid = absl::StrCat("MIG-sim-", options_.node, "-", device, "-", g.value("start", 0));
+      visible.push_back(uuid);
+      continue;
+    }
+    visible.push_back(gpu->uuid);
+    if (a.value("mode", "") == "shared") {
+      env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] =
+          std::to_string(std::max<int64_t>(1, g.value("compute_milli", int64_t{0}) / 10));
+      int64_t mem = g.value("memory_mib", int64_t{0});
+      if (mem > 0) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = absl::StrCat("0=", mem, "M");
+    }
+  }
+  env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(visible, ",");
+  env["NVIDIA_VISIBLE_DEVICES"] = visible.empty() ? "void" : absl::StrJoin(visible, ",");
+  return env;
+}
+
+void Agent::Launch(const json& a) {
+  Replica r;
+  r.job = a.value("job", int64_t{0});
+  r.index = a.value("replica", 0);
+  if (replicas_.count({r.job, r.index})) return;
+  r.log_path = absl::StrCat(options_.data_dir, "/logs/job-", r.job, "-", r.index, ".log");
+  std::string checkpoints = absl::StrCat(options_.data_dir, "/checkpoints/job-", r.job);
+  std::error_code ec;
+  std::filesystem::create_directories(checkpoints, ec);
+  LaunchSpec spec;
+  spec.argv = a.value("command", std::vector<std::string>{});
+  spec.env = a.value("env", std::map<std::string, std::string>{});
+  for (const auto& [k, v] : GpuEnv(a)) spec.env[k] = v;
+  spec.env["CARVE_JOB_ID"] = std::to_string(r.job);
+  spec.env["CARVE_REPLICA"] = std::to_string(r.index);
+  spec.env["CARVE_NODE"] = options_.node;
+  spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints;
+  spec.workdir = a.value("workdir", "");
+  spec.log_path = r.log_path;
+  spec.group_name = absl::StrCat("job-", r.job, "-r", r.index);
+  spec.limits = {a.value("cpu_milli", int64_t{0}), a.value("memory_mib", int64_t{0})};
+  r.started_us = NowUs();
+  int64_t max_runtime = a.value("max_runtime_us", int64_t{0});
+  r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;
+  auto handle = launcher_->Launch(spec);
+  if (handle.ok()) {
+    r.handle = *handle;
+    r.launched = true;
+  } else {
+    // The command never ran: say why in its log, and report it as exit code 127.
+    std::ofstream(r.log_path, std::ios::app) << "carve: " << handle.status().message() << "\n";
+    r.exit = ExitStatus{true, 127, 0};
+    r.ended_us = r.started_us;
+  }
+  replicas_[{r.job, r.index}] = std::move(r);
+}
+
+void Agent::PollAndEnforce() {
+  int64_t now = NowUs();
+  for (auto& [key, r] : replicas_) {
+    if (r.exit || !r.launched) continue;
+    if (r.deadline_us > 0 && now > r.deadline_us && !r.timed_out) {
+      r.timed_out = true;
+      (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
+    }
+    auto status = launcher_->Poll(r.handle);
+    if (status.ok() && status->has_value()) {
+      r.exit = **status;
+      r.ended_us = NowUs();
+      (void)launcher_->Cleanup(r.handle);
+    }
+  }
+}
+
+void Agent::ShipLogs() {
+  ApiClient api(options_.server, options_.token);
+  for (auto& [key, r] : replicas_) {
+    std::ifstream in(r.log_path, std::ios::binary);
+    if (!in) continue;
+    in.seekg(r.shipped);
+    std::string chunk(1 << 20, '\0');
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    chunk.resize(static_cast<size_t>(in.gcount()));
+    if (chunk.empty()) continue;
+    auto sent = api.PostText(absl::StrCat("/api/v1/agents/logs?job=", r.job, "&replica=", r.index,
+                                          "&offset=", r.shipped),
+                             chunk);
+    if (sent.ok()) r.shipped += static_cast<int64_t>(chunk.size());
+  }
+}
+
+json Agent::Report() const {
+  json reps = json::array();
+  for (const auto& [key, r] : replicas_) {
+    json j = {{"job", r.job},
+              {"replica", r.index},
+              {"state", r.exit ? "exited" : "running"},
+              {"pid", r.handle.pid},
+              {"started_us", r.started_us},
+              {"enforcement", absl::StrCat(r.handle.enforcement.mechanism,
+                                           r.handle.enforcement.detail.empty() ? "" : ": ",
+                                           r.handle.enforcement.detail)}};
+    if (r.exit) {
+      j["ended_us"] = r.ended_us;
+      j["timed_out"] = r.timed_out;
+      j["exit_code"] = r.exit->exited ? json(r.exit->code) : json(nullptr);
+      j["signal"] = r.exit->exited ? json(nullptr) : json(r.exit->signal);
+    }
+    reps.push_back(j);
+  }
+  return {{"node", options_.node}, {"replicas", reps}};
+}
+
+absl::Status Agent::Tick() {
+  PollAndEnforce();
+  ShipLogs();
+  ApiClient api(options_.server, options_.token);
+  auto answer = api.Post("/api/v1/agents/heartbeat", Report());
+  if (!answer.ok()) return answer.status();
+  // The server has the exits it was just told about: forget those replicas once their output is
+  // shipped too.
+  for (auto it = replicas_.begin(); it != replicas_.end();) {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(it->second.log_path, ec);
+    bool shipped = ec || static_cast<int64_t>(size) <= it->second.shipped;
+    it = it->second.exit && shipped ? replicas_.erase(it) : std::next(it);
+  }
+  for (const json& stop : answer->value("stop", json::array())) {
+    auto it = replicas_.find({stop.value("job", int64_t{0}), stop.value("replica", 0)});
+    if (it != replicas_.end() && it->second.launched && !it->second.exit) {
+      (void)launcher_->Stop(it->second.handle, options_.stop_grace_ms);
+    }
+  }
+  for (const json& a : answer->value("assignments", json::array())) Launch(a);
+  SaveState();
+  return absl::OkStatus();
+}
+
+void Agent::SaveState() const {
+  json reps = json::array();
+  for (const auto& [key, r] : replicas_) {
+    if (!r.launched || r.exit) continue;
+    reps.push_back({{"job", r.job},
+                    {"replica", r.index},
+                    {"pid", r.handle.pid},
+                    {"group_path", r.handle.group_path},
+                    {"mechanism", r.handle.enforcement.mechanism},
+                    {"detail", r.handle.enforcement.detail},
+                    {"log_path", r.log_path},
+                    {"shipped", r.shipped},
+                    {"started_us", r.started_us},
+                    {"deadline_us", r.deadline_us}});
+  }
+  std::string path = options_.data_dir + "/agent-state.json";
+  {
+    std::ofstream out(path + ".tmp");
+    out << reps.dump();
+  }
+  std::error_code ec;
+  std::filesystem::rename(path + ".tmp", path, ec);
+}
+
+void Agent::LoadState() {
+  std::ifstream in(options_.data_dir + "/agent-state.json");
+  if (!in) return;
+  json reps = json::parse(in, nullptr, false);
+  if (!reps.is_array()) return;
+  for (const json& j : reps) {
+    Replica r;
+    r.job = j.value("job", int64_t{0});
+    r.index = j.value("replica", 0);
+    r.handle.pid = j.value("pid", 0);
+    r.handle.group_path = j.value("group_path", "");
+    r.handle.enforcement = {j.value("mechanism", ""), j.value("detail", "")};
+    r.log_path = j.value("log_path", "");
+    r.shipped = j.value("shipped", int64_t{0});
+    r.started_us = j.value("started_us", int64_t{0});
+    r.deadline_us = j.value("deadline_us", int64_t{0});
+    r.launched = true;
+    if (r.handle.pid > 0 && launcher_->Alive(r.handle)) replicas_[{r.job, r.index}] = r;
+  }
+}
+
+}  // namespace carve

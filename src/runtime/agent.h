@@ -1,0 +1,87 @@
+#ifndef CARVE_RUNTIME_AGENT_H_
+#define CARVE_RUNTIME_AGENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+#include "ports/devices.h"
+#include "ports/process.h"
+
+namespace carve {
+
+// The node agent: discovers GPUs, registers with the server, heartbeats, runs assigned replicas
+// as process groups (with their GPU environment and limits), ships their output, reports how
+// they ended, and stops what the server says to stop. Its replicas survive an agent restart:
+// the state file lets the next agent re-adopt them.
+class Agent {
+ public:
+  struct Options {
+    std::string server = "http://127.0.0.1:7070";
+    std::string token;
+    std::string node;
+    std::string data_dir;  // logs, checkpoints and the state file live here
+    int64_t cpu_milli = 0;
+    int64_t memory_mib = 0;
+    std::map<std::string, std::string> labels;
+    int64_t heartbeat_ms = 500;
+    int64_t stop_grace_ms = 3000;
+  };
+  Agent(Options options, std::unique_ptr<DeviceBackend> devices,
+        std::unique_ptr<ProcessLauncher> launcher);
+  ~Agent();
+
+  // Discovers devices, registers (retrying until the server answers or `deadline_ms` passes),
+  // re-adopts replicas from the state file, then heartbeats in a background thread.
+  absl::Status Start(int64_t deadline_ms = 30000);
+  // Stops heartbeating. Replicas keep running unless `kill_replicas`.
+  void Stop(bool kill_replicas);
+
+ private:
+  struct Replica {
+    int64_t job = 0;
+    int index = 0;
+    ProcessHandle handle;
+    std::string log_path;
+    int64_t shipped = 0;  // log bytes the server has
+    int64_t started_us = 0;
+    int64_t deadline_us = 0;  // 0: none
+    bool timed_out = false;
+    bool launched = false;
+    std::optional<ExitStatus> exit;
+    int64_t ended_us = 0;
+  };
+
+  void Loop();
+  absl::Status Tick();
+  void Launch(const nlohmann::json& assignment);
+  void PollAndEnforce();
+  void ShipLogs();
+  nlohmann::json Report() const;
+  void SaveState() const;
+  void LoadState();
+  std::map<std::string, std::string> GpuEnv(const nlohmann::json& assignment) const;
+
+  Options options_;
+  std::unique_ptr<DeviceBackend> devices_;
+  std::unique_ptr<ProcessLauncher> launcher_;
+  std::vector<DiscoveredGpu> gpus_;
+  std::map<std::pair<int64_t, int>, Replica> replicas_;  // touched only by the loop thread
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_AGENT_H_

@@ -1,0 +1,304 @@
+#include "runtime/control_plane.h"
+
+#include <openssl/evp.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+std::string Sha256Hex(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) hex += absl::StrFormat("%02x", digest[i]);
+  return hex;
+}
+
+ControlPlane::ControlPlane(Store* store, const GpuCatalog* catalog, Options options, Clock now)
+    : store_(store),
+      catalog_(catalog),
+      options_(std::move(options)),
+      now_(std::move(now)),
+      journal_(store) {}
+
+absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Open(Store* store,
+                                                                 const GpuCatalog* catalog,
+                                                                 Options options, Clock now) {
+  std::unique_ptr<ControlPlane> cp(new ControlPlane(store, catalog, std::move(options), now));
+  if (absl::Status s = cp->Load(); !s.ok()) return s;
+  return cp;
+}
+
+absl::Status ControlPlane::Load() {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.log_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(options_.log_dir, ": ", ec.message()));
+  auto jobs = store_->Load("job");
+  if (!jobs.ok()) return jobs.status();
+  for (const StoredRecord& r : *jobs) {
+    auto job = JobRecord::FromJson(json::parse(r.json, nullptr, false));
+    if (!job.ok()) return job.status();
+    next_job_id_ = std::max(next_job_id_, job->id + 1);
+    if (!job->idempotency_key.empty()) {
+      idempotency_[job->submitted_by + "\n" + job->idempotency_key] = job->id;
+    }
+    jobs_[job->id] = *std::move(job);
+  }
+  auto nodes = store_->Load("node");
+  if (!nodes.ok()) return nodes.status();
+  for (const StoredRecord& r : *nodes) {
+    auto node = NodeRecord::FromJson(json::parse(r.json, nullptr, false));
+    if (!node.ok()) return node.status();
+    // Liveness restarts with the controller: every node gets a fresh timeout.
+    node->last_heartbeat_us = now_();
+    nodes_[node->name] = *std::move(node);
+  }
+  auto tokens = store_->Load("token");
+  if (!tokens.ok()) return tokens.status();
+  for (const StoredRecord& r : *tokens) {
+    json j = json::parse(r.json, nullptr, false);
+    tokens_[r.id] = {j.value("name", ""), j.value("role", "")};
+  }
+  return absl::OkStatus();
+}
+
+bool ControlPlane::healthy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !broken_;
+}
+
+void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) const {
+  batch.puts.push_back({"job", absl::StrFormat("%012d", job.id), job.ToJson().dump()});
+}
+
+void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std::string& type,
+                         const std::string& subject, const std::string& reason,
+                         json details) const {
+  StoredEvent e;
+  e.time_us = now_();
+  e.actor = actor;
+  e.type = type;
+  e.subject = subject;
+  e.reason = reason;
+  e.details_json = details.dump();
+  batch.events.push_back(std::move(e));
+}
+
+absl::Status ControlPlane::Durable(std::unique_lock<std::mutex>& lock, StoreBatch batch) {
+  std::future<absl::Status> done = journal_.Append(std::move(batch));
+  lock.unlock();
+  absl::Status status = done.get();
+  if (!status.ok()) {
+    // Memory is now ahead of the store: refuse further work until a restart reloads it.
+    std::lock_guard<std::mutex> relock(mu_);
+    broken_ = true;
+    return absl::UnavailableError(
+        absl::StrCat("the store failed to commit; restart the server: ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ControlPlane::AddToken(const std::string& token, const std::string& name,
+                                    const std::string& role) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::string hash = Sha256Hex(token);
+  if (tokens_.count(hash)) return absl::OkStatus();
+  tokens_[hash] = {name, role};
+  StoreBatch batch;
+  batch.puts.push_back({"token", hash, json{{"name", name}, {"role", role}}.dump()});
+  Event(batch, "system", "token.created", "token/" + name, "token for " + role, {{"role", role}});
+  return Durable(lock, std::move(batch));
+}
+
+absl::StatusOr<Principal> ControlPlane::Authenticate(const std::string& token) const {
+  if (token.empty()) {
+    return absl::UnauthenticatedError(
+        "no token: send 'Authorization: Bearer TOKEN' (carve dev writes one to "
+        "carve-data/admin.token)");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tokens_.find(Sha256Hex(token));
+  if (it == tokens_.end()) return absl::UnauthenticatedError("the token is not valid");
+  return it->second;
+}
+
+absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& idem_key,
+                                          const Principal& who) {
+  auto spec = JobSpecFromJson(body);
+  if (!spec.ok()) return spec.status();
+  auto request = ToJobRequest(*spec, *catalog_);
+  if (!request.ok()) return request.status();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (broken_) return absl::UnavailableError("the server must be restarted");
+  if (!idem_key.empty()) {
+    auto it = idempotency_.find(who.name + "\n" + idem_key);
+    if (it != idempotency_.end()) return jobs_.at(it->second).ToJson();
+  }
+  JobRecord job;
+  job.id = next_job_id_++;
+  job.spec = *spec;
+  job.submitted_by = who.name;
+  job.idempotency_key = idem_key;
+  job.created_us = now_();
+  job.reason = "waiting for the next scheduling cycle";
+  if (!idem_key.empty()) idempotency_[who.name + "\n" + idem_key] = job.id;
+  StoreBatch batch;
+  Touch(job, batch);
+  Event(batch, "user:" + who.name, "job.submitted", absl::StrCat("job/", job.id), "submitted",
+        {{"name", job.spec.name}, {"spec", job.spec.ToJson()}});
+  json out = job.ToJson();
+  jobs_[job.id] = std::move(job);
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<json> ControlPlane::GetJob(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("no job ", id, "; `carve ls --all` lists jobs"));
+  }
+  return it->second.ToJson();
+}
+
+json ControlPlane::ListJobs(bool all) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  json out = json::array();
+  for (const auto& [id, job] : jobs_) {
+    if (all || !IsFinal(job.state)) out.push_back(job.ToJson());
+  }
+  return out;
+}
+
+absl::StatusOr<json> ControlPlane::Explain(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
+  const JobRecord& job = it->second;
+  json out = {{"id", job.id}, {"state", job.state}, {"reason", job.reason}};
+  if (job.state == "queued") {
+    out["gate"] = "placement";
+    out["explanation"] = job.explanation;
+    out["reasons"] = job.explanation_reasons;
+  } else {
+    json placed = json::array();
+    for (const ReplicaRecord& r : job.replicas) {
+      json g = json::array();
+      for (const GrantRecord& gr : r.grants) g.push_back(gr.device);
+      placed.push_back({{"node", r.node}, {"devices", g}});
+    }
+    out["placement"] = placed;
+    out["scheduled_us"] = job.scheduled_us;
+  }
+  return out;
+}
+
+absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
+  JobRecord& job = it->second;
+  if (IsFinal(job.state)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " already ended (", job.state, ")"));
+  }
+  StoreBatch batch;
+  if (job.state == "queued") {
+    job.state = "cancelled";
+    job.reason = "cancelled by " + who.name + " before it was scheduled";
+    job.ended_us = now_();
+    Event(batch, "user:" + who.name, "job.cancelled", absl::StrCat("job/", id), job.reason);
+  } else {
+    job.cancel_requested = true;
+    job.reason = "cancel requested by " + who.name + "; stopping its processes";
+    Event(batch, "user:" + who.name, "job.cancel-requested", absl::StrCat("job/", id), job.reason);
+  }
+  Touch(job, batch);
+  json out = job.ToJson();
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
+}
+
+std::string ControlPlane::LogPath(int64_t job, int replica) const {
+  return absl::StrCat(options_.log_dir, "/job-", job, "-", replica, ".log");
+}
+
+absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
+                                     const std::string& bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || replica < 0 || replica >= static_cast<int>(it->second.replicas.size())) {
+    return absl::NotFoundError(absl::StrCat("no replica ", replica, " of job ", job));
+  }
+  std::string path = LogPath(job, replica);
+  std::error_code ec;
+  int64_t size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  if (ec) size = 0;
+  if (offset > size) {
+    return absl::FailedPreconditionError(absl::StrCat("log offset ", offset, " is past ", size));
+  }
+  if (offset + static_cast<int64_t>(bytes.size()) <= size) return absl::OkStatus();  // replay
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  out << bytes.substr(static_cast<size_t>(size - offset));
+  if (!out) return absl::InternalError(path + ": cannot write");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ControlPlane::ReadLog(int64_t job, int replica, int64_t offset,
+                                                  int64_t* size) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job));
+    if (replica < 0 || replica >= it->second.spec.replicas) {
+      return absl::NotFoundError(absl::StrCat("job ", job, " has no replica ", replica));
+    }
+  }
+  std::ifstream in(LogPath(job, replica), std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  *size = static_cast<int64_t>(data.size());
+  if (offset >= *size) return std::string();
+  return data.substr(static_cast<size_t>(offset));
+}
+
+json ControlPlane::ListNodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  json out = json::array();
+  for (const auto& [name, node] : nodes_) {
+    json n = node.ToJson();
+    int64_t running = 0;
+    for (const auto& [id, job] : jobs_) {
+      if (IsFinal(job.state)) continue;
+      for (const ReplicaRecord& r : job.replicas) running += r.node == name;
+    }
+    n["replicas"] = running;
+    out.push_back(n);
+  }
+  return out;
+}
+
+json ControlPlane::Events(int64_t after, int64_t limit) const {
+  json out = json::array();
+  auto events = store_->Events(after, limit);
+  if (!events.ok()) return out;
+  for (const StoredEvent& e : *events) {
+    out.push_back({{"seq", e.seq},
+                   {"time_us", e.time_us},
+                   {"actor", e.actor},
+                   {"type", e.type},
+                   {"subject", e.subject},
+                   {"reason", e.reason},
+                   {"details", json::parse(e.details_json, nullptr, false)},
+                   {"hash", e.hash}});
+  }
+  return out;
+}
+
+}  // namespace carve

@@ -1,0 +1,106 @@
+#ifndef CARVE_RUNTIME_CONTROL_PLANE_H_
+#define CARVE_RUNTIME_CONTROL_PLANE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/model/gpu_catalog.h"
+#include "nlohmann/json.hpp"
+#include "ports/store.h"
+#include "runtime/journal.h"
+#include "runtime/records.h"
+
+namespace carve {
+
+// Who is calling: resolved from a bearer token.
+struct Principal {
+  std::string name;
+  std::string role;  // "admin" | "agent"
+};
+
+// The controller's state machine: jobs, nodes and tokens in memory, every change durable in the
+// store (through the Journal) before the call that made it returns. Thread-safe.
+class ControlPlane {
+ public:
+  struct Options {
+    std::string policy = "carve";
+    std::string log_dir;                   // where replica logs are kept
+    int64_t node_timeout_us = 10'000'000;  // a node silent this long is not-ready
+  };
+  using Clock = std::function<int64_t()>;  // microseconds since the epoch
+
+  // Loads the stored state. `store` and `catalog` outlive the control plane.
+  static absl::StatusOr<std::unique_ptr<ControlPlane>> Open(Store* store, const GpuCatalog* catalog,
+                                                            Options options, Clock now);
+
+  // Tokens are stored as SHA-256 hashes.
+  absl::Status AddToken(const std::string& token, const std::string& name, const std::string& role);
+  absl::StatusOr<Principal> Authenticate(const std::string& token) const;
+
+  // Jobs. Submit is idempotent per (submitter, key): a repeat returns the first job.
+  absl::StatusOr<nlohmann::json> Submit(const nlohmann::json& body, const std::string& idem_key,
+                                        const Principal& who);
+  absl::StatusOr<nlohmann::json> GetJob(int64_t id) const;
+  nlohmann::json ListJobs(bool all) const;
+  absl::StatusOr<nlohmann::json> Explain(int64_t id) const;
+  absl::StatusOr<nlohmann::json> Cancel(int64_t id, const Principal& who);
+
+  // Agents.
+  absl::StatusOr<nlohmann::json> Register(const nlohmann::json& body, const Principal& who);
+  // Takes the agent's replica reports; answers with what to start and what to stop.
+  absl::StatusOr<nlohmann::json> Heartbeat(const nlohmann::json& body, const Principal& who);
+  absl::Status AppendLog(int64_t job, int replica, int64_t offset, const std::string& bytes);
+  // Log bytes from `offset`; `size` gets the log's full size.
+  absl::StatusOr<std::string> ReadLog(int64_t job, int replica, int64_t offset,
+                                      int64_t* size) const;
+  nlohmann::json ListNodes() const;
+  nlohmann::json Events(int64_t after, int64_t limit) const;
+
+  // One scheduling cycle: node liveness, then every queued job in order (priority, age, id).
+  // Returns how many jobs were scheduled.
+  absl::StatusOr<int> ScheduleOnce();
+
+  bool healthy() const;
+
+ private:
+  ControlPlane(Store* store, const GpuCatalog* catalog, Options options, Clock now);
+  absl::Status Load();
+
+  // Records a change: the job's document and an event, into `batch`.
+  void Touch(const JobRecord& job, StoreBatch& batch) const;
+  void Event(StoreBatch& batch, const std::string& actor, const std::string& type,
+             const std::string& subject, const std::string& reason,
+             nlohmann::json details = nlohmann::json::object()) const;
+  // Appends under the lock, waits outside it.
+  absl::Status Durable(std::unique_lock<std::mutex>& lock, StoreBatch batch);
+
+  void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
+                   const std::string& node, StoreBatch& batch);
+  void FinishIfDone(JobRecord& job, StoreBatch& batch);
+  nlohmann::json Assignment(const JobRecord& job, int replica) const;
+  std::string LogPath(int64_t job, int replica) const;
+
+  Store* store_;
+  const GpuCatalog* catalog_;
+  Options options_;
+  Clock now_;
+  Journal journal_;
+  mutable std::mutex mu_;
+  std::map<int64_t, JobRecord> jobs_;
+  std::map<std::string, NodeRecord> nodes_;
+  std::map<std::string, Principal> tokens_;     // sha256 hex -> principal
+  std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
+  int64_t next_job_id_ = 1;
+  bool broken_ = false;
+};
+
+std::string Sha256Hex(const std::string& data);
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_CONTROL_PLANE_H_

@@ -1,0 +1,205 @@
+// The agent side of the control plane: registration, heartbeats, replica reports.
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& who) {
+  if (who.role != "agent" && who.role != "admin") {
+    return absl::PermissionDeniedError("only agents register nodes");
+  }
+  if (!body.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
+  json with_times = body;
+  with_times["registered_us"] = now_();
+  with_times["last_heartbeat_us"] = now_();
+  with_times["state"] = "ready";
+  auto node = NodeRecord::FromJson(with_times);
+  if (!node.ok()) return node.status();
+  if (node->name.empty()) return absl::InvalidArgumentError("name: a node needs a name");
+  if (node->cpu_milli <= 0 || node->memory_mib <= 0) {
+    return absl::InvalidArgumentError("cpu_milli and memory_mib must be positive");
+  }
+  for (const DiscoveredGpu& g : node->gpus) {
+    auto model = catalog_->Find(g.model);
+    if (!model.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("gpus[", g.index, "]: ", model.status().message()));
+    if (!ParseDeliveryMode(g.mode).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("gpus[", g.index, "].mode: \"", g.mode,
+                                                     "\" is not exclusive, shared or partition"));
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  StoreBatch batch;
+  bool known = nodes_.count(node->name) > 0;
+  batch.puts.push_back({"node", node->name, node->ToJson().dump()});
+  Event(batch, "agent:" + node->name, known ? "node.re-registered" : "node.registered",
+        "node/" + node->name, absl::StrCat(node->gpus.size(), " GPUs via ", node->backend),
+        {{"cpu_milli", node->cpu_milli}, {"memory_mib", node->memory_mib}});
+  json out = node->ToJson();
+  nodes_[node->name] = *std::move(node);
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
+}
+
+void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const std::string& node,
+                               StoreBatch& batch) {
+  ReplicaRecord& rep = job.replicas[r];
+  std::string state = report.value("state", "");
+  std::string subject = absl::StrCat("job/", job.id);
+  if (rep.state == "pending" && (state == "running" || state == "exited")) {
+    rep.state = "running";
+    rep.pid = report.value("pid", int64_t{0});
+    rep.started_us = report.value("started_us", now_());
+    rep.enforcement = report.value("enforcement", "");
+    if (job.state == "scheduled") {
+      job.state = "running";
+      job.started_us = rep.started_us;
+      job.reason = "running on " + node;
+      Event(batch, "agent:" + node, "job.started", subject, job.reason,
+            {{"replica", r}, {"pid", rep.pid}, {"enforcement", rep.enforcement}});
+    }
+    Touch(job, batch);
+  }
+  if (rep.state == "running" && state == "exited") {
+    rep.state = "exited";
+    rep.ended_us = report.value("ended_us", now_());
+    if (report.contains("exit_code") && !report["exit_code"].is_null()) {
+      rep.exit_code = report["exit_code"].get<int>();
+    }
+    if (report.contains("signal") && !report["signal"].is_null()) {
+      rep.signal = report["signal"].get<int>();
+    }
+    rep.timed_out = report.value("timed_out", false);
+    Event(batch, "agent:" + node, "job.replica-exited", subject,
+          rep.exit_code
+              ? absl::StrCat("replica ", r, " exited with code ", *rep.exit_code)
+              : absl::StrCat("replica ", r, " was killed by signal ", rep.signal.value_or(0)),
+          {{"replica", r}, {"timed_out", rep.timed_out}});
+    FinishIfDone(job, batch);
+    Touch(job, batch);
+  }
+}
+
+void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
+  std::vector<std::string> failures;
+  bool timed_out = false;
+  for (size_t r = 0; r < job.replicas.size(); ++r) {
+    const ReplicaRecord& rep = job.replicas[r];
+    if (rep.state != "exited") return;
+    timed_out |= rep.timed_out;
+    if (rep.exit_code && *rep.exit_code == 0) continue;
+    failures.push_back(rep.exit_code
+                           ? absl::StrCat("replica ", r, " exit code ", *rep.exit_code)
+                           : absl::StrCat("replica ", r, " signal ", rep.signal.value_or(0)));
+  }
+  job.ended_us = now_();
+  if (timed_out) {
+    job.state = "timed-out";
+    job.reason = "ran past max_runtime " + job.spec.max_runtime;
+  } else if (job.cancel_requested) {
+    job.state = "cancelled";
+    job.reason = "cancelled; every process of the job was stopped";
+  } else if (!failures.empty()) {
+    job.state = "failed";
+    job.reason = absl::StrJoin(failures, ", ");
+  } else {
+    job.state = "succeeded";
+    job.reason = "every replica exited with code 0";
+  }
+  Event(batch, "scheduler", "job." + job.state, absl::StrCat("job/", job.id), job.reason);
+}
+
+json ControlPlane::Assignment(const JobRecord& job, int r) const {
+  const ReplicaRecord& rep = job.replicas[r];
+  json grants = json::array();
+  for (const GrantRecord& g : rep.grants) {
+    json gj = {
+        {"device", g.device}, {"compute_milli", g.compute_milli}, {"memory_mib", g.memory_mib}};
+    if (!g.profile.empty()) {
+      gj["profile"] = g.profile;
+      gj["start"] = g.start;
+      gj["created"] = g.created;
+    }
+    grants.push_back(gj);
+  }
+  int64_t max_runtime_us = 0;
+  if (!job.spec.max_runtime.empty()) max_runtime_us = *ParseDurationUs(job.spec.max_runtime);
+  auto cpu = ParseCpuMilli(job.spec.cpu);
+  auto mem = ParseMemMib(job.spec.memory);
+  return {{"job", job.id},
+          {"replica", r},
+          {"name", job.spec.name},
+          {"kind", job.spec.kind},
+          {"command", job.spec.command},
+          {"env", job.spec.env},
+          {"workdir", job.spec.workdir},
+          {"mode", job.spec.mode},
+          {"cpu_milli", cpu.ok() ? cpu->units() : 0},
+          {"memory_mib", mem.ok() ? mem->units() : 0},
+          {"max_runtime_us", max_runtime_us},
+          {"grants", grants}};
+}
+
+absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& who) {
+  if (who.role != "agent" && who.role != "admin") {
+    return absl::PermissionDeniedError("only agents send heartbeats");
+  }
+  std::string name = body.value("node", "");
+  std::unique_lock<std::mutex> lock(mu_);
+  auto node = nodes_.find(name);
+  if (node == nodes_.end()) {
+    return absl::NotFoundError(absl::StrCat("node \"", name, "\" is not registered"));
+  }
+  StoreBatch batch;
+  node->second.last_heartbeat_us = now_();
+  if (node->second.state == "not-ready") {
+    node->second.state = "ready";
+    batch.puts.push_back({"node", name, node->second.ToJson().dump()});
+    Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
+  }
+  std::set<std::pair<int64_t, int>> reported;
+  json stops = json::array();
+  for (const json& report : body.value("replicas", json::array())) {
+    int64_t id = report.value("job", int64_t{-1});
+    int r = report.value("replica", -1);
+    reported.insert({id, r});
+    auto it = jobs_.find(id);
+    bool ours = it != jobs_.end() && r >= 0 && r < static_cast<int>(it->second.replicas.size()) &&
+                it->second.replicas[r].node == name;
+    if (!ours) {
+      if (report.value("state", "") == "running") stops.push_back({{"job", id}, {"replica", r}});
+      continue;
+    }
+    JobRecord& job = it->second;
+    ApplyReport(job, r, report, name, batch);
+    bool failed_sibling = false;
+    for (const ReplicaRecord& rep : job.replicas) {
+      failed_sibling |= rep.state == "exited" && !(rep.exit_code && *rep.exit_code == 0);
+    }
+    if (report.value("state", "") == "running" &&
+        (IsFinal(job.state) || job.cancel_requested || failed_sibling)) {
+      stops.push_back({{"job", id}, {"replica", r}});
+    }
+  }
+  json assignments = json::array();
+  for (const auto& [id, job] : jobs_) {
+    if (IsFinal(job.state) || job.cancel_requested) continue;
+    for (size_t r = 0; r < job.replicas.size(); ++r) {
+      const ReplicaRecord& rep = job.replicas[r];
+      if (rep.node == name && rep.state == "pending" && !reported.count({id, r})) {
+        assignments.push_back(Assignment(job, static_cast<int>(r)));
+      }
+    }
+  }
+  json out = {{"assignments", assignments}, {"stop", stops}};
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
+}
+
+}  // namespace carve

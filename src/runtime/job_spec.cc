@@ -1,0 +1,276 @@
+#include "runtime/job_spec.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "yaml-cpp/yaml.h"
+
+namespace carve {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status FieldError(const std::string& field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+absl::Status CheckKeys(const json& j, const std::string& where, const std::set<std::string>& keys) {
+  if (!j.is_object()) return FieldError(where.empty() ? "job" : where, "must be an object");
+  for (const auto& [k, v] : j.items()) {
+    if (!keys.count(k)) {
+      std::vector<std::string> known(keys.begin(), keys.end());
+      return FieldError(where.empty() ? k : absl::StrCat(where, ".", k),
+                        absl::StrCat("unknown field; known fields: ", absl::StrJoin(known, ", ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Reads j[key] into out when present, with a type check. Numbers are accepted for quantity
+// strings (cpu: 8) and turned into their decimal text.
+absl::Status Read(const json& j, const std::string& key, const std::string& path,
+                  std::string& out) {
+  if (!j.contains(key)) return absl::OkStatus();
+  const json& v = j[key];
+  if (v.is_string()) {
+    out = v.get<std::string>();
+  } else if (v.is_number_integer()) {
+    out = std::to_string(v.get<int64_t>());
+  } else if (v.is_number_float()) {
+    out = v.dump();
+  } else {
+    return FieldError(path, "must be a string");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Read(const json& j, const std::string& key, const std::string& path, int64_t& out,
+                  int64_t lo, int64_t hi) {
+  if (!j.contains(key)) return absl::OkStatus();
+  if (!j[key].is_number_integer()) return FieldError(path, "must be an integer");
+  out = j[key].get<int64_t>();
+  if (out < lo || out > hi) {
+    return FieldError(path, absl::StrCat(out, " is out of range [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadList(const json& j, const std::string& key, const std::string& path,
+                      std::vector<std::string>& out) {
+  if (!j.contains(key)) return absl::OkStatus();
+  const json& v = j[key];
+  if (v.is_string()) {
+    out = {v.get<std::string>()};
+    return absl::OkStatus();
+  }
+  if (!v.is_array()) return FieldError(path, "must be a list of strings");
+  out.clear();
+  for (const json& e : v) {
+    if (!e.is_string()) return FieldError(path, "must be a list of strings");
+    out.push_back(e.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+json YamlNodeToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& kv : n) out[kv.first.as<std::string>()] = YamlNodeToJson(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const auto& e : n) out.push_back(YamlNodeToJson(e));
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string s = n.Scalar();
+      if (n.Tag() == "!") return s;  // quoted: keep as text
+      int64_t i;
+      size_t used = 0;
+      try {
+        i = std::stoll(s, &used);
+        if (used == s.size()) return i;
+      } catch (...) {
+      }
+      if (s == "true") return true;
+      if (s == "false") return false;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
+  static const std::set<std::string> kTop = {"name",    "tenant",   "project",  "queue",
+                                             "kind",    "priority", "replicas", "resources",
+                                             "command", "env",      "workdir",  "max_runtime"};
+  static const std::set<std::string> kResources = {
+      "gpus", "mode", "gpu_compute", "gpu_memory", "profile", "gpu_model", "cpu", "memory"};
+  if (absl::Status s = CheckKeys(j, "", kTop); !s.ok()) return s;
+  JobSpec spec;
+  for (auto [key, out] : {std::pair{"name", &spec.name},
+                          {"tenant", &spec.tenant},
+                          {"project", &spec.project},
+                          {"queue", &spec.queue},
+                          {"kind", &spec.kind},
+                          {"workdir", &spec.workdir},
+                          {"max_runtime", &spec.max_runtime}}) {
+    if (absl::Status s = Read(j, key, key, *out); !s.ok()) return s;
+  }
+  int64_t replicas = 1;
+  if (absl::Status s = Read(j, "priority", "priority", spec.priority, -1000000, 1000000); !s.ok())
+    return s;
+  if (absl::Status s = Read(j, "replicas", "replicas", replicas, 1, 4096); !s.ok()) return s;
+  spec.replicas = static_cast<int>(replicas);
+  if (j.contains("resources")) {
+    const json& r = j["resources"];
+    if (absl::Status s = CheckKeys(r, "resources", kResources); !s.ok()) return s;
+    int64_t gpus = 0;
+    if (absl::Status s = Read(r, "gpus", "resources.gpus", gpus, 0, 64); !s.ok()) return s;
+    spec.gpus = static_cast<int>(gpus);
+    for (auto [key, out] : {std::pair{"mode", &spec.mode},
+                            {"gpu_compute", &spec.gpu_compute},
+                            {"gpu_memory", &spec.gpu_memory},
+                            {"profile", &spec.profile},
+                            {"cpu", &spec.cpu},
+                            {"memory", &spec.memory}}) {
+      if (absl::Status s = Read(r, key, absl::StrCat("resources.", key), *out); !s.ok()) return s;
+    }
+    if (absl::Status s = ReadList(r, "gpu_model", "resources.gpu_model", spec.gpu_models); !s.ok())
+      return s;
+  }
+  if (absl::Status s = ReadList(j, "command", "command", spec.command); !s.ok()) return s;
+  if (j.contains("env")) {
+    if (!j["env"].is_object()) return FieldError("env", "must be a map of strings");
+    for (const auto& [k, v] : j["env"].items()) {
+      if (!v.is_string()) return FieldError("env." + k, "must be a string");
+      spec.env[k] = v.get<std::string>();
+    }
+  }
+  static const std::set<std::string> kKinds = {"training",   "inference",   "batch",
+                                               "evaluation", "interactive", "data"};
+  if (!kKinds.count(spec.kind)) {
+    return FieldError("kind", absl::StrCat("\"", spec.kind,
+                                           "\" is not one of training, inference, batch, "
+                                           "evaluation, interactive, data"));
+  }
+  if (spec.command.empty()) return FieldError("command", "is required (what the job runs)");
+  if (spec.name.empty()) spec.name = spec.command[0];
+  return spec;
+}
+
+json JobSpec::ToJson() const {
+  json r = {{"gpus", gpus}, {"mode", mode}, {"cpu", cpu}, {"memory", memory}};
+  if (!gpu_compute.empty()) r["gpu_compute"] = gpu_compute;
+  if (!gpu_memory.empty()) r["gpu_memory"] = gpu_memory;
+  if (!profile.empty()) r["profile"] = profile;
+  if (!gpu_models.empty()) r["gpu_model"] = gpu_models;
+  json j = {{"name", name},         {"tenant", tenant},
+            {"project", project},   {"queue", queue},
+            {"kind", kind},         {"priority", priority},
+            {"replicas", replicas}, {"resources", r},
+            {"command", command},   {"env", env}};
+  if (!workdir.empty()) j["workdir"] = workdir;
+  if (!max_runtime.empty()) j["max_runtime"] = max_runtime;
+  return j;
+}
+
+absl::StatusOr<json> YamlToJson(const std::string& yaml_text) {
+  try {
+    YAML::Node root = YAML::Load(yaml_text);
+    if (!root.IsMap()) return absl::InvalidArgumentError("the file must hold a YAML map");
+    return YamlNodeToJson(root);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", e.what()));
+  }
+}
+
+absl::StatusOr<int64_t> ParseDurationUs(const std::string& text) {
+  if (text.empty()) return absl::InvalidArgumentError("empty duration");
+  int64_t total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t start = i;
+    int64_t n = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      n = n * 10 + (text[i++] - '0');
+      if (n > 10'000'000'000) return absl::InvalidArgumentError("duration too long");
+    }
+    if (i == start || i == text.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid duration \"", text, "\": write it as 90s, 30m, 2h or 1h30m"));
+    }
+    char unit = text[i++];
+    int64_t us = unit == 's'   ? 1'000'000
+                 : unit == 'm' ? 60'000'000
+                 : unit == 'h' ? 3'600'000'000
+                               : 0;
+    if (us == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid duration \"", text, "\": units are s, m and h"));
+    }
+    total += n * us;
+  }
+  return total;
+}
+
+absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& catalog) {
+  JobRequest job;
+  job.replicas = spec.replicas;
+  ReplicaRequest& r = job.replica;
+  auto cpu = ParseCpuMilli(spec.cpu);
+  if (!cpu.ok()) return FieldError("resources.cpu", cpu.status().message());
+  auto memory = ParseMemMib(spec.memory);
+  if (!memory.ok()) return FieldError("resources.memory", memory.status().message());
+  r.resources.cpu = *cpu;
+  r.resources.memory = *memory;
+  auto mode = ParseDeliveryMode(spec.mode);
+  if (!mode.ok()) return FieldError("resources.mode", mode.status().message());
+  r.gpu.mode = *mode;
+  r.gpu.count = spec.gpus;
+  if (*mode == DeliveryMode::kShared) {
+    if (spec.gpus == 0) r.gpu.count = 1;
+    if (spec.gpu_compute.empty()) {
+      return FieldError("resources.gpu_compute", "a shared GPU needs a compute share, e.g. 30%");
+    }
+    auto compute = ParseGpuMilli(spec.gpu_compute);
+    if (!compute.ok()) return FieldError("resources.gpu_compute", compute.status().message());
+    r.gpu.compute = *compute;
+    if (!spec.gpu_memory.empty()) {
+      auto mem = ParseMemMib(spec.gpu_memory);
+      if (!mem.ok()) return FieldError("resources.gpu_memory", mem.status().message());
+      r.gpu.memory = *mem;
+    }
+  } else if (*mode == DeliveryMode::kExclusive) {
+    r.gpu.compute = spec.gpus > 0 ? kWholeGpu : GpuMilli(0);
+    if (!spec.gpu_compute.empty() || !spec.gpu_memory.empty()) {
+      return FieldError("resources.gpu_compute",
+                        "exclusive GPUs are whole; use mode: shared for a share of one GPU");
+    }
+  } else {
+    if (spec.gpus == 0) r.gpu.count = 1;
+    r.gpu.profile = spec.profile;
+  }
+  for (const std::string& m : spec.gpu_models) {
+    auto id = catalog.Find(m);
+    if (!id.ok()) return FieldError("resources.gpu_model", id.status().message());
+    r.allowed_models.push_back(*id);
+  }
+  if (!spec.max_runtime.empty()) {
+    if (auto d = ParseDurationUs(spec.max_runtime); !d.ok()) {
+      return FieldError("max_runtime", d.status().message());
+    }
+  }
+  if (absl::Status s = ValidateRequest(job, catalog); !s.ok()) {
+    return FieldError("resources", s.message());
+  }
+  return job;
+}
+
+}  // namespace carve

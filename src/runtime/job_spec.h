@@ -1,0 +1,63 @@
+#ifndef CARVE_RUNTIME_JOB_SPEC_H_
+#define CARVE_RUNTIME_JOB_SPEC_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model/gpu_catalog.h"
+#include "core/sched/request.h"
+#include "nlohmann/json.hpp"
+
+namespace carve {
+
+// What a user submits (job.yaml or the API's JSON; the same fields):
+//   name: train-resnet            kind: training | inference | batch | evaluation | interactive |
+//   data tenant, project, queue        (default "default") priority: 0                   replicas:
+//   1 resources:
+//     gpus: 2                     mode: exclusive | shared | partition
+//     gpu_compute: 30%            gpu_memory: 10Gi          profile: 3g.71gb
+//     gpu_model: [H200]           cpu: 8                    memory: 32Gi
+//   command: [python, train.py]   env: {EPOCHS: "3"}        workdir: /data
+//   max_runtime: 2h
+// Unknown fields are errors, so a typo never silently changes what runs.
+struct JobSpec {
+  std::string name;
+  std::string tenant = "default";
+  std::string project = "default";
+  std::string queue = "default";
+  std::string kind = "batch";
+  int64_t priority = 0;
+  int replicas = 1;
+  int gpus = 0;
+  std::string mode = "exclusive";
+  std::string gpu_compute;  // shared: "30%", "0.3", "300m"
+  std::string gpu_memory;   // shared: "10Gi"
+  std::string profile;      // partition
+  std::vector<std::string> gpu_models;
+  std::string cpu = "1";
+  std::string memory = "1Gi";
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  std::string workdir;
+  std::string max_runtime;  // "90s", "30m", "2h"; empty: none
+
+  nlohmann::json ToJson() const;
+};
+
+// Strict parse: the error names the field ("resources.cpu: invalid CPU quantity \"two\"").
+absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j);
+// YAML (a job file) to the same JSON shape.
+absl::StatusOr<nlohmann::json> YamlToJson(const std::string& yaml_text);
+
+// The scheduler's view of a spec; checks quantities, models and profiles against the catalog.
+absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& catalog);
+
+// "90s", "30m", "2h", "1h30m" -> microseconds; errors say what was wrong.
+absl::StatusOr<int64_t> ParseDurationUs(const std::string& text);
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_JOB_SPEC_H_

@@ -1,0 +1,52 @@
+#include "runtime/journal.h"
+
+namespace carve {
+
+Journal::Journal(Store* store) : store_(store), thread_([this] { Run(); }) {}
+
+Journal::~Journal() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::future<absl::Status> Journal::Append(StoreBatch batch) {
+  std::promise<absl::Status> promise;
+  std::future<absl::Status> future = promise.get_future();
+  if (batch.empty()) {
+    promise.set_value(absl::OkStatus());
+    return future;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.emplace_back(std::move(batch), std::move(promise));
+  }
+  cv_.notify_one();
+  return future;
+}
+
+void Journal::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    auto group = std::move(queue_);
+    queue_.clear();
+    lock.unlock();
+    StoreBatch merged;
+    for (auto& [batch, promise] : group) {
+      for (auto& p : batch.puts) merged.puts.push_back(std::move(p));
+      for (auto& d : batch.deletes) merged.deletes.push_back(std::move(d));
+      for (auto& e : batch.events) merged.events.push_back(std::move(e));
+    }
+    absl::Status status = store_->Commit(std::move(merged)).status();
+    ++commits_;
+    for (auto& [batch, promise] : group) promise.set_value(status);
+    lock.lock();
+  }
+}
+
+}  // namespace carve

@@ -1,0 +1,42 @@
+#ifndef CARVE_RUNTIME_JOURNAL_H_
+#define CARVE_RUNTIME_JOURNAL_H_
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "ports/store.h"
+
+namespace carve {
+
+// Orders state changes onto the store and commits them in groups. Append() is called while the
+// caller still holds its state lock, so batches reach the store in the order the state changed;
+// the caller then waits on the future outside the lock. All batches queued while one commit is
+// on disk go into the next commit together (group commit).
+class Journal {
+ public:
+  explicit Journal(Store* store);
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  std::future<absl::Status> Append(StoreBatch batch);
+  int64_t commits() const { return commits_; }
+
+ private:
+  void Run();
+
+  Store* store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<StoreBatch, std::promise<absl::Status>>> queue_;
+  bool stop_ = false;
+  int64_t commits_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_JOURNAL_H_

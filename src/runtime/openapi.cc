@@ -1,0 +1,52 @@
+#include "runtime/api_server.h"
+
+namespace carve {
+
+const char* OpenApiDocument() {
+  return R"json({
+  "openapi": "3.0.3",
+  "info": {"title": "Carve API", "version": "1",
+           "description": "GPU scheduling and sharing. Every call but /healthz, /readyz and this document needs 'Authorization: Bearer TOKEN'. Errors are {\"error\": {\"code\", \"message\"}}. A call that changes state returns after its change is committed."},
+  "components": {
+    "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+    "schemas": {
+      "Error": {"type": "object", "properties": {"error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+      "JobSpec": {"type": "object", "additionalProperties": false, "required": ["command"], "properties": {
+        "name": {"type": "string"}, "tenant": {"type": "string"}, "project": {"type": "string"}, "queue": {"type": "string"},
+        "kind": {"type": "string", "enum": ["training", "inference", "batch", "evaluation", "interactive", "data"]},
+        "priority": {"type": "integer"}, "replicas": {"type": "integer", "minimum": 1},
+        "resources": {"type": "object", "additionalProperties": false, "properties": {
+          "gpus": {"type": "integer", "minimum": 0}, "mode": {"type": "string", "enum": ["exclusive", "shared", "partition"]},
+          "gpu_compute": {"type": "string", "example": "30%"}, "gpu_memory": {"type": "string", "example": "10Gi"},
+          "profile": {"type": "string", "example": "3g.71gb"}, "gpu_model": {"type": "array", "items": {"type": "string"}},
+          "cpu": {"type": "string", "example": "2"}, "memory": {"type": "string", "example": "8Gi"}}},
+        "command": {"type": "array", "items": {"type": "string"}}, "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "workdir": {"type": "string"}, "max_runtime": {"type": "string", "example": "2h"}}},
+      "Job": {"type": "object", "properties": {"id": {"type": "integer"}, "state": {"type": "string", "enum": ["queued", "scheduled", "running", "succeeded", "failed", "cancelled", "timed-out", "lost"]},
+        "reason": {"type": "string"}, "name": {"type": "string"}, "spec": {"$ref": "#/components/schemas/JobSpec"}, "replicas": {"type": "array", "items": {"type": "object"}},
+        "explanation": {"type": "string"}, "created_us": {"type": "integer"}, "scheduled_us": {"type": "integer"}, "started_us": {"type": "integer"}, "ended_us": {"type": "integer"}}}
+    }
+  },
+  "security": [{"bearer": []}],
+  "paths": {
+    "/healthz": {"get": {"security": [], "summary": "Liveness", "responses": {"200": {"description": "alive"}}}},
+    "/readyz": {"get": {"security": [], "summary": "Readiness (503 after a store failure)", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready"}}}},
+    "/api/v1/jobs": {
+      "post": {"summary": "Submit a job", "parameters": [{"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}, "description": "A repeat with the same key returns the first job"}],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}}}},
+        "responses": {"201": {"description": "queued", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}, "400": {"description": "invalid", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}, "401": {"description": "no or bad token"}}},
+      "get": {"summary": "List active jobs (all=true: every job)", "parameters": [{"name": "all", "in": "query", "schema": {"type": "boolean"}}], "responses": {"200": {"description": "jobs"}}}},
+    "/api/v1/jobs/{id}": {"get": {"summary": "One job", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}], "responses": {"200": {"description": "job"}, "404": {"description": "no such job"}}}},
+    "/api/v1/jobs/{id}/explain": {"get": {"summary": "Why the job waits, or where it was placed", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}], "responses": {"200": {"description": "explanation"}}}},
+    "/api/v1/jobs/{id}/cancel": {"post": {"summary": "Cancel: stops every process of the job", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}], "responses": {"200": {"description": "cancelling"}, "409": {"description": "already ended"}}}},
+    "/api/v1/jobs/{id}/logs": {"get": {"summary": "Replica output from an offset; header X-Carve-Log-Size", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}, {"name": "replica", "in": "query", "schema": {"type": "integer"}}, {"name": "offset", "in": "query", "schema": {"type": "integer"}}], "responses": {"200": {"description": "text/plain"}}}},
+    "/api/v1/nodes": {"get": {"summary": "Nodes with their GPUs and state", "responses": {"200": {"description": "nodes"}}}},
+    "/api/v1/events": {"get": {"summary": "The hash-chained event log", "parameters": [{"name": "after", "in": "query", "schema": {"type": "integer"}}, {"name": "limit", "in": "query", "schema": {"type": "integer"}}], "responses": {"200": {"description": "events"}}}},
+    "/api/v1/agents/register": {"post": {"summary": "Agent: register a node and its GPUs (agent role)", "responses": {"200": {"description": "registered"}}}},
+    "/api/v1/agents/heartbeat": {"post": {"summary": "Agent: report replicas; get assignments and stops (agent role)", "responses": {"200": {"description": "assignments"}}}},
+    "/api/v1/agents/logs": {"post": {"summary": "Agent: append replica output at an offset (agent role)", "responses": {"200": {"description": "appended"}}}}
+  }
+})json";
+}
+
+}  // namespace carve

@@ -1,0 +1,188 @@
+#include "runtime/records.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+bool IsFinal(const std::string& state) {
+  return state == "succeeded" || state == "failed" || state == "cancelled" ||
+         state == "timed-out" || state == "lost";
+}
+
+namespace {
+
+json GrantToJson(const GrantRecord& g) {
+  json j = {{"device", g.device}, {"compute_milli", g.compute_milli}, {"memory_mib", g.memory_mib}};
+  if (!g.profile.empty()) {
+    j["profile"] = g.profile;
+    j["start"] = g.start;
+    j["created"] = g.created;
+  }
+  return j;
+}
+
+GrantRecord GrantFromJson(const json& j) {
+  GrantRecord g;
+  g.device = j.value("device", 0);
+  g.compute_milli = j.value("compute_milli", int64_t{0});
+  g.memory_mib = j.value("memory_mib", int64_t{0});
+  g.profile = j.value("profile", "");
+  g.start = j.value("start", -1);
+  g.created = j.value("created", false);
+  return g;
+}
+
+}  // namespace
+
+json JobRecord::ToJson() const {
+  json reps = json::array();
+  for (const ReplicaRecord& r : replicas) {
+    json g = json::array();
+    for (const GrantRecord& gr : r.grants) g.push_back(GrantToJson(gr));
+    json rj = {{"node", r.node},
+               {"grants", g},
+               {"state", r.state},
+               {"pid", r.pid},
+               {"started_us", r.started_us},
+               {"ended_us", r.ended_us},
+               {"enforcement", r.enforcement},
+               {"timed_out", r.timed_out}};
+    rj["exit_code"] = r.exit_code ? json(*r.exit_code) : json(nullptr);
+    rj["signal"] = r.signal ? json(*r.signal) : json(nullptr);
+    reps.push_back(rj);
+  }
+  json j = {{"id", id},
+            {"state", state},
+            {"reason", reason},
+            {"name", spec.name},
+            {"spec", spec.ToJson()},
+            {"submitted_by", submitted_by},
+            {"created_us", created_us},
+            {"scheduled_us", scheduled_us},
+            {"started_us", started_us},
+            {"ended_us", ended_us},
+            {"cancel_requested", cancel_requested},
+            {"replicas", reps},
+            {"explanation", explanation},
+            {"explanation_reasons", explanation_reasons}};
+  if (!idempotency_key.empty()) j["idempotency_key"] = idempotency_key;
+  return j;
+}
+
+absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
+  try {
+    JobRecord r;
+    r.id = j.at("id").get<int64_t>();
+    auto spec = JobSpecFromJson(j.at("spec"));
+    if (!spec.ok()) return spec.status();
+    r.spec = *spec;
+    r.state = j.at("state").get<std::string>();
+    r.reason = j.value("reason", "");
+    r.submitted_by = j.value("submitted_by", "");
+    r.idempotency_key = j.value("idempotency_key", "");
+    r.created_us = j.value("created_us", int64_t{0});
+    r.scheduled_us = j.value("scheduled_us", int64_t{0});
+    r.started_us = j.value("started_us", int64_t{0});
+    r.ended_us = j.value("ended_us", int64_t{0});
+    r.cancel_requested = j.value("cancel_requested", false);
+    r.explanation = j.value("explanation", "");
+    r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
+    for (const json& rj : j.value("replicas", json::array())) {
+      ReplicaRecord rep;
+      rep.node = rj.value("node", "");
+      for (const json& g : rj.value("grants", json::array()))
+        rep.grants.push_back(GrantFromJson(g));
+      rep.state = rj.value("state", "pending");
+      rep.pid = rj.value("pid", int64_t{0});
+      if (rj.contains("exit_code") && !rj["exit_code"].is_null()) rep.exit_code = rj["exit_code"];
+      if (rj.contains("signal") && !rj["signal"].is_null()) rep.signal = rj["signal"];
+      rep.started_us = rj.value("started_us", int64_t{0});
+      rep.ended_us = rj.value("ended_us", int64_t{0});
+      rep.enforcement = rj.value("enforcement", "");
+      rep.timed_out = rj.value("timed_out", false);
+      r.replicas.push_back(rep);
+    }
+    return r;
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat("stored job is unreadable: ", e.what()));
+  }
+}
+
+json GpuToJson(const DiscoveredGpu& g) {
+  json mig = json::array();
+  for (const DiscoveredMigInstance& m : g.mig_instances) {
+    mig.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
+  }
+  return {{"index", g.index},
+          {"uuid", g.uuid},
+          {"model", g.model},
+          {"memory_mib", g.memory_mib},
+          {"mode", g.mode},
+          {"mig_enabled", g.mig_enabled},
+          {"dynamic_layout", g.dynamic_layout},
+          {"mig_instances", mig},
+          {"health", g.health},
+          {"health_reason", g.health_reason}};
+}
+
+absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
+  try {
+    DiscoveredGpu g;
+    g.index = j.at("index").get<int>();
+    g.uuid = j.at("uuid").get<std::string>();
+    g.model = j.at("model").get<std::string>();
+    g.memory_mib = j.value("memory_mib", int64_t{0});
+    g.mode = j.value("mode", "exclusive");
+    g.mig_enabled = j.value("mig_enabled", false);
+    g.dynamic_layout = j.value("dynamic_layout", false);
+    for (const json& m : j.value("mig_instances", json::array())) {
+      g.mig_instances.push_back({m.at("uuid").get<std::string>(),
+                                 m.at("profile").get<std::string>(), m.at("start").get<int>()});
+    }
+    g.health = j.value("health", "healthy");
+    g.health_reason = j.value("health_reason", "");
+    return g;
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("gpus: ", e.what()));
+  }
+}
+
+json NodeRecord::ToJson() const {
+  json gpu_list = json::array();
+  for (const DiscoveredGpu& g : gpus) gpu_list.push_back(GpuToJson(g));
+  return {{"name", name},
+          {"cpu_milli", cpu_milli},
+          {"memory_mib", memory_mib},
+          {"labels", labels},
+          {"backend", backend},
+          {"gpus", gpu_list},
+          {"state", state},
+          {"registered_us", registered_us},
+          {"last_heartbeat_us", last_heartbeat_us}};
+}
+
+absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
+  try {
+    NodeRecord n;
+    n.name = j.at("name").get<std::string>();
+    n.cpu_milli = j.at("cpu_milli").get<int64_t>();
+    n.memory_mib = j.at("memory_mib").get<int64_t>();
+    n.labels = j.value("labels", std::map<std::string, std::string>{});
+    n.backend = j.value("backend", "");
+    for (const json& g : j.value("gpus", json::array())) {
+      auto gpu = GpuFromJson(g);
+      if (!gpu.ok()) return gpu.status();
+      n.gpus.push_back(*gpu);
+    }
+    n.state = j.value("state", "ready");
+    n.registered_us = j.value("registered_us", int64_t{0});
+    n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});
+    return n;
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("node: ", e.what()));
+  }
+}
+
+}  // namespace carve

@@ -1,0 +1,83 @@
+#ifndef CARVE_RUNTIME_RECORDS_H_
+#define CARVE_RUNTIME_RECORDS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "ports/devices.h"
+#include "runtime/job_spec.h"
+
+namespace carve {
+
+// Job states: queued -> scheduled -> running -> succeeded | failed | cancelled | timed-out | lost.
+bool IsFinal(const std::string& state);
+
+// A device grant as stored and sent to agents (the core's DeviceGrant, with the profile by name).
+struct GrantRecord {
+  int device = 0;
+  int64_t compute_milli = 0;
+  int64_t memory_mib = 0;
+  std::string profile;  // partition only
+  int start = -1;
+  bool created = false;  // a MIG instance made for this replica
+};
+
+struct ReplicaRecord {
+  std::string node;
+  std::vector<GrantRecord> grants;
+  std::string state = "pending";  // pending | running | exited
+  int64_t pid = 0;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  int64_t started_us = 0;
+  int64_t ended_us = 0;
+  std::string enforcement;  // what isolation the agent applied
+  bool timed_out = false;
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  JobSpec spec;
+  std::string state = "queued";
+  std::string reason;  // why it is in this state
+  std::string submitted_by;
+  std::string idempotency_key;
+  int64_t created_us = 0;
+  int64_t scheduled_us = 0;
+  int64_t started_us = 0;
+  int64_t ended_us = 0;
+  bool cancel_requested = false;
+  std::vector<ReplicaRecord> replicas;  // empty until scheduled
+  std::string explanation;              // last scheduling cycle's reason for waiting
+  std::map<std::string, int> explanation_reasons;
+
+  nlohmann::json ToJson() const;
+  static absl::StatusOr<JobRecord> FromJson(const nlohmann::json& j);
+};
+
+struct NodeRecord {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::map<std::string, std::string> labels;
+  std::string backend;  // "nvml" | "simulated"
+  std::vector<DiscoveredGpu> gpus;
+  std::string state = "ready";  // ready | not-ready | cordoned
+  int64_t registered_us = 0;
+  int64_t last_heartbeat_us = 0;
+
+  nlohmann::json ToJson() const;
+  static absl::StatusOr<NodeRecord> FromJson(const nlohmann::json& j);
+};
+
+nlohmann::json GpuToJson(const DiscoveredGpu& g);
+absl::StatusOr<DiscoveredGpu> GpuFromJson(const nlohmann::json& j);
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_RECORDS_H_

@@ -1,0 +1,188 @@
+// One scheduling cycle of the control plane: liveness, then the pure core over the live state.
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/sched/placement/placer.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+// The live nodes as the core's cluster; `ids` maps node names to cluster ids.
+Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, NodeRecord>& nodes,
+                     std::map<std::string, NodeId>& ids) {
+  Cluster cluster(catalog);
+  for (const auto& [name, rec] : nodes) {
+    Node n;
+    n.name = name;
+    n.state = rec.state == "ready" ? NodeState::kReady : NodeState::kNotReady;
+    n.capacity.cpu = CpuMilli(rec.cpu_milli);
+    n.capacity.memory = MemMib(rec.memory_mib);
+    for (const auto& [k, v] : rec.labels) n.labels[k] = v;
+    for (const DiscoveredGpu& g : rec.gpus) {
+      Device d;
+      d.model = *catalog->Find(g.model);  // checked at registration
+      d.mode = ParseDeliveryMode(g.mode).value_or(DeliveryMode::kExclusive);
+      d.health = g.health == "healthy"   ? DeviceHealth::kHealthy
+                 : g.health == "suspect" ? DeviceHealth::kSuspect
+                                         : DeviceHealth::kUnhealthy;
+      d.dynamic_layout = g.dynamic_layout;
+      for (const DiscoveredMigInstance& m : g.mig_instances) {
+        auto profile = catalog->FindProfile(d.model, m.profile);
+        if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});
+      }
+      n.devices.push_back(std::move(d));
+    }
+    ids[name] = cluster.AddNode(std::move(n));
+  }
+  return cluster;
+}
+
+std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
+                                  const std::vector<GrantRecord>& records) {
+  std::vector<DeviceGrant> grants;
+  for (const GrantRecord& g : records) {
+    DeviceGrant d{g.device, GpuMilli(g.compute_milli), MemMib(g.memory_mib), -1, -1, false};
+    if (!g.profile.empty()) {
+      const Device& dev = cluster.node(node).devices[g.device];
+      d.mig_profile = cluster.catalog().FindProfile(dev.model, g.profile).value_or(-1);
+      d.mig_start = g.start;
+      d.mig_created = g.created;
+    }
+    grants.push_back(d);
+  }
+  return grants;
+}
+
+}  // namespace
+
+absl::StatusOr<int> ControlPlane::ScheduleOnce() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (broken_) return absl::UnavailableError("the server must be restarted");
+  int64_t now = now_();
+  StoreBatch batch;
+  // Liveness: a silent node is not-ready and the replicas it ran are lost.
+  for (auto& [name, node] : nodes_) {
+    if (node.state != "ready" || now - node.last_heartbeat_us <= options_.node_timeout_us) continue;
+    node.state = "not-ready";
+    batch.puts.push_back({"node", name, node.ToJson().dump()});
+    Event(batch, "scheduler", "node.not-ready", "node/" + name,
+          absl::StrCat("no heartbeat for ", (now - node.last_heartbeat_us) / 1000, " ms"));
+    for (auto& [id, job] : jobs_) {
+      if (IsFinal(job.state)) continue;
+      bool touched = std::any_of(job.replicas.begin(), job.replicas.end(),
+                                 [&](const ReplicaRecord& r) { return r.node == name; });
+      if (!touched) continue;
+      job.state = "lost";
+      job.reason = "node " + name + " stopped heartbeating";
+      job.ended_us = now;
+      Event(batch, "scheduler", "job.lost", absl::StrCat("job/", id), job.reason);
+      Touch(job, batch);
+    }
+  }
+  // Cancelled before any replica started: nothing to stop.
+  for (auto& [id, job] : jobs_) {
+    if (IsFinal(job.state) || !job.cancel_requested) continue;
+    bool running = std::any_of(job.replicas.begin(), job.replicas.end(),
+                               [](const ReplicaRecord& r) { return r.state == "running"; });
+    if (running) continue;
+    job.state = "cancelled";
+    job.reason = "cancelled before its processes started";
+    job.ended_us = now;
+    Event(batch, "scheduler", "job.cancelled", absl::StrCat("job/", id), job.reason);
+    Touch(job, batch);
+  }
+
+  std::map<std::string, NodeId> ids;
+  Cluster cluster = BuildCluster(catalog_, nodes_, ids);
+  Workload workload;
+  std::vector<JobRecord*> queued;
+  for (auto& [id, job] : jobs_) {
+    if (job.state == "queued") queued.push_back(&job);
+    if (IsFinal(job.state) || job.replicas.empty()) continue;
+    auto request = ToJobRequest(job.spec, *catalog_);
+    for (const ReplicaRecord& rep : job.replicas) {
+      auto it = ids.find(rep.node);
+      if (it == ids.end() || !request.ok()) continue;
+      ApplyReplica(cluster, {it->second, request->replica.resources,
+                             ToGrants(cluster, it->second, rep.grants)});
+    }
+  }
+  for (auto& [id, job] : jobs_) {
+    auto request = ToJobRequest(job.spec, *catalog_);
+    if (request.ok()) workload.push_back({request->replica, 1.0});
+  }
+  for (WorkloadClass& w : workload) w.weight /= static_cast<double>(workload.size());
+  auto policy = MakePolicy(options_.policy, PolicyOptions{workload});
+  if (!policy.ok()) return policy.status();
+  Placer placer(&cluster, policy->get(), static_cast<uint64_t>(now));
+  std::stable_sort(queued.begin(), queued.end(), [](const JobRecord* a, const JobRecord* b) {
+    if (a->spec.priority != b->spec.priority) return a->spec.priority > b->spec.priority;
+    if (a->created_us != b->created_us) return a->created_us < b->created_us;
+    return a->id < b->id;
+  });
+  int scheduled = 0;
+  for (JobRecord* job : queued) {
+    auto request = ToJobRequest(job->spec, *catalog_);
+    if (!request.ok()) continue;  // validated at submission; the catalog cannot shrink
+    PlaceResult r = placer.Place(*request);
+    std::string subject = absl::StrCat("job/", job->id);
+    if (!r.placed) {
+      std::string summary = r.report.Summary();
+      if (summary == job->explanation) continue;
+      job->explanation = summary;
+      job->explanation_reasons.clear();
+      for (int i = 1; i < kFitReasonCount; ++i) {
+        if (r.report.reasons[i] > 0) {
+          job->explanation_reasons[std::string(ToString(static_cast<FitReason>(i)))] =
+              r.report.reasons[i];
+        }
+      }
+      job->reason = "waiting: " + summary;
+      Event(batch, "scheduler", "job.waiting", subject, summary,
+            {{"reasons", job->explanation_reasons}, {"policy", options_.policy}});
+      Touch(*job, batch);
+      continue;
+    }
+    ++scheduled;
+    job->state = "scheduled";
+    job->scheduled_us = now;
+    job->explanation.clear();
+    job->explanation_reasons.clear();
+    job->replicas.clear();
+    json where = json::array();
+    std::vector<std::string> nodes_used;
+    for (const ReplicaPlacement& p : r.replicas) {
+      ReplicaRecord rep;
+      rep.node = cluster.node(p.node).name;
+      const Node& n = cluster.node(p.node);
+      json devices = json::array();
+      for (const DeviceGrant& g : p.grants) {
+        GrantRecord gr{g.device, g.compute.units(), g.memory.units(), "", -1, false};
+        if (g.mig_profile >= 0) {
+          gr.profile = catalog_->model(n.devices[g.device].model).mig_profiles[g.mig_profile].name;
+          gr.start = g.mig_start;
+          gr.created = g.mig_created;
+        }
+        rep.grants.push_back(gr);
+        devices.push_back(g.device);
+      }
+      where.push_back({{"node", rep.node}, {"devices", devices}});
+      nodes_used.push_back(rep.node);
+      job->replicas.push_back(std::move(rep));
+    }
+    job->reason = "placed on " + absl::StrJoin(nodes_used, ", ");
+    Event(batch, "scheduler", "job.scheduled", subject, job->reason,
+          {{"replicas", where}, {"policy", options_.policy}});
+    Touch(*job, batch);
+  }
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return scheduled;
+}
+
+}  // namespace carve

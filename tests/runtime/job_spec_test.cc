@@ -1,0 +1,88 @@
+#include "runtime/job_spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace carve {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+TEST(JobSpecTest, ParsesYamlJobFile) {
+  auto j = YamlToJson(R"(
+name: train
+kind: training
+replicas: 2
+resources:
+  gpus: 2
+  gpu_model: [H200]
+  cpu: 8
+  memory: 32Gi
+command: [python, train.py]
+env: {EPOCHS: "3"}
+max_runtime: 2h
+)");
+  ASSERT_TRUE(j.ok()) << j.status();
+  auto spec = JobSpecFromJson(*j);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->replicas, 2);
+  EXPECT_EQ(spec->gpus, 2);
+  EXPECT_EQ(spec->cpu, "8");
+  EXPECT_EQ(spec->env.at("EPOCHS"), "3");
+  GpuCatalog catalog = GpuCatalog::BuiltIn();
+  auto request = ToJobRequest(*spec, catalog);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->replica.resources.cpu.units(), 8000);
+  EXPECT_EQ(request->replica.resources.memory.units(), 32768);
+  EXPECT_EQ(request->replica.gpu.count, 2);
+}
+
+TEST(JobSpecTest, ErrorsNameTheField) {
+  GpuCatalog catalog = GpuCatalog::BuiltIn();
+  auto bad = [&](json j) -> std::string {
+    auto spec = JobSpecFromJson(j);
+    if (!spec.ok()) return std::string(spec.status().message());
+    auto r = ToJobRequest(*spec, catalog);
+    return r.ok() ? "ok" : std::string(r.status().message());
+  };
+  json base = {{"command", {"true"}}};
+  EXPECT_EQ(bad(base), "ok");
+  EXPECT_THAT(bad({{"command", {"true"}}, {"colour", "red"}}), HasSubstr("colour: unknown field"));
+  EXPECT_THAT(bad({{"name", "x"}}), HasSubstr("command: is required"));
+  EXPECT_THAT(bad({{"command", {"true"}}, {"resources", {{"cpu", "-1"}}}}),
+              HasSubstr("resources.cpu"));
+  EXPECT_THAT(bad({{"command", {"true"}}, {"resources", {{"gpus", 1000}}}}),
+              HasSubstr("resources.gpus: 1000 is out of range"));
+  EXPECT_THAT(bad({{"command", {"true"}}, {"resources", {{"gpu_model", {"B999"}}}}}),
+              HasSubstr("unknown GPU model \"B999\""));
+  EXPECT_THAT(
+      bad({{"command", {"true"}}, {"resources", {{"mode", "partition"}, {"profile", "9g.1tb"}}}}),
+      HasSubstr("no allowed GPU model has MIG profile \"9g.1tb\""));
+  EXPECT_THAT(bad({{"command", {"true"}}, {"resources", {{"mode", "shared"}}}}),
+              HasSubstr("gpu_compute"));
+  EXPECT_THAT(bad({{"command", {"true"}}, {"kind", "party"}}), HasSubstr("kind: \"party\""));
+  EXPECT_THAT(bad({{"command", {"true"}}, {"max_runtime", "forever"}}), HasSubstr("max_runtime"));
+  EXPECT_THAT(bad({{"command", {"true"}}, {"resources", {{"memory", "1e9"}}}}),
+              HasSubstr("resources.memory"));
+}
+
+TEST(JobSpecTest, Durations) {
+  EXPECT_EQ(*ParseDurationUs("90s"), 90'000'000);
+  EXPECT_EQ(*ParseDurationUs("1h30m"), 5'400'000'000);
+  EXPECT_FALSE(ParseDurationUs("10").ok());
+  EXPECT_FALSE(ParseDurationUs("5d").ok());
+}
+
+TEST(JobSpecTest, RoundTripsThroughJson) {
+  json j = {{"command", {"sleep", "1"}},
+            {"resources", {{"mode", "shared"}, {"gpu_compute", "30%"}, {"gpu_memory", "4Gi"}}}};
+  auto spec = JobSpecFromJson(j);
+  ASSERT_TRUE(spec.ok());
+  auto again = JobSpecFromJson(spec->ToJson());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->ToJson(), spec->ToJson());
+}
+
+}  // namespace
+}  // namespace carve
