@@ -1,0 +1,286 @@
+// End to end: the real `carve server` and `carve agent` binaries as processes, real job
+// processes, a real SQLite file.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "ports/store.h"
+#include "runtime/api_client.h"
+#include "runtime/records.h"
+
+extern char** environ;
+
+namespace carve {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+void Kill(pid_t pid, int sig) {
+  if (pid <= 0) return;
+  kill(pid, sig);
+  waitpid(pid, nullptr, 0);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+constexpr const char* kNodes[][2] = {
+    {"gpu-a", "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"
+              "  - {model: L40S, count: 2, mode: shared}\n"},
+    {"gpu-b", "gpus:\n  - {model: A100-80GB, count: 1, mode: partition, layout: dynamic}\n"},
+};
+
+class PlatformTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("carve-it-", getpid(), "-", counter_++);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    StartServer();
+    for (const auto& [name, yaml] : kNodes) {
+      std::string file = (dir_ / absl::StrCat(name, ".yaml")).string();
+      std::ofstream(file) << yaml;
+      agents_.push_back(Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
+                               (dir_ / "data/agent.token").string(), "--node", name, "--devices",
+                               file, "--cpu", "16", "--memory", "64Gi", "--data",
+                               (dir_ / "agents" / name).string(), "--heartbeat-ms", "100"},
+                              (dir_ / absl::StrCat(name, ".log")).string()));
+    }
+    for (int i = 0; i < 100 && Api().Get("/api/v1/nodes")->size() < 2; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_EQ(Api().Get("/api/v1/nodes")->size(), 2u) << Slurp((dir_ / "gpu-a.log").string());
+  }
+
+  void TearDown() override {
+    for (pid_t a : agents_) Kill(a, SIGTERM);
+    Kill(server_, SIGKILL);
+  }
+
+  void StartServer() {
+    std::filesystem::remove(dir_ / "data/server");
+    server_ = Spawn({CARVE_BINARY, "server", "--data", (dir_ / "data").string(), "--listen",
+                     absl::StrCat("127.0.0.1:", port_), "--schedule-interval-ms", "50"},
+                    (dir_ / "server.log").string());
+    for (int i = 0; i < 100 && !std::filesystem::exists(dir_ / "data/server"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    url_ = Slurp((dir_ / "data/server").string());
+    while (!url_.empty() && url_.back() == '\n') url_.pop_back();
+    ASSERT_FALSE(url_.empty()) << Slurp((dir_ / "server.log").string());
+    token_ = Slurp((dir_ / "data/admin.token").string());
+  }
+
+  ApiClient Api() { return ApiClient(url_, token_); }
+
+  json Submit(json spec, const std::string& key = "") {
+    std::map<std::string, std::string> headers;
+    if (!key.empty()) headers["Idempotency-Key"] = key;
+    auto job = Api().Post("/api/v1/jobs", spec, headers);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : json();
+  }
+
+  json WaitFinal(int64_t id, int seconds = 20) {
+    json job;
+    for (int i = 0; i < seconds * 20; ++i) {
+      job = *Api().Get(absl::StrCat("/api/v1/jobs/", id));
+      if (IsFinal(job["state"])) return job;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "job " << id << " did not end: " << job.dump(2);
+    return job;
+  }
+
+  std::string Logs(int64_t id) {
+    auto text = Api().GetText(absl::StrCat("/api/v1/jobs/", id, "/logs"));
+    return text.ok() ? *text : text.status().ToString();
+  }
+
+  static inline int counter_ = 0;
+  int port_ = 17070 + getpid() % 1000;
+  std::filesystem::path dir_;
+  std::string url_;
+  std::string token_;
+  pid_t server_ = 0;
+  std::vector<pid_t> agents_;
+};
+
+TEST_F(PlatformTest, EachDeliveryModeRunsToSuccessWithLogs) {
+  const json show_env = {"sh", "-c",
+                         "echo devices=$CUDA_VISIBLE_DEVICES job=$CARVE_JOB_ID "
+                         "mps=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE ckpt=$CARVE_CHECKPOINT_DIR"};
+  struct Case {
+    json resources;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {{{"gpus", 2}, {"gpu_model", {"H200"}}}, "devices=GPU-sim-gpu-a-0,GPU-sim-gpu-a-1"},
+      {{{"mode", "shared"}, {"gpu_compute", "30%"}, {"gpu_memory", "4Gi"}}, "mps=30"},
+      {{{"mode", "partition"}, {"profile", "3g.40gb"}}, "devices=MIG-sim-gpu-b-0-"},
+      {{{"gpus", 0}}, "devices= "},
+  };
+  for (const Case& c : cases) {
+    json job = Submit({{"command", show_env}, {"resources", c.resources}});
+    json done = WaitFinal(job["id"]);
+    EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
+    EXPECT_THAT(Logs(job["id"]), HasSubstr(c.expect)) << c.resources.dump();
+    EXPECT_THAT(Logs(job["id"]), HasSubstr(absl::StrCat("job=", job["id"].get<int64_t>())));
+    EXPECT_FALSE(done["replicas"][0]["enforcement"].get<std::string>().empty());
+  }
+}
+
+TEST_F(PlatformTest, FailingCommandEndsFailedWithItsExitCode) {
+  json job = Submit({{"command", {"sh", "-c", "echo about to fail; exit 3"}}});
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["state"], "failed");
+  EXPECT_EQ(done["replicas"][0]["exit_code"], 3);
+  EXPECT_THAT(done["reason"].get<std::string>(), HasSubstr("exit code 3"));
+  EXPECT_THAT(Logs(job["id"]), HasSubstr("about to fail"));
+  json missing = Submit({{"command", {"no-such-command-xyz"}}});
+  json ended = WaitFinal(missing["id"]);
+  EXPECT_EQ(ended["state"], "failed");
+  EXPECT_THAT(Logs(missing["id"]), HasSubstr("no-such-command-xyz"));
+}
+
+TEST_F(PlatformTest, CancelKillsTheWholeProcessGroup) {
+  std::string pidfile = (dir_ / "grandchild.pid").string();
+  json job = Submit({{"command",
+                      {"sh", "-c", absl::StrCat("sleep 300 & echo $! > ", pidfile, "; sleep 300")}},
+                     {"resources", {{"gpus", 1}}}});
+  for (int i = 0; i < 200 && !std::filesystem::exists(pidfile); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  pid_t grandchild = std::stoi(Slurp(pidfile));
+  ASSERT_EQ(kill(grandchild, 0), 0);
+  ASSERT_TRUE(Api().Post(absl::StrCat("/api/v1/jobs/", job["id"].get<int64_t>(), "/cancel"),
+                         json::object())
+                  .ok());
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["state"], "cancelled");
+  EXPECT_NE(kill(grandchild, 0), 0) << "the backgrounded child survived the cancel";
+}
+
+TEST_F(PlatformTest, BadRequestsGetClearErrorsAndChangeNothing) {
+  size_t before = Api().Get("/api/v1/jobs?all=true")->size();
+  ApiClient api = Api();
+  auto expect_error = [&](absl::StatusOr<json> r, absl::StatusCode code, const std::string& text) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), code) << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr(text));
+  };
+  expect_error(api.Post("/api/v1/jobs", json{{"command", {"true"}}, {"colour", 1}}),
+               absl::StatusCode::kInvalidArgument, "colour: unknown field");
+  expect_error(api.Post("/api/v1/jobs",
+                        json{{"command", {"true"}}, {"resources", {{"cpu", "-2"}}}}),
+               absl::StatusCode::kInvalidArgument, "resources.cpu");
+  expect_error(api.Post("/api/v1/jobs",
+                        json{{"command", {"true"}}, {"resources", {{"memory", "1000000Ti"}}}}),
+               absl::StatusCode::kInvalidArgument, "");
+  expect_error(api.Post("/api/v1/jobs", json{{"command", {"true"}},
+                                             {"resources", {{"gpu_model", {"Z9000"}}}}}),
+               absl::StatusCode::kInvalidArgument, "unknown GPU model \"Z9000\"");
+  expect_error(api.Post("/api/v1/jobs", json{{"command", {"true"}},
+                                             {"resources", {{"mode", "partition"},
+                                                            {"profile", "5g.99gb"}}}}),
+               absl::StatusCode::kInvalidArgument, "5g.99gb");
+  expect_error(api.PostText("/api/v1/jobs", "{not json"), absl::StatusCode::kInvalidArgument,
+               "not valid JSON");
+  expect_error(ApiClient(url_, "").Get("/api/v1/jobs"), absl::StatusCode::kUnauthenticated,
+               "no token");
+  expect_error(ApiClient(url_, "wrong").Post("/api/v1/jobs", json{{"command", {"true"}}}),
+               absl::StatusCode::kUnauthenticated, "not valid");
+  expect_error(ApiClient(url_, Slurp((dir_ / "data/agent.token").string()))
+                   .Post("/api/v1/jobs", json{{"command", {"true"}}}),
+               absl::StatusCode::kPermissionDenied, "role");
+  expect_error(api.Get("/api/v1/jobs/999999"), absl::StatusCode::kNotFound, "no job 999999");
+  EXPECT_EQ(Api().Get("/api/v1/jobs?all=true")->size(), before);
+  auto openapi = ApiClient(url_, "").Get("/api/v1/openapi.json");
+  ASSERT_TRUE(openapi.ok());
+  EXPECT_EQ((*openapi)["openapi"], "3.0.3");
+}
+
+// SIGKILL the server in the middle of 1,000 concurrent submissions from 4 clients; after a
+// restart every acknowledged job is there exactly once and the event chain verifies.
+TEST_F(PlatformTest, ServerKilledDuringSubmissionsLosesNothingAcknowledged) {
+  std::mutex mu;
+  std::map<std::string, int64_t> acked;  // idempotency key -> job id
+  std::atomic<int> sent{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      ApiClient api(url_, token_);
+      for (int i = 0; i < 250; ++i) {
+        std::string key = absl::StrCat("c", c, "-", i);
+        ++sent;
+        auto job = api.Post("/api/v1/jobs",
+                            json{{"name", key}, {"command", {"true"}}, {"resources", {{"gpus", 0}}}},
+                            {{"Idempotency-Key", key}});
+        if (!job.ok()) break;  // the server is gone
+        std::lock_guard<std::mutex> lock(mu);
+        acked[key] = (*job)["id"];
+      }
+    });
+  }
+  while (sent < 400) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Kill(server_, SIGKILL);
+  for (std::thread& t : clients) t.join();
+  ASSERT_GT(acked.size(), 100u);
+  {
+    auto store = OpenSqliteStore((dir_ / "data/carve.db").string());
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_TRUE((*store)->VerifyEventChain().ok());
+  }
+  StartServer();
+  auto jobs = Api().Get("/api/v1/jobs?all=true");
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  std::map<std::string, int> by_name;
+  std::set<int64_t> ids;
+  for (const json& j : *jobs) {
+    ++by_name[j["name"].get<std::string>()];
+    ids.insert(j["id"].get<int64_t>());
+  }
+  for (const auto& [key, id] : acked) {
+    EXPECT_EQ(by_name[key], 1) << key;
+    EXPECT_TRUE(ids.count(id)) << key;
+  }
+  // A retry of an acknowledged submission returns the same job.
+  json again = Submit({{"name", "c0-0"}, {"command", {"true"}}}, "c0-0");
+  EXPECT_EQ(again["id"], acked["c0-0"]);
+  EXPECT_TRUE(Api().Get("/api/v1/events?after=0&limit=1")->size() == 1);
+}
+
+}  // namespace
+}  // namespace carve
