@@ -1,0 +1,433 @@
+#include "adapters/cgroups/cgroups.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace carve {
+namespace {
+
+constexpr int64_t kCpuPeriodUs = 100000;
+constexpr int64_t kMinCpuQuotaUs = 1000;  // the kernel refuses less than 1 ms per period
+
+std::string ErrnoText(int err) {
+  char buf[128];
+  return strerror_r(err, buf, sizeof(buf));  // the GNU variant: returns the message
+}
+
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  std::string message = absl::StrCat(what, ": ", ErrnoText(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
+  return absl::UnavailableError(message);
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      return ErrnoStatus(err, absl::StrCat("read ", path));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
+// Cgroup interface files take one value per write(2).
+absl::Status WriteFile(const std::string& path, absl::string_view value) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
+  ssize_t n;
+  do {
+    n = write(fd, value.data(), value.size());
+  } while (n < 0 && errno == EINTR);
+  int err = errno;
+  close(fd);
+  if (n < 0) return ErrnoStatus(err, absl::StrCat("write \"", value, "\" to ", path));
+  if (static_cast<size_t>(n) != value.size()) {
+    return absl::UnavailableError(absl::StrCat("short write of \"", value, "\" to ", path));
+  }
+  return absl::OkStatus();
+}
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+absl::Status MakeDir(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
+  return ErrnoStatus(errno, absl::StrCat("mkdir ", path));
+}
+
+struct Mount {
+  std::string path;
+  std::string type;  // "cgroup" | "cgroup2"
+  std::vector<std::string> options;
+
+  bool Has(absl::string_view option) const {
+    return std::find(options.begin(), options.end(), option) != options.end();
+  }
+};
+
+// /proc/self/mounts escapes blanks in paths as octal ("\040").
+std::string Unescape(absl::string_view field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() && field[i + 1] >= '0' && field[i + 1] <= '3') {
+      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                                      (field[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(field[i]);
+    }
+  }
+  return out;
+}
+
+std::vector<Mount> ParseMounts(absl::string_view table) {
+  std::vector<Mount> mounts;
+  for (absl::string_view line : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (fields.size() < 4) continue;
+    if (fields[2] != "cgroup" && fields[2] != "cgroup2") continue;
+    Mount mount;
+    mount.path = Unescape(fields[1]);
+    mount.type = std::string(fields[2]);
+    for (absl::string_view option : absl::StrSplit(fields[3], ',')) {
+      mount.options.emplace_back(option);
+    }
+    mounts.push_back(std::move(mount));
+  }
+  return mounts;
+}
+
+// Creates <mount>/<root> level by level; returns the deepest directory.
+absl::StatusOr<std::string> MakeRoot(const std::string& mount, const std::string& root,
+                                     bool enable_v2_controllers) {
+  std::string path = mount;
+  auto enable = [&](const std::string& dir) -> absl::Status {
+    if (!enable_v2_controllers) return absl::OkStatus();
+    absl::StatusOr<std::string> current = ReadFile(dir + "/cgroup.subtree_control");
+    if (!current.ok()) return current.status();
+    std::vector<absl::string_view> on =
+        absl::StrSplit(*current, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+    bool cpu = std::find(on.begin(), on.end(), "cpu") != on.end();
+    bool memory = std::find(on.begin(), on.end(), "memory") != on.end();
+    if (cpu && memory) return absl::OkStatus();
+    return WriteFile(dir + "/cgroup.subtree_control", "+cpu +memory");
+  };
+  if (absl::Status s = enable(path); !s.ok()) return s;
+  for (absl::string_view part : absl::StrSplit(root, '/', absl::SkipEmpty())) {
+    absl::StrAppend(&path, "/", part);
+    if (absl::Status s = MakeDir(path); !s.ok()) return s;
+    if (absl::Status s = enable(path); !s.ok()) return s;
+  }
+  return path;
+}
+
+bool ValidRoot(const std::string& root) {
+  if (root.empty() || root.front() == '/') return false;
+  for (absl::string_view part : absl::StrSplit(root, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return root.find('\n') == std::string::npos;
+}
+
+std::string Parent(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+std::unique_ptr<Cgroups> Cgroups::Detect(const std::string& root_name) {
+  absl::StatusOr<std::string> mounts = ReadFile("/proc/self/mounts");
+  if (!mounts.ok()) {
+    auto cgroups = std::make_unique<Cgroups>();
+    cgroups->summary_ = absl::StrCat("none: ", mounts.status().message());
+    return cgroups;
+  }
+  return DetectFromMounts(root_name, *mounts);
+}
+
+std::unique_ptr<Cgroups> Cgroups::DetectFromMounts(const std::string& root_name,
+                                                   absl::string_view mounts_table) {
+  auto cgroups = std::make_unique<Cgroups>();
+  if (!ValidRoot(root_name)) {
+    cgroups->summary_ = absl::StrCat("none: invalid cgroup root name \"", root_name, "\"");
+    return cgroups;
+  }
+  std::vector<Mount> mounts = ParseMounts(mounts_table);
+  if (mounts.empty()) {
+    cgroups->summary_ = "none: no cgroup hierarchy mounted";
+    return cgroups;
+  }
+  std::vector<std::string> why;  // why each hierarchy looked at was not used
+
+  // cgroup v2 with the cpu and memory controllers (pure v2, or a hybrid that moved them).
+  const Mount* unified = nullptr;
+  for (const Mount& mount : mounts) {
+    if (mount.type != "cgroup2") continue;
+    if (unified == nullptr) unified = &mount;
+    std::string where = absl::StrCat("cgroup2 at ", mount.path);
+    absl::StatusOr<std::string> controllers = ReadFile(mount.path + "/cgroup.controllers");
+    if (!controllers.ok()) {
+      why.push_back(absl::StrCat(where, ": ", controllers.status().message()));
+      continue;
+    }
+    std::vector<absl::string_view> names =
+        absl::StrSplit(*controllers, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+    std::vector<std::string> missing;
+    for (const char* needed : {"cpu", "memory"}) {
+      if (std::find(names.begin(), names.end(), needed) == names.end()) missing.push_back(needed);
+    }
+    if (!missing.empty()) {
+      why.push_back(absl::StrCat(where, " has no ", absl::StrJoin(missing, ", "), " controller"));
+      continue;
+    }
+    if (mount.Has("ro")) {
+      why.push_back(absl::StrCat(where, " is mounted read-only"));
+      continue;
+    }
+    absl::StatusOr<std::string> base = MakeRoot(mount.path, root_name, true);
+    if (!base.ok()) {
+      why.push_back(absl::StrCat(where, ": ", base.status().message()));
+      continue;
+    }
+    cgroups->mechanism_ = "cgroup-v2";
+    cgroups->hierarchies_.push_back({Kind::kV2, *base});
+    cgroups->summary_ = absl::StrCat("cgroup-v2: cpu, memory at ", *base);
+    return cgroups;
+  }
+
+  // cgroup v1: the cpu and memory controllers, each where it is mounted.
+  std::vector<std::string> used;
+  for (auto [controller, kind, limit_file] :
+       {std::tuple<const char*, Kind, const char*>{"cpu", Kind::kV1Cpu, "cpu.cfs_quota_us"},
+        {"memory", Kind::kV1Memory, "memory.limit_in_bytes"}}) {
+    auto it = std::find_if(mounts.begin(), mounts.end(), [&](const Mount& mount) {
+      return mount.type == "cgroup" && mount.Has(controller);
+    });
+    if (it == mounts.end()) {
+      why.push_back(absl::StrCat("no cgroup v1 ", controller, " hierarchy mounted"));
+      continue;
+    }
+    std::string where = absl::StrCat("cgroup v1 ", controller, " at ", it->path);
+    if (it->Has("ro")) {
+      why.push_back(absl::StrCat(where, " is mounted read-only"));
+      continue;
+    }
+    if (!Exists(absl::StrCat(it->path, "/", limit_file))) {
+      why.push_back(absl::StrCat(where, " has no ", limit_file));
+      continue;
+    }
+    absl::StatusOr<std::string> base = MakeRoot(it->path, root_name, false);
+    if (!base.ok()) {
+      why.push_back(absl::StrCat(where, ": ", base.status().message()));
+      continue;
+    }
+    cgroups->hierarchies_.push_back({kind, *base});
+    used.push_back(absl::StrCat(controller, " at ", *base));
+  }
+  if (cgroups->hierarchies_.empty()) {
+    cgroups->summary_ = absl::StrCat("none: ", absl::StrJoin(why, "; "));
+    return cgroups;
+  }
+  cgroups->mechanism_ = "cgroup-v1";
+  // A cgroup2 mount beside v1 (hybrid) limits nothing but gives cgroup.kill and a procs list
+  // that no process leaves by itself.
+  if (unified != nullptr && !unified->Has("ro")) {
+    absl::StatusOr<std::string> base = MakeRoot(unified->path, root_name, false);
+    if (base.ok()) {
+      cgroups->hierarchies_.push_back({Kind::kUnified, *base});
+      used.push_back(absl::StrCat("cgroup2 (for cgroup.kill) at ", *base));
+    } else {
+      why.push_back(absl::StrCat("cgroup2 at ", unified->path, ": ", base.status().message()));
+    }
+  }
+  cgroups->summary_ = absl::StrCat("cgroup-v1: ", absl::StrJoin(used, ", "));
+  if (!why.empty()) absl::StrAppend(&cgroups->summary_, "; ", absl::StrJoin(why, "; "));
+  return cgroups;
+}
+
+absl::StatusOr<CgroupGroup> Cgroups::Create(const std::string& name,
+                                            const ResourceLimits& limits) const {
+  CgroupGroup group;
+  group.enforcement.mechanism = mechanism_;
+  std::vector<std::string> written;
+  std::vector<std::string> notes;
+  bool cpu_done = false;
+  bool memory_done = false;
+  auto fail = [&](absl::Status status) {
+    Remove(group.dirs, std::chrono::milliseconds(0)).IgnoreError();
+    return status;
+  };
+  auto write = [](const std::string& dir, const char* file, const std::string& value) {
+    return WriteFile(absl::StrCat(dir, "/", file), value);
+  };
+  if (limits.cpu_milli < 0 || limits.memory_mib < 0 ||
+      limits.memory_mib > std::numeric_limits<int64_t>::max() / (1024 * 1024) ||
+      limits.cpu_milli > std::numeric_limits<int64_t>::max() / kCpuPeriodUs) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid limits: cpu_milli=", limits.cpu_milli,
+                                                   ", memory_mib=", limits.memory_mib));
+  }
+
+  const int64_t quota_us = std::max(kMinCpuQuotaUs, limits.cpu_milli * (kCpuPeriodUs / 1000));
+  const int64_t memory_bytes = limits.memory_mib * 1024 * 1024;
+  for (const Hierarchy& hierarchy : hierarchies_) {
+    std::string dir = absl::StrCat(hierarchy.base, "/", name);
+    bool reused = false;
+    if (mkdir(dir.c_str(), 0755) != 0) {
+      if (errno != EEXIST) return fail(ErrnoStatus(errno, absl::StrCat("mkdir ", dir)));
+      // Left by a replica of that name that is gone: reuse it, resetting what it limited.
+      if (!Procs({dir}).empty()) {
+        return fail(absl::AlreadyExistsError(
+            absl::StrCat("cgroup ", dir, " already exists and holds processes")));
+      }
+      reused = true;
+    }
+    group.dirs.push_back(dir);
+    absl::Status status;
+    switch (hierarchy.kind) {
+      case Kind::kV2:
+        if (limits.cpu_milli > 0 || reused) {
+          std::string value = limits.cpu_milli > 0 ? absl::StrCat(quota_us, " ", kCpuPeriodUs)
+                                                   : absl::StrCat("max ", kCpuPeriodUs);
+          status.Update(write(dir, "cpu.max", value));
+          written.push_back(absl::StrCat("cpu.max=", value));
+          cpu_done = true;
+        }
+        if (status.ok() && (limits.memory_mib > 0 || reused)) {
+          std::string value = limits.memory_mib > 0 ? absl::StrCat(memory_bytes) : "max";
+          status.Update(write(dir, "memory.max", value));
+          written.push_back(absl::StrCat("memory.max=", value));
+          memory_done = true;
+        }
+        break;
+      case Kind::kV1Cpu:
+        if (limits.cpu_milli > 0 || reused) {
+          int64_t value = limits.cpu_milli > 0 ? quota_us : -1;
+          status.Update(write(dir, "cpu.cfs_period_us", absl::StrCat(kCpuPeriodUs)));
+          if (status.ok()) status.Update(write(dir, "cpu.cfs_quota_us", absl::StrCat(value)));
+          written.push_back(absl::StrCat("cpu.cfs_quota_us=", value, "/", kCpuPeriodUs));
+          cpu_done = true;
+        }
+        break;
+      case Kind::kV1Memory:
+        if (limits.memory_mib > 0 || reused) {
+          int64_t value = limits.memory_mib > 0 ? memory_bytes : -1;
+          status.Update(write(dir, "memory.limit_in_bytes", absl::StrCat(value)));
+          written.push_back(absl::StrCat("memory.limit_in_bytes=", value));
+          memory_done = true;
+        }
+        break;
+      case Kind::kUnified:
+        if (Exists(dir + "/cgroup.kill")) notes.push_back("stop via cgroup.kill");
+        break;
+    }
+    if (!status.ok()) return fail(status);
+  }
+  if (limits.cpu_milli > 0 && !cpu_done) notes.push_back("cpu not limited: no cpu hierarchy");
+  if (limits.memory_mib > 0 && !memory_done) {
+    notes.push_back("memory not limited: no memory hierarchy");
+  }
+  group.enforcement.detail =
+      absl::StrCat(mechanism_, ": ", written.empty() ? "no limits" : absl::StrJoin(written, ", "));
+  if (!notes.empty()) absl::StrAppend(&group.enforcement.detail, "; ", absl::StrJoin(notes, "; "));
+  return group;
+}
+
+absl::Status Cgroups::Join(const CgroupGroup& group, pid_t pid) {
+  for (const std::string& dir : group.dirs) {
+    if (absl::Status s = WriteFile(dir + "/cgroup.procs", absl::StrCat(pid)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Cgroups::DirsOf(const std::string& group_path) const {
+  std::vector<std::string> dirs;
+  if (group_path.empty()) return dirs;
+  if (Exists(group_path)) dirs.push_back(group_path);
+  const std::string parent = Parent(group_path);
+  bool ours = std::any_of(hierarchies_.begin(), hierarchies_.end(),
+                          [&](const Hierarchy& h) { return h.base == parent; });
+  if (!ours) return dirs;
+  const std::string name = Basename(group_path);
+  for (const Hierarchy& hierarchy : hierarchies_) {
+    std::string dir = absl::StrCat(hierarchy.base, "/", name);
+    if (dir != group_path && Exists(dir)) dirs.push_back(dir);
+  }
+  return dirs;
+}
+
+std::vector<pid_t> Cgroups::Procs(const std::vector<std::string>& dirs) {
+  std::vector<pid_t> pids;
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<std::string> text = ReadFile(dir + "/cgroup.procs");
+    if (!text.ok()) continue;
+    for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+      int pid = 0;
+      if (absl::SimpleAtoi(line, &pid) && pid > 0) pids.push_back(pid);
+    }
+  }
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
+}
+
+bool Cgroups::Kill(const std::vector<std::string>& dirs) {
+  bool killed = false;
+  for (const std::string& dir : dirs) {
+    std::string file = dir + "/cgroup.kill";
+    if (Exists(file) && WriteFile(file, "1").ok()) killed = true;
+  }
+  return killed;
+}
+
+absl::Status Cgroups::Remove(const std::vector<std::string>& dirs, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (const std::string& dir : dirs) {
+    for (;;) {
+      if (rmdir(dir.c_str()) == 0 || errno == ENOENT) break;
+      int err = errno;
+      if (err == EBUSY && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      if (err == EBUSY) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cgroup ", dir, " still busy (processes: ", absl::StrJoin(Procs({dir}), " "), ")"));
+      }
+      return ErrnoStatus(err, absl::StrCat("rmdir ", dir));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace carve

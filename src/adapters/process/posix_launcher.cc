@@ -1,0 +1,527 @@
+// Replicas as POSIX process groups, each in its own session and (where the machine allows) its
+// own cgroup. The child is held between fork and exec until the agent has moved it into its
+// cgroup, so a replica never runs a single instruction of its command outside its limits.
+#include "adapters/process/posix_launcher.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+extern char** environ;
+
+namespace carve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
+constexpr milliseconds kPollStep(10);
+constexpr milliseconds kKillWait(2000);     // after SIGKILL, how long Stop waits for the group
+constexpr milliseconds kCleanupWait(1000);  // how long Cleanup waits for a cgroup to drain
+
+std::string ErrnoText(int err) {
+  char buf[128];
+  return strerror_r(err, buf, sizeof(buf));  // the GNU variant: returns the message
+}
+
+// Where a child failed between fork and exec; sent to the agent over the socket, which closes
+// on a successful exec (SOCK_CLOEXEC), so "nothing read" means "running the command".
+enum ChildStage : int { kSetsid = 1, kStdin, kLog, kWorkdir, kExec };
+struct ChildError {
+  int stage = 0;
+  int err = 0;
+};
+
+// Everything the child uses, built before fork: the child of a multithreaded agent may only make
+// async-signal-safe calls, so it must not allocate.
+struct ChildPlan {
+  std::string command;  // argv[0], for messages
+  std::string path;     // PATH searched, for messages
+  std::vector<std::string> argv_storage;
+  std::vector<std::string> env_storage;
+  std::vector<std::string> candidates;  // where argv[0] may be, in PATH order
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::string log_path;
+  std::string workdir;
+};
+
+absl::StatusOr<ChildPlan> MakePlan(const LaunchSpec& spec) {
+  if (spec.argv.empty() || spec.argv[0].empty()) {
+    return absl::InvalidArgumentError("LaunchSpec.argv is empty");
+  }
+  if (spec.log_path.empty()) return absl::InvalidArgumentError("LaunchSpec.log_path is empty");
+  ChildPlan plan;
+  plan.command = spec.argv[0];
+  plan.log_path = spec.log_path;
+  plan.workdir = spec.workdir;
+  plan.argv_storage = spec.argv;
+
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    absl::string_view text(*entry);
+    size_t eq = text.find('=');
+    if (eq == absl::string_view::npos || eq == 0) continue;
+    env.emplace(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
+  }
+  for (const auto& [key, value] : spec.env) {
+    if (key.empty() || key.find('=') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid environment variable name \"", key, "\""));
+    }
+    env[key] = value;
+  }
+  for (const auto& [key, value] : env) plan.env_storage.push_back(absl::StrCat(key, "=", value));
+
+  auto path = env.find("PATH");
+  plan.path = path != env.end() ? path->second : kDefaultPath;
+  if (plan.command.find('/') != std::string::npos) {
+    plan.candidates.push_back(plan.command);
+  } else {
+    for (absl::string_view dir : absl::StrSplit(plan.path, ':')) {
+      // An empty entry is the working directory, as for execvp.
+      plan.candidates.push_back(dir.empty() ? plan.command : absl::StrCat(dir, "/", plan.command));
+    }
+  }
+  for (std::string& arg : plan.argv_storage) plan.argv.push_back(arg.data());
+  plan.argv.push_back(nullptr);
+  for (std::string& entry : plan.env_storage) plan.envp.push_back(entry.data());
+  plan.envp.push_back(nullptr);
+  return plan;
+}
+
+[[noreturn]] void ReportAndExit(int sock, int stage, int err) {
+  ChildError error;
+  error.stage = stage;
+  error.err = err;
+  ssize_t ignored = write(sock, &error, sizeof(error));
+  (void)ignored;
+  _exit(127);
+}
+
+// Puts `fd` at `target` (0, 1 or 2); the caller closes `fd` when it is not a standard stream.
+bool MoveTo(int fd, int target) {
+  if (fd != target && dup2(fd, target) < 0) return false;
+  return true;
+}
+
+// The child between fork and exec. Async-signal-safe calls only.
+[[noreturn]] void RunChild(const ChildPlan& plan, int sock) {
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &default_action, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  if (setsid() < 0) ReportAndExit(sock, kSetsid, errno);
+  // Held here until the agent has put us into the cgroup; anything but the byte means the agent
+  // gave up on this child.
+  char go = 0;
+  ssize_t n;
+  do {
+    n = read(sock, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(127);
+
+  int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd < 0 || !MoveTo(null_fd, STDIN_FILENO)) ReportAndExit(sock, kStdin, errno);
+  if (null_fd > STDERR_FILENO) close(null_fd);
+  // Opened before chdir: a relative log path is relative to the agent, like every other path.
+  int log_fd = open(plan.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0640);
+  if (log_fd < 0 || !MoveTo(log_fd, STDOUT_FILENO) || !MoveTo(log_fd, STDERR_FILENO)) {
+    ReportAndExit(sock, kLog, errno);
+  }
+  if (log_fd > STDERR_FILENO) close(log_fd);
+  if (!plan.workdir.empty() && chdir(plan.workdir.c_str()) != 0) {
+    ReportAndExit(sock, kWorkdir, errno);
+  }
+  // Descriptors the agent opened without O_CLOEXEC stay out of the replica.
+  close_range(STDERR_FILENO + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+
+  int err = ENOENT;
+  bool denied = false;
+  for (const std::string& candidate : plan.candidates) {
+    execve(candidate.c_str(), plan.argv.data(), plan.envp.data());
+    err = errno;
+    if (err == EACCES) {
+      denied = true;
+      continue;
+    }
+    if (err == ENOENT || err == ENOTDIR || err == ESTALE || err == ENODEV || err == ETIMEDOUT) {
+      continue;
+    }
+    break;  // found but not runnable (ENOEXEC, E2BIG, ...): as execvp, stop here
+  }
+  ReportAndExit(sock, kExec, denied && (err == ENOENT || err == ENOTDIR) ? EACCES : err);
+}
+
+absl::Status ChildErrorStatus(const ChildPlan& plan, const ChildError& error) {
+  std::string why = ErrnoText(error.err);
+  switch (error.stage) {
+    case kExec:
+      if (error.err == ENOENT) {
+        if (plan.command.find('/') != std::string::npos) {
+          return absl::NotFoundError(absl::StrCat("command not found: ", plan.command));
+        }
+        return absl::NotFoundError(
+            absl::StrCat("command not found: ", plan.command, " (PATH=", plan.path, ")"));
+      }
+      if (error.err == EACCES) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("cannot execute ", plan.command, ": ", why));
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot execute ", plan.command, ": ", why));
+    case kLog:
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open log file ", plan.log_path, ": ", why));
+    case kWorkdir:
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot change to workdir ", plan.workdir, ": ", why));
+    case kStdin:
+      return absl::InternalError(absl::StrCat("cannot open /dev/null as stdin: ", why));
+    default:
+      return absl::InternalError(absl::StrCat("setsid failed: ", why));
+  }
+}
+
+// Both ends above the standard streams, so the child's dup2 onto 0-2 never clobbers its end.
+absl::Status MakeSocketPair(int fds[2]) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return absl::UnavailableError(absl::StrCat("socketpair: ", ErrnoText(errno)));
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i] > STDERR_FILENO) continue;
+    int moved = fcntl(fds[i], F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    int err = errno;
+    close(fds[i]);
+    fds[i] = moved;
+    if (moved < 0) {
+      if (fds[1 - i] >= 0) close(fds[1 - i]);
+      return absl::UnavailableError(absl::StrCat("fcntl(F_DUPFD_CLOEXEC): ", ErrnoText(err)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+ExitStatus Decode(int wait_status) {
+  ExitStatus status;
+  if (WIFEXITED(wait_status)) {
+    status.exited = true;
+    status.code = WEXITSTATUS(wait_status);
+  } else if (WIFSIGNALED(wait_status)) {
+    status.signal = WTERMSIG(wait_status);
+  }
+  return status;
+}
+
+struct ProcStat {
+  char state = '?';
+  pid_t pgid = 0;
+  pid_t sid = 0;
+};
+
+// /proc/<pid>/stat: "pid (comm) state ppid pgrp session ..."; comm may hold blanks and ')'.
+std::optional<ProcStat> ReadStat(pid_t pid) {
+  std::string path = absl::StrCat("/proc/", pid, "/stat");
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return std::nullopt;
+  absl::string_view text(buf, static_cast<size_t>(n));
+  size_t paren = text.rfind(')');
+  if (paren == absl::string_view::npos) return std::nullopt;
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(text.substr(paren + 1), ' ', absl::SkipEmpty());
+  ProcStat stat;
+  if (fields.size() < 4 || fields[0].empty()) return std::nullopt;
+  stat.state = fields[0][0];
+  if (!absl::SimpleAtoi(fields[2], &stat.pgid) || !absl::SimpleAtoi(fields[3], &stat.sid)) {
+    return std::nullopt;
+  }
+  return stat;
+}
+
+// Running or sleeping, not a zombie waiting for its parent.
+bool Live(const std::optional<ProcStat>& stat) {
+  return stat.has_value() && stat->state != 'Z' && stat->state != 'X';
+}
+
+// Live processes whose process group or session is `leader`'s.
+std::vector<pid_t> GroupMembersFromProc(pid_t leader) {
+  std::vector<pid_t> pids;
+  DIR* dir = opendir("/proc");
+  if (dir == nullptr) return pids;
+  while (dirent* entry = readdir(dir)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid) || pid <= 0) continue;
+    std::optional<ProcStat> stat = ReadStat(pid);
+    if (Live(stat) && (stat->pgid == leader || stat->sid == leader)) pids.push_back(pid);
+  }
+  closedir(dir);
+  return pids;
+}
+
+class PosixLauncher final : public ProcessLauncher {
+ public:
+  explicit PosixLauncher(std::unique_ptr<Cgroups> cgroups) : cgroups_(std::move(cgroups)) {}
+
+  absl::StatusOr<ProcessHandle> Launch(const LaunchSpec& spec) override {
+    absl::StatusOr<ChildPlan> plan = MakePlan(spec);
+    if (!plan.ok()) return plan.status();
+    const std::string& name = spec.group_name;
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\n') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LaunchSpec.group_name \"", name, "\" is not one path component"));
+    }
+    if (spec.limits.cpu_milli < 0 || spec.limits.memory_mib < 0) {
+      return absl::InvalidArgumentError("LaunchSpec.limits must not be negative");
+    }
+
+    Enforcement unconfined{"none", cgroups_->summary()};
+    if (cgroups_->available()) {
+      absl::StatusOr<CgroupGroup> group = cgroups_->Create(name, spec.limits);
+      if (group.ok()) {
+        absl::Status join_error;
+        absl::StatusOr<pid_t> pid = Spawn(*plan, &*group, &join_error);
+        if (pid.ok()) return ProcessHandle{*pid, group->dirs.front(), group->enforcement};
+        Cgroups::Remove(group->dirs, kCleanupWait).IgnoreError();
+        if (join_error.ok()) return pid.status();
+        unconfined.detail =
+            absl::StrCat("none: ", cgroups_->mechanism(),
+                         " available but joining the group failed: ", join_error.message());
+      } else if (absl::IsAlreadyExists(group.status()) || absl::IsInvalidArgument(group.status())) {
+        return group.status();
+      } else {
+        unconfined.detail =
+            absl::StrCat("none: ", cgroups_->mechanism(),
+                         " available but creating the group failed: ", group.status().message());
+      }
+    }
+    absl::StatusOr<pid_t> pid = Spawn(*plan, nullptr, nullptr);
+    if (!pid.ok()) return pid.status();
+    return ProcessHandle{*pid, "", unconfined};
+  }
+
+  absl::StatusOr<std::optional<ExitStatus>> Poll(const ProcessHandle& handle) override {
+    if (handle.pid <= 0) return absl::InvalidArgumentError("ProcessHandle.pid is not set");
+    ExitStatus ended;
+    switch (Reap(handle.pid, &ended)) {
+      case ChildState::kRunning:
+        return std::optional<ExitStatus>();
+      case ChildState::kEnded:
+        return std::optional<ExitStatus>(ended);
+      case ChildState::kNotChild:
+        break;
+    }
+    // Adopted: its exit status went to its parent; only whether it still runs is known.
+    if (LeaderAlive(handle)) return std::optional<ExitStatus>();
+    return std::optional<ExitStatus>(ExitStatus{});
+  }
+
+  absl::Status Stop(const ProcessHandle& handle, int64_t grace_ms) override {
+    if (handle.pid <= 0) return absl::InvalidArgumentError("ProcessHandle.pid is not set");
+    std::vector<pid_t> members = Members(handle);
+    if (members.empty()) {
+      Reap(handle.pid);
+      return absl::OkStatus();
+    }
+    Signal(handle, members, SIGTERM);
+    Signal(handle, members, SIGCONT);  // a stopped process only acts on SIGTERM once continued
+    const auto grace_end = Clock::now() + milliseconds(std::max<int64_t>(grace_ms, 0));
+    for (;;) {
+      Reap(handle.pid);
+      members = Members(handle);
+      if (members.empty()) return absl::OkStatus();
+      auto now = Clock::now();
+      if (now >= grace_end) break;
+      std::this_thread::sleep_for(std::min<Clock::duration>(kPollStep, grace_end - now));
+    }
+    const auto kill_end = Clock::now() + kKillWait;
+    while (!members.empty() && Clock::now() < kill_end) {
+      Signal(handle, members, SIGKILL);  // again each round: members may still fork
+      std::this_thread::sleep_for(milliseconds(2));
+      Reap(handle.pid);
+      members = Members(handle);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Cleanup(const ProcessHandle& handle) override {
+    if (handle.pid > 0) Reap(handle.pid);
+    absl::Status status = Cgroups::Remove(cgroups_->DirsOf(handle.group_path), kCleanupWait);
+    if (status.ok() && handle.pid > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ended_.erase(handle.pid);
+    }
+    return status;
+  }
+
+  bool Alive(const ProcessHandle& handle) override {
+    if (handle.pid <= 0) return false;
+    if (Reap(handle.pid) == ChildState::kRunning) return true;
+    return !Members(handle).empty();
+  }
+
+ private:
+  enum class ChildState { kRunning, kEnded, kNotChild };
+
+  // Forks the child, places it into `group` (when given) and lets it exec. Join failures come
+  // back in `join_error` too, so the caller can retry without a cgroup.
+  absl::StatusOr<pid_t> Spawn(const ChildPlan& plan, const CgroupGroup* group,
+                              absl::Status* join_error) {
+    int fds[2];
+    if (absl::Status s = MakeSocketPair(fds); !s.ok()) return s;
+    const int agent_end = fds[0];
+    const int child_end = fds[1];
+    pid_t pid = fork();
+    if (pid < 0) {
+      int err = errno;
+      close(agent_end);
+      close(child_end);
+      return absl::UnavailableError(absl::StrCat("fork: ", ErrnoText(err)));
+    }
+    if (pid == 0) {
+      close(agent_end);
+      RunChild(plan, child_end);
+    }
+    close(child_end);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ended_.erase(pid);  // a pid seen before belongs to this child now
+    }
+    if (group != nullptr) {
+      if (absl::Status s = Cgroups::Join(*group, pid); !s.ok()) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        close(agent_end);
+        if (join_error != nullptr) *join_error = s;
+        return s;
+      }
+    }
+    const char go = 'g';
+    ssize_t sent;
+    do {
+      sent = send(agent_end, &go, 1, MSG_NOSIGNAL);
+    } while (sent < 0 && errno == EINTR);
+
+    ChildError error;
+    size_t got = 0;
+    while (got < sizeof(error)) {
+      ssize_t n = read(agent_end, reinterpret_cast<char*>(&error) + got, sizeof(error) - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    close(agent_end);
+    if (got < sizeof(error)) return pid;  // exec succeeded: the socket closed with it
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return ChildErrorStatus(plan, error);
+  }
+
+  // Reaps `pid` when it is our child and has ended, keeping its status for Poll.
+  ChildState Reap(pid_t pid, ExitStatus* ended = nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = ended_.find(pid); it != ended_.end()) {
+      if (ended != nullptr) *ended = it->second;
+      return ChildState::kEnded;
+    }
+    int wait_status = 0;
+    pid_t r;
+    do {
+      r = waitpid(pid, &wait_status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r == 0) return ChildState::kRunning;
+    if (r == pid) {
+      ended_[pid] = Decode(wait_status);
+      if (ended != nullptr) *ended = ended_[pid];
+      return ChildState::kEnded;
+    }
+    return ChildState::kNotChild;
+  }
+
+  // The handle's process itself runs, and is the one launched (not a reuse of its pid): in the
+  // replica's cgroup, or without one, the leader of its own process group.
+  bool LeaderAlive(const ProcessHandle& handle) {
+    std::optional<ProcStat> stat = ReadStat(handle.pid);
+    if (!Live(stat)) return false;
+    std::vector<std::string> dirs = cgroups_->DirsOf(handle.group_path);
+    if (dirs.empty()) return stat->pgid == handle.pid;
+    std::vector<pid_t> procs = Cgroups::Procs(dirs);
+    return std::binary_search(procs.begin(), procs.end(), handle.pid);
+  }
+
+  // Every live process of the replica: its cgroup's, plus those in its process group or
+  // session. Without a cgroup the process group alone says who belongs.
+  std::vector<pid_t> Members(const ProcessHandle& handle) {
+    std::vector<pid_t> members;
+    std::vector<std::string> dirs = cgroups_->DirsOf(handle.group_path);
+    bool group_is_ours = dirs.empty();
+    for (pid_t pid : Cgroups::Procs(dirs)) {
+      std::optional<ProcStat> stat = ReadStat(pid);
+      if (!Live(stat)) continue;
+      members.push_back(pid);
+      if (pid == handle.pid || stat->pgid == handle.pid) group_is_ours = true;
+    }
+    // A process group id of a replica whose cgroup holds none of it may already name someone
+    // else's group.
+    if (group_is_ours) {
+      for (pid_t pid : GroupMembersFromProc(handle.pid)) members.push_back(pid);
+    }
+    std::sort(members.begin(), members.end());
+    members.erase(std::unique(members.begin(), members.end()), members.end());
+    return members;
+  }
+
+  void Signal(const ProcessHandle& handle, const std::vector<pid_t>& members, int sig) {
+    bool group_alive = false;
+    for (pid_t pid : members) {
+      std::optional<ProcStat> stat = ReadStat(pid);
+      if (stat.has_value() && stat->pgid == handle.pid) group_alive = true;
+    }
+    if (sig == SIGKILL) Cgroups::Kill(cgroups_->DirsOf(handle.group_path));
+    if (group_alive) kill(-handle.pid, sig);
+    // Members that left the process group (setsid, setpgid) but not the cgroup or session.
+    for (pid_t pid : members) kill(pid, sig);
+  }
+
+  const std::unique_ptr<Cgroups> cgroups_;
+  std::mutex mu_;
+  std::map<pid_t, ExitStatus> ended_;  // children reaped, until Cleanup or pid reuse
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessLauncher> MakePosixLauncherWithCgroups(std::unique_ptr<Cgroups> cgroups) {
+  return std::make_unique<PosixLauncher>(std::move(cgroups));
+}
+
+std::unique_ptr<ProcessLauncher> MakePosixLauncher(const std::string& root_name) {
+  return MakePosixLauncherWithCgroups(Cgroups::Detect(root_name));
+}
+
+}  // namespace carve
