@@ -1,0 +1,254 @@
+// Simulated GPUs from a YAML description (the format is in ports/devices.h and docs/devices.md).
+// The whole description is checked when the backend is opened, so a bad file fails at start-up
+// with the file, the entry and the field named; Discover() then always returns the same GPUs.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "core/model/gpu_catalog.h"
+#include "ports/devices.h"
+
+namespace carve {
+namespace {
+
+// More GPUs than any real node has; a typo like "count: 80000" should not allocate them.
+constexpr int kMaxGpusPerEntry = 1024;
+
+class SimulatedBackend : public DeviceBackend {
+ public:
+  explicit SimulatedBackend(std::vector<DiscoveredGpu> gpus) : gpus_(std::move(gpus)) {}
+  std::string name() const override { return "simulated"; }
+  absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override { return gpus_; }
+
+ private:
+  std::vector<DiscoveredGpu> gpus_;
+};
+
+// Reads one description; every error names the source, the entry and the field.
+class DescriptionParser {
+ public:
+  DescriptionParser(std::string source, std::string node)
+      : source_(std::move(source)), node_(std::move(node)), catalog_(GpuCatalog::BuiltIn()) {}
+
+  absl::StatusOr<std::vector<DiscoveredGpu>> Parse(const std::string& text) {
+    try {
+      return ParseDocument(YAML::Load(text));
+    } catch (const YAML::Exception& e) {
+      if (e.mark.is_null()) return absl::InvalidArgumentError(absl::StrCat(source_, ": ", e.msg));
+      return absl::InvalidArgumentError(absl::StrCat(source_, ": line ", e.mark.line + 1,
+                                                     ", column ", e.mark.column + 1, ": ", e.msg));
+    }
+  }
+
+ private:
+  absl::Status Error(absl::string_view field, absl::string_view message) const {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": ", field, ": ", message));
+  }
+
+  // The keys of a map, rejecting unknown and repeated ones.
+  absl::Status CheckKeys(const YAML::Node& map, absl::string_view where,
+                         const std::vector<std::string>& allowed) const {
+    std::vector<std::string> seen;
+    for (const auto& entry : map) {
+      std::string key = entry.first.Scalar();
+      std::string field = where.empty() ? key : absl::StrCat(where, ".", key);
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        return Error(field,
+                     absl::StrCat("unknown key (expected ", absl::StrJoin(allowed, ", "), ")"));
+      }
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+        return Error(field, "given twice");
+      }
+      seen.push_back(key);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> ScalarField(const YAML::Node& node, absl::string_view field) const {
+    if (!node.IsScalar()) return Error(field, "expected a single value");
+    return node.Scalar();
+  }
+
+  absl::StatusOr<std::vector<DiscoveredGpu>> ParseDocument(const YAML::Node& root) {
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_, ": expected a map with a \"gpus\" list"));
+    }
+    if (absl::Status s = CheckKeys(root, "", {"gpus"}); !s.ok()) return s;
+    const YAML::Node gpus = root["gpus"];
+    if (!gpus) return Error("gpus", "missing");
+    if (!gpus.IsSequence()) return Error("gpus", "expected a list of GPU entries");
+    std::vector<DiscoveredGpu> out;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (absl::Status s = ParseEntry(gpus[i], absl::StrCat("gpus[", i, "]"), out); !s.ok()) {
+        return s;
+      }
+    }
+    return out;
+  }
+
+  absl::Status ParseEntry(const YAML::Node& entry, const std::string& where,
+                          std::vector<DiscoveredGpu>& out) {
+    if (!entry.IsMap()) return Error(where, "expected a map with model, count, mode, layout");
+    if (absl::Status s = CheckKeys(entry, where, {"model", "count", "mode", "layout"}); !s.ok()) {
+      return s;
+    }
+
+    const std::string model_field = absl::StrCat(where, ".model");
+    if (!entry["model"]) return Error(model_field, "missing");
+    absl::StatusOr<std::string> model_name = ScalarField(entry["model"], model_field);
+    if (!model_name.ok()) return model_name.status();
+    absl::StatusOr<GpuModelId> id = catalog_.Find(*model_name);
+    if (!id.ok()) return Error(model_field, id.status().message());
+    const GpuModel& model = catalog_.model(*id);
+
+    int count = 1;
+    if (entry["count"]) {
+      const std::string field = absl::StrCat(where, ".count");
+      absl::StatusOr<std::string> text = ScalarField(entry["count"], field);
+      if (!text.ok()) return text.status();
+      if (!absl::SimpleAtoi(*text, &count)) {
+        return Error(field, absl::StrCat("\"", *text, "\" is not a whole number"));
+      }
+      if (count < 1 || count > kMaxGpusPerEntry) {
+        return Error(field, absl::StrCat(count, " is not between 1 and ", kMaxGpusPerEntry));
+      }
+    }
+
+    std::string mode = "exclusive";
+    if (entry["mode"]) {
+      const std::string field = absl::StrCat(where, ".mode");
+      absl::StatusOr<std::string> text = ScalarField(entry["mode"], field);
+      if (!text.ok()) return text.status();
+      mode = *text;
+      if (mode != "exclusive" && mode != "shared" && mode != "partition") {
+        return Error(field, absl::StrCat("\"", mode, "\" is not exclusive, shared or partition"));
+      }
+      if (mode == "partition" && !model.mig_capable()) {
+        return Error(field, absl::StrCat("partition needs a MIG-capable model; ", model.name,
+                                         " has no MIG (MIG-capable: ", MigCapableModels(), ")"));
+      }
+    }
+
+    bool dynamic = mode == "partition";
+    std::vector<MigSlot> layout;
+    if (entry["layout"]) {
+      const std::string field = absl::StrCat(where, ".layout");
+      if (mode != "partition") return Error(field, "only partition mode takes a layout");
+      absl::StatusOr<bool> parsed = ParseLayout(entry["layout"], field, *id, layout);
+      if (!parsed.ok()) return parsed.status();
+      dynamic = *parsed;
+    }
+
+    for (int n = 0; n < count; ++n) {
+      DiscoveredGpu gpu;
+      gpu.index = static_cast<int>(out.size());
+      gpu.uuid = absl::StrCat("GPU-sim-", node_, "-", gpu.index);
+      gpu.model = model.name;
+      gpu.memory_mib = model.memory.units();
+      gpu.mode = mode;
+      gpu.mig_enabled = mode == "partition";
+      gpu.dynamic_layout = dynamic;
+      for (const MigSlot& slot : layout) {
+        gpu.mig_instances.push_back(
+            {absl::StrCat("MIG-sim-", node_, "-", gpu.index, "-", slot.start),
+             model.mig_profiles[slot.profile].name, slot.start});
+      }
+      out.push_back(std::move(gpu));
+    }
+    return absl::OkStatus();
+  }
+
+  // "dynamic" (true), or a list of "profile@start" (false) that must be a valid layout; the
+  // slots come back sorted by start.
+  absl::StatusOr<bool> ParseLayout(const YAML::Node& node, const std::string& field,
+                                   GpuModelId model_id, std::vector<MigSlot>& layout) const {
+    const GpuModel& model = catalog_.model(model_id);
+    if (node.IsScalar()) {
+      if (node.Scalar() == "dynamic") return true;
+      return Error(field, absl::StrCat("\"", node.Scalar(),
+                                       "\" is neither dynamic nor a list of profile@start"));
+    }
+    if (!node.IsSequence()) return Error(field, "expected dynamic or a list of profile@start");
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string item_field = absl::StrCat(field, "[", i, "]");
+      absl::StatusOr<std::string> text = ScalarField(node[i], item_field);
+      if (!text.ok()) return text.status();
+      std::vector<absl::string_view> parts = absl::StrSplit(*text, '@');
+      MigSlot slot;
+      if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &slot.start)) {
+        return Error(item_field, absl::StrCat("\"", *text, "\" is not profile@start (e.g. \"",
+                                              model.mig_profiles.front().name, "@0\")"));
+      }
+      absl::StatusOr<int> profile = catalog_.FindProfile(model_id, parts[0]);
+      if (!profile.ok()) return Error(item_field, profile.status().message());
+      slot.profile = *profile;
+      layout.push_back(slot);
+    }
+    if (absl::Status s = CheckMigLayout(model, layout); !s.ok()) return Error(field, s.message());
+    std::sort(layout.begin(), layout.end(),
+              [](const MigSlot& a, const MigSlot& b) { return a.start < b.start; });
+    return false;
+  }
+
+  std::string MigCapableModels() const {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < catalog_.size(); ++i) {
+      const GpuModel& m = catalog_.model(GpuModelId(static_cast<int64_t>(i)));
+      if (m.mig_capable()) names.push_back(m.name);
+    }
+    return absl::StrJoin(names, ", ");
+  }
+
+  std::string source_;
+  std::string node_;
+  GpuCatalog catalog_;
+};
+
+absl::StatusOr<std::unique_ptr<DeviceBackend>> FromText(const std::string& text,
+                                                        const std::string& source,
+                                                        const std::string& node_name) {
+  if (node_name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": the node name is empty"));
+  }
+  absl::StatusOr<std::vector<DiscoveredGpu>> gpus =
+      DescriptionParser(source, node_name).Parse(text);
+  if (!gpus.ok()) return gpus.status();
+  return std::make_unique<SimulatedBackend>(*std::move(gpus));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenSimulatedBackend(const std::string& yaml_path,
+                                                                    const std::string& node_name) {
+  std::ifstream in(yaml_path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat(yaml_path, ": cannot open GPU description: ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(absl::StrCat(yaml_path, ": cannot read GPU description"));
+  }
+  return FromText(text.str(), yaml_path, node_name);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceBackend>> SimulatedBackendFromYaml(
+    const std::string& yaml_text, const std::string& node_name) {
+  return FromText(yaml_text, "<yaml>", node_name);
+}
+
+}  // namespace carve

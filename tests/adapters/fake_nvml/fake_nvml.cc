@@ -1,0 +1,266 @@
+// A stand-in for libnvidia-ml.so.1, built as a shared library so the NVML backend's dlopen and
+// dlsym path runs on machines without a GPU. It exports the NVML functions the backend calls,
+// answering from a scenario that tests set through the FakeNvml* functions (found with dlsym on
+// the same, already loaded, library). It checks the backend against carve's own declarations of
+// NVML, not against NVIDIA's: a wrong declaration would pass here and fail on a real driver.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "adapters/nvml/nvml_api.h"
+
+namespace {
+
+namespace nvml = carve::nvml;
+
+struct FakeMig {
+  bool present = false;
+  std::string uuid;
+  unsigned int slices = 0;
+  unsigned long long memory_mib = 0;
+  unsigned int profile_id = 0;
+  unsigned int start = 0;
+};
+
+struct FakeGpu {
+  std::string name;
+  std::string uuid;
+  unsigned long long memory_mib = 0;
+  bool mig_enabled = false;
+  bool lost = false;
+  bool remap_pending = false;
+  std::vector<FakeMig> migs;  // by MIG device index; absent ones answer NOT_FOUND
+};
+
+struct FakeState {
+  nvml::Return init_result = nvml::kSuccess;
+  bool privileged = true;
+  int initialized = 0;  // nvmlInit_v2 calls minus nvmlShutdown calls
+  std::vector<FakeGpu> gpus;
+};
+
+FakeState& State() {
+  static FakeState state;
+  return state;
+}
+
+// Handles encode (gpu, MIG index + 1) so nothing needs allocating: 0x10000 + gpu * 0x100 + slot.
+nvml::Device Handle(size_t gpu, size_t slot) {
+  return reinterpret_cast<nvml::Device>(static_cast<uintptr_t>(0x10000 + gpu * 0x100 + slot));
+}
+
+// The GPU and MIG slot (0: the GPU itself) of a handle; false when it is not one of ours.
+bool Decode(const void* handle, size_t& gpu, size_t& slot) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(handle);
+  if (v < 0x10000) return false;
+  gpu = (v - 0x10000) / 0x100;
+  slot = (v - 0x10000) % 0x100;
+  if (gpu >= State().gpus.size()) return false;
+  return slot == 0 ||
+         (slot <= State().gpus[gpu].migs.size() && State().gpus[gpu].migs[slot - 1].present);
+}
+
+nvml::Return CopyString(const std::string& s, char* out, unsigned int length) {
+  if (out == nullptr || s.size() + 1 > length) return 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return nvml::kSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+// --- Scenario -----------------------------------------------------------------------------------
+
+void FakeNvmlReset() { State() = FakeState(); }
+void FakeNvmlSetInitResult(int result) { State().init_result = result; }
+void FakeNvmlSetPrivileged(int privileged) { State().privileged = privileged != 0; }
+int FakeNvmlInitialized() { return State().initialized; }
+
+int FakeNvmlAddGpu(const char* name, const char* uuid, unsigned long long memory_mib,
+                   int mig_enabled) {
+  FakeGpu gpu;
+  gpu.name = name;
+  gpu.uuid = uuid;
+  gpu.memory_mib = memory_mib;
+  gpu.mig_enabled = mig_enabled != 0;
+  State().gpus.push_back(gpu);
+  return static_cast<int>(State().gpus.size()) - 1;
+}
+
+void FakeNvmlAddMig(int gpu, unsigned int index, const char* uuid, unsigned int slices,
+                    unsigned long long memory_mib, unsigned int profile_id, unsigned int start) {
+  std::vector<FakeMig>& migs = State().gpus[gpu].migs;
+  if (migs.size() <= index) migs.resize(index + 1);
+  migs[index] = {true, uuid, slices, memory_mib, profile_id, start};
+}
+
+void FakeNvmlSetLost(int gpu) { State().gpus[gpu].lost = true; }
+void FakeNvmlSetRemapPending(int gpu) { State().gpus[gpu].remap_pending = true; }
+
+// --- NVML ---------------------------------------------------------------------------------------
+
+nvml::Return nvmlInit_v2() {
+  if (State().init_result == nvml::kSuccess) ++State().initialized;
+  return State().init_result;
+}
+
+nvml::Return nvmlShutdown() {
+  if (State().initialized == 0) return nvml::kErrorUninitialized;
+  --State().initialized;
+  return nvml::kSuccess;
+}
+
+const char* nvmlErrorString(nvml::Return result) {
+  switch (result) {
+    case nvml::kSuccess:
+      return "Success";
+    case nvml::kErrorNotSupported:
+      return "Not Supported";
+    case nvml::kErrorNoPermission:
+      return "Insufficient Permissions";
+    case nvml::kErrorNotFound:
+      return "Not Found";
+    case nvml::kErrorDriverNotLoaded:
+      return "Driver Not Loaded";
+    case nvml::kErrorGpuIsLost:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
+  }
+}
+
+nvml::Return nvmlDeviceGetCount_v2(unsigned int* count) {
+  *count = static_cast<unsigned int>(State().gpus.size());
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvml::Device* device) {
+  if (index >= State().gpus.size()) return 2;  // NVML_ERROR_INVALID_ARGUMENT
+  *device = Handle(index, 0);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetUUID(nvml::Device device, char* uuid, unsigned int length) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot)) return 2;
+  const FakeGpu& g = State().gpus[gpu];
+  if (g.lost) return nvml::kErrorGpuIsLost;
+  return CopyString(slot == 0 ? g.uuid : g.migs[slot - 1].uuid, uuid, length);
+}
+
+nvml::Return nvmlDeviceGetName(nvml::Device device, char* name, unsigned int length) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot)) return 2;
+  if (State().gpus[gpu].lost) return nvml::kErrorGpuIsLost;
+  return CopyString(State().gpus[gpu].name, name, length);
+}
+
+nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device device, nvml::Memory* memory) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot != 0) return 2;
+  if (State().gpus[gpu].lost) return nvml::kErrorGpuIsLost;
+  memory->total = State().gpus[gpu].memory_mib * 1024 * 1024;
+  memory->free = memory->total;
+  memory->used = 0;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetMigMode(nvml::Device device, unsigned int* current,
+                                  unsigned int* pending) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot != 0) return 2;
+  *current = *pending = State().gpus[gpu].mig_enabled ? nvml::kMigEnable : 0;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetMaxMigDeviceCount(nvml::Device device, unsigned int* count) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot != 0) return 2;
+  *count = State().gpus[gpu].mig_enabled ? 7 : 0;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetMigDeviceHandleByIndex(nvml::Device device, unsigned int index,
+                                                 nvml::Device* mig) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot != 0) return 2;
+  const FakeGpu& g = State().gpus[gpu];
+  if (index >= g.migs.size() || !g.migs[index].present) return nvml::kErrorNotFound;
+  *mig = Handle(gpu, index + 1);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetAttributes_v2(nvml::Device device, nvml::DeviceAttributes* out) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot == 0) return nvml::kErrorNotSupported;
+  const FakeMig& m = State().gpus[gpu].migs[slot - 1];
+  *out = {};
+  out->gpuInstanceSliceCount = m.slices;
+  out->computeInstanceSliceCount = m.slices;
+  out->memorySizeMB = m.memory_mib;
+  return nvml::kSuccess;
+}
+
+// The GPU instance id is the MIG slot; GPU instance handles reuse the MIG device encoding.
+nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device device, unsigned int* id) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot == 0) return 2;
+  *id = static_cast<unsigned int>(slot);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetGpuInstanceById(nvml::Device device, unsigned int id,
+                                          nvml::GpuInstance* instance) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot != 0) return 2;
+  if (!State().privileged) return nvml::kErrorNoPermission;
+  *instance = reinterpret_cast<nvml::GpuInstance>(Handle(gpu, id));
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlGpuInstanceGetInfo(nvml::GpuInstance instance, nvml::GpuInstanceInfo* info) {
+  size_t gpu, slot;
+  if (!Decode(instance, gpu, slot) || slot == 0) return 2;
+  const FakeMig& m = State().gpus[gpu].migs[slot - 1];
+  info->device = Handle(gpu, 0);
+  info->id = static_cast<unsigned int>(slot);
+  info->profileId = m.profile_id;
+  info->placement = {m.start, m.slices};
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetRemappedRows(nvml::Device device, unsigned int* corrected,
+                                       unsigned int* uncorrected, unsigned int* pending,
+                                       unsigned int* failure) {
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot != 0) return 2;
+  *corrected = *uncorrected = *failure = 0;
+  *pending = State().gpus[gpu].remap_pending ? 1 : 0;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetRetiredPagesPendingStatus(nvml::Device, int*) {
+  return nvml::kErrorNotSupported;  // as on Hopper, which remaps rows instead
+}
+
+}  // extern "C"
+
+// The exports have the types the backend casts dlsym's results to.
+static_assert(std::is_same_v<decltype(&nvmlInit_v2), nvml::InitFn>);
+static_assert(std::is_same_v<decltype(&nvmlErrorString), nvml::ErrorStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetCount_v2), nvml::DeviceGetCountFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex_v2), nvml::DeviceGetHandleByIndexFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetUUID), nvml::DeviceGetStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo), nvml::DeviceGetMemoryInfoFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigMode), nvml::DeviceGetMigModeFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigDeviceHandleByIndex),
+                             nvml::DeviceGetMigDeviceHandleByIndexFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetAttributes_v2), nvml::DeviceGetAttributesFn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetGpuInstanceById), nvml::DeviceGetGpuInstanceByIdFn>);
+static_assert(std::is_same_v<decltype(&nvmlGpuInstanceGetInfo), nvml::GpuInstanceGetInfoFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetRemappedRows), nvml::DeviceGetRemappedRowsFn>);
