@@ -160,7 +160,8 @@ json SpecFromFlags(const SubmitFlags& f, const CLI::App& cmd) {
     std::stringstream text;
     text << in.rdbuf();
     auto parsed = YamlToJson(text.str());  // YAML is a superset of JSON
-    if (!parsed.ok()) Die(absl::InvalidArgumentError(f.file + ": " + parsed.status().message()));
+    if (!parsed.ok())
+      Die(absl::InvalidArgumentError(absl::StrCat(f.file, ": ", parsed.status().message())));
     spec = *parsed;
   }
   json& r = spec["resources"];

@@ -228,6 +228,18 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
   if (!cpu.ok()) return FieldError("resources.cpu", cpu.status().message());
   auto memory = ParseMemMib(spec.memory);
   if (!memory.ok()) return FieldError("resources.memory", memory.status().message());
+  // Beyond any machine: a typo ("8000" cores, "32Ti"), refused rather than queued forever.
+  constexpr int64_t kMaxCpuMilli = 4096 * 1000;        // 4,096 cores
+  constexpr int64_t kMaxMemoryMib = 64 * 1024 * 1024;  // 64 TiB
+  if (cpu->units() > kMaxCpuMilli) {
+    return FieldError("resources.cpu",
+                      absl::StrCat("\"", spec.cpu, "\" is more than any node has (at most 4096)"));
+  }
+  if (memory->units() > kMaxMemoryMib) {
+    return FieldError(
+        "resources.memory",
+        absl::StrCat("\"", spec.memory, "\" is more than any node has (at most 64Ti)"));
+  }
   r.resources.cpu = *cpu;
   r.resources.memory = *memory;
   auto mode = ParseDeliveryMode(spec.mode);
