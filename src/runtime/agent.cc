@@ -208,9 +208,8 @@ json Agent::Report() const {
               {"state", r.exit ? "exited" : "running"},
               {"pid", r.handle.pid},
               {"started_us", r.started_us},
-              {"enforcement", absl::StrCat(r.handle.enforcement.mechanism,
-                                           r.handle.enforcement.detail.empty() ? "" : ": ",
-                                           r.handle.enforcement.detail)}};
+              {"enforcement", r.handle.enforcement.detail.empty() ? r.handle.enforcement.mechanism
+                                                                  : r.handle.enforcement.detail}};
     if (r.exit) {
       j["ended_us"] = r.ended_us;
       j["timed_out"] = r.timed_out;

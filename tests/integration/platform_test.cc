@@ -184,6 +184,14 @@ TEST_F(PlatformTest, FailingCommandEndsFailedWithItsExitCode) {
   EXPECT_THAT(Logs(missing["id"]), HasSubstr("no-such-command-xyz"));
 }
 
+TEST_F(PlatformTest, MaxRuntimeEndsTimedOut) {
+  json job = Submit({{"command", {"sh", "-c", "echo started; sleep 60"}}, {"max_runtime", "1s"}});
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["state"], "timed-out") << done.dump(2);
+  EXPECT_THAT(done["reason"].get<std::string>(), HasSubstr("max_runtime 1s"));
+  EXPECT_THAT(Logs(job["id"]), HasSubstr("started"));
+}
+
 TEST_F(PlatformTest, CancelKillsTheWholeProcessGroup) {
   std::string pidfile = (dir_ / "grandchild.pid").string();
   json job = Submit(
