@@ -20,6 +20,7 @@
 #include "ports/process.h"
 #include "runtime/agent.h"
 #include "runtime/api_server.h"
+#include "runtime/replica_monitor.h"
 #include "yaml-cpp/yaml.h"
 
 namespace carve::app {
@@ -308,9 +309,21 @@ void AddAgent(CLI::App& app) {
   });
 }
 
+// Hidden: the group leader of every replica (see runtime/replica_monitor.h).
+void AddInternalRun(CLI::App& app) {
+  auto status = std::make_shared<std::string>();
+  auto argv = std::make_shared<std::vector<std::string>>();
+  CLI::App* run = app.add_subcommand("internal-run", "");
+  run->group("");  // not listed in --help
+  run->add_option("--status", *status, "")->required();
+  run->add_option("command", *argv, "")->required();
+  run->callback([status, argv] { std::exit(MonitorReplica(*status, *argv)); });
+}
+
 }  // namespace
 
 void AddPlatformCommands(CLI::App& app) {
+  AddInternalRun(app);
   AddDev(app);
   AddServer(app);
   AddAgent(app);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/api_client.h"
+#include "runtime/replica_monitor.h"
 
 namespace carve {
 
@@ -24,13 +25,19 @@ int64_t NowUs() {
 
 Agent::Agent(Options options, std::unique_ptr<DeviceBackend> devices,
              std::unique_ptr<ProcessLauncher> launcher)
-    : options_(std::move(options)), devices_(std::move(devices)), launcher_(std::move(launcher)) {}
+    : options_(std::move(options)), devices_(std::move(devices)), launcher_(std::move(launcher)) {
+  if (options_.self_exe.empty()) {
+    std::error_code ec;
+    options_.self_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  }
+}
 
 Agent::~Agent() { Stop(false); }
 
 absl::Status Agent::Start(int64_t deadline_ms) {
   std::error_code ec;
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);
+  std::filesystem::create_directories(options_.data_dir + "/status", ec);
   if (ec) return absl::InternalError(absl::StrCat(options_.data_dir, ": ", ec.message()));
   auto gpus = devices_->Discover();
   if (!gpus.ok()) return gpus.status();
@@ -138,8 +145,13 @@ void Agent::Launch(const json& a) {
   std::string checkpoints = absl::StrCat(options_.data_dir, "/checkpoints/job-", r.job);
   std::error_code ec;
   std::filesystem::create_directories(checkpoints, ec);
+  r.status_path = absl::StrCat(options_.data_dir, "/status/job-", r.job, "-", r.index);
+  std::filesystem::remove(r.status_path, ec);
   LaunchSpec spec;
-  spec.argv = a.value("command", std::vector<std::string>{});
+  spec.argv = {options_.self_exe, "internal-run", "--status", r.status_path, "--"};
+  for (const std::string& arg : a.value("command", std::vector<std::string>{})) {
+    spec.argv.push_back(arg);
+  }
   spec.env = a.value("env", std::map<std::string, std::string>{});
   for (const auto& [k, v] : GpuEnv(a)) spec.env[k] = v;
   spec.env["CARVE_JOB_ID"] = std::to_string(r.job);
@@ -176,7 +188,8 @@ void Agent::PollAndEnforce() {
     }
     auto status = launcher_->Poll(r.handle);
     if (status.ok() && status->has_value()) {
-      r.exit = **status;
+      // The group leader's record is the command's own end, also for a re-adopted replica.
+      r.exit = ReadReplicaStatus(r.status_path).value_or(**status);
       r.ended_us = NowUs();
       (void)launcher_->Cleanup(r.handle);
     }
@@ -257,6 +270,7 @@ void Agent::SaveState() const {
                     {"mechanism", r.handle.enforcement.mechanism},
                     {"detail", r.handle.enforcement.detail},
                     {"log_path", r.log_path},
+                    {"status_path", r.status_path},
                     {"shipped", r.shipped},
                     {"started_us", r.started_us},
                     {"deadline_us", r.deadline_us}});
@@ -283,6 +297,7 @@ void Agent::LoadState() {
     r.handle.group_path = j.value("group_path", "");
     r.handle.enforcement = {j.value("mechanism", ""), j.value("detail", "")};
     r.log_path = j.value("log_path", "");
+    r.status_path = j.value("status_path", "");
     r.shipped = j.value("shipped", int64_t{0});
     r.started_us = j.value("started_us", int64_t{0});
     r.deadline_us = j.value("deadline_us", int64_t{0});

@@ -35,6 +35,9 @@ class Agent {
     std::map<std::string, std::string> labels;
     int64_t heartbeat_ms = 500;
     int64_t stop_grace_ms = 3000;
+    // The carve binary, which leads each replica's group as `carve internal-run` (see
+    // replica_monitor.h). Empty: this process's own executable.
+    std::string self_exe;
   };
   Agent(Options options, std::unique_ptr<DeviceBackend> devices,
         std::unique_ptr<ProcessLauncher> launcher);
@@ -52,7 +55,8 @@ class Agent {
     int index = 0;
     ProcessHandle handle;
     std::string log_path;
-    int64_t shipped = 0;  // log bytes the server has
+    std::string status_path;  // where the group leader records how the command ended
+    int64_t shipped = 0;      // log bytes the server has
     int64_t started_us = 0;
     int64_t deadline_us = 0;  // 0: none
     bool timed_out = false;

@@ -184,6 +184,34 @@ TEST_F(PlatformTest, FailingCommandEndsFailedWithItsExitCode) {
   EXPECT_THAT(Logs(missing["id"]), HasSubstr("no-such-command-xyz"));
 }
 
+// An agent restarted (SIGTERM, then a new one) leaves its jobs running and re-adopts them.
+TEST_F(PlatformTest, AgentRestartKeepsAndReadoptsItsJobs) {
+  json job = Submit({{"command", {"sh", "-c", "echo first; sleep 2; echo second"}},
+                     {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
+  for (int i = 0; i < 100; ++i) {
+    if ((*Api().Get(absl::StrCat("/api/v1/jobs/", job["id"].get<int64_t>())))["state"] ==
+        "running") {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  int64_t pid =
+      (*Api().Get(absl::StrCat("/api/v1/jobs/", job["id"].get<int64_t>())))["replicas"][0]["pid"];
+  Kill(agents_[0], SIGTERM);
+  ASSERT_FALSE(Dead(static_cast<pid_t>(pid))) << "stopping the agent killed its job";
+  agents_[0] =
+      Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
+             (dir_ / "data/agent.token").string(), "--node", kNodes[0][0], "--devices",
+             (dir_ / absl::StrCat(kNodes[0][0], ".yaml")).string(), "--cpu", "16", "--memory",
+             "64Gi", "--data", (dir_ / "agents" / kNodes[0][0]).string(), "--heartbeat-ms", "100"},
+            (dir_ / "gpu-a.log").string());
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
+  EXPECT_EQ(done["replicas"][0]["exit_code"], 0);
+  EXPECT_EQ(done["replicas"][0]["pid"], pid);
+  EXPECT_THAT(Logs(job["id"]), HasSubstr("second"));
+}
+
 TEST_F(PlatformTest, MaxRuntimeEndsTimedOut) {
   json job = Submit({{"command", {"sh", "-c", "echo started; sleep 60"}}, {"max_runtime", "1s"}});
   json done = WaitFinal(job["id"]);
