@@ -304,6 +304,41 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+void AddConfig(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto file = std::make_shared<std::string>();
+  CLI::App* apply = app.add_subcommand(
+      "apply", "Apply tenants, projects, queues and node GPU modes from a YAML file");
+  apply->add_option("-f,--file", *file, "YAML file (several documents separated by ---)")
+      ->required();
+  apply->callback([c, file] {
+    std::ifstream in(*file);
+    if (!in) Die(absl::NotFoundError(*file + ": cannot open"));
+    std::stringstream text;
+    text << in.rdbuf();
+    auto docs = YamlDocumentsToJson(text.str());
+    if (!docs.ok())
+      Die(absl::InvalidArgumentError(absl::StrCat(*file, ": ", docs.status().message())));
+    json r = Check(Client(*c).Post("/api/v1/apply", *docs));
+    if (Structured(*c, r)) return;
+    for (const json& name : r["applied"]) std::cout << name.get<std::string>() << " applied\n";
+  });
+  auto kind = std::make_shared<std::string>();
+  CLI::App* get = app.add_subcommand("get", "List tenants, projects or queues");
+  get->add_option("kind", *kind, "tenants | projects | queues")
+      ->required()
+      ->check(CLI::IsMember({"tenants", "projects", "queues"}));
+  get->callback([c, kind] {
+    json list = Check(Client(*c).Get("/api/v1/" + *kind));
+    if (Structured(*c, list)) return;
+    for (const json& o : list) {
+      std::cout << absl::StrFormat("%-20s %s\n", o.value("name", ""),
+                                   o.contains("tenant")  ? "tenant " + o.value("tenant", "")
+                                   : o.contains("quota") ? "quota " + o["quota"].dump()
+                                                         : o.value("description", ""));
+    }
+  });
+}
+
 void AddLogs(CLI::App& app, std::shared_ptr<Connection> c) {
   auto id = std::make_shared<std::string>();
   auto follow = std::make_shared<bool>(false);
@@ -346,6 +381,7 @@ void AddClientCommands(CLI::App& app) {
   AddSubmit(app, c);
   AddQueries(app, c);
   AddLogs(app, c);
+  AddConfig(app, c);
 }
 
 }  // namespace carve::app

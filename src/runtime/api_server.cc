@@ -206,6 +206,18 @@ void ApiServer::Routes() {
     if (!authed(req, res, "user")) return;
     Reply(res, 200, control_->ListNodes());
   });
+  s.Post("/api/v1/apply", [=, this](const httplib::Request& req, httplib::Response& res) {
+    auto who = authed(req, res, "user");
+    if (!who) return;
+    auto body = Body(req);
+    respond(res, body.ok() ? control_->Apply(*body, *who) : absl::StatusOr<json>(body.status()));
+  });
+  s.Get(R"(/api/v1/(tenants|projects|queues))",
+        [=, this](const httplib::Request& req, httplib::Response& res) {
+          if (!authed(req, res, "user")) return;
+          std::string kind = req.matches[1].str();
+          Reply(res, 200, control_->ListObjects(kind.substr(0, kind.size() - 1)));
+        });
   s.Get("/api/v1/events", [=, this](const httplib::Request& req, httplib::Response& res) {
     if (!authed(req, res, "user")) return;
     Reply(res, 200, control_->Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000)));

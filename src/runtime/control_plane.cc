@@ -60,6 +60,18 @@ absl::Status ControlPlane::Load() {
     node->last_heartbeat_us = now_();
     nodes_[node->name] = *std::move(node);
   }
+  for (const char* kind : {"tenant", "project", "queue"}) {
+    auto objects = store_->Load(kind);
+    if (!objects.ok()) return objects.status();
+    for (const StoredRecord& r : *objects)
+      objects_[{kind, r.id}] = json::parse(r.json, nullptr, false);
+  }
+  auto modes = store_->Load("node-modes");
+  if (!modes.ok()) return modes.status();
+  for (const StoredRecord& r : *modes) {
+    json j = json::parse(r.json, nullptr, false);
+    for (const auto& [index, mode] : j.items()) mode_overrides_[r.id][std::stoi(index)] = mode;
+  }
   auto tokens = store_->Load("token");
   if (!tokens.ok()) return tokens.status();
   for (const StoredRecord& r : *tokens) {
@@ -137,6 +149,13 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
   if (!request.ok()) return request.status();
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return absl::UnavailableError("the server must be restarted");
+  for (auto [kind, name] :
+       {std::pair{"tenant", spec->tenant}, {"project", spec->project}, {"queue", spec->queue}}) {
+    if (!ObjectExists(kind, name)) {
+      return absl::InvalidArgumentError(absl::StrCat(kind, ": no ", kind, " \"", name,
+                                                     "\"; `carve apply -f` one, or leave it out"));
+    }
+  }
   if (!idem_key.empty()) {
     auto it = idempotency_.find(who.name + "\n" + idem_key);
     if (it != idempotency_.end()) return jobs_.at(it->second).ToJson();

@@ -59,6 +59,11 @@ class ControlPlane {
   absl::StatusOr<std::string> ReadLog(int64_t job, int replica, int64_t offset,
                                       int64_t* size) const;
   nlohmann::json ListNodes() const;
+
+  // Configuration: a list of tenant, project, queue and node (device mode) documents, applied
+  // all together or not at all.
+  absl::StatusOr<nlohmann::json> Apply(const nlohmann::json& docs, const Principal& who);
+  nlohmann::json ListObjects(const std::string& kind) const;
   nlohmann::json Events(int64_t after, int64_t limit) const;
 
   // One scheduling cycle: node liveness, then every queued job in order (priority, age, id).
@@ -84,6 +89,7 @@ class ControlPlane {
   void FinishIfDone(JobRecord& job, StoreBatch& batch);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;
+  bool ObjectExists(const std::string& kind, const std::string& name) const;
 
   Store* store_;
   const GpuCatalog* catalog_;
@@ -95,6 +101,8 @@ class ControlPlane {
   std::map<std::string, NodeRecord> nodes_;
   std::map<std::string, Principal> tokens_;     // sha256 hex -> principal
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
+  std::map<std::pair<std::string, std::string>, nlohmann::json> objects_;  // (kind, name)
+  std::map<std::string, std::map<int, std::string>> mode_overrides_;       // node -> gpu -> mode
   int64_t next_job_id_ = 1;
   bool broken_ = false;
 };

@@ -35,6 +35,10 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
+  // Modes set with `carve apply` outlive what the agent discovers.
+  for (const auto& [index, mode] : mode_overrides_[node->name]) {
+    if (index < static_cast<int>(node->gpus.size())) node->gpus[index].mode = mode;
+  }
   StoreBatch batch;
   bool known = nodes_.count(node->name) > 0;
   batch.puts.push_back({"node", node->name, node->ToJson().dump()});

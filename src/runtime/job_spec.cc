@@ -191,6 +191,23 @@ absl::StatusOr<json> YamlToJson(const std::string& yaml_text) {
   }
 }
 
+absl::StatusOr<json> YamlDocumentsToJson(const std::string& yaml_text) {
+  try {
+    json out = json::array();
+    for (const YAML::Node& doc : YAML::LoadAll(yaml_text)) {
+      json j = YamlNodeToJson(doc);
+      if (j.is_array()) {
+        for (json& item : j) out.push_back(std::move(item));
+      } else if (!j.is_null()) {
+        out.push_back(std::move(j));
+      }
+    }
+    return out;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", e.what()));
+  }
+}
+
 absl::StatusOr<int64_t> ParseDurationUs(const std::string& text) {
   if (text.empty()) return absl::InvalidArgumentError("empty duration");
   int64_t total = 0;

@@ -51,6 +51,9 @@ struct JobSpec {
 absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j);
 // YAML (a job file) to the same JSON shape.
 absl::StatusOr<nlohmann::json> YamlToJson(const std::string& yaml_text);
+// Every document of a multi-document YAML file ("---" between them), as a JSON array; a document
+// that is itself a list contributes its items.
+absl::StatusOr<nlohmann::json> YamlDocumentsToJson(const std::string& yaml_text);
 
 // The scheduler's view of a spec; checks quantities, models and profiles against the catalog.
 absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& catalog);

@@ -212,6 +212,41 @@ TEST_F(PlatformTest, AgentRestartKeepsAndReadoptsItsJobs) {
   EXPECT_THAT(Logs(job["id"]), HasSubstr("second"));
 }
 
+TEST_F(PlatformTest, ApplyConfiguresTenantsQueuesAndGpuModesAllOrNothing) {
+  ApiClient api = Api();
+  json bad = json::array({{{"kind", "tenant"}, {"name", "vision"}},
+                          {{"kind", "project"}, {"name", "det"}, {"tenant", "nobody"}}});
+  auto refused = api.Post("/api/v1/apply", bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("document 1: tenant: no tenant \"nobody\""));
+  EXPECT_EQ(api.Get("/api/v1/tenants")->size(), 1u) << "a refused apply changed something";
+  json docs = json::array(
+      {{{"kind", "tenant"}, {"name", "vision"}},
+       {{"kind", "project"}, {"name", "det"}, {"tenant", "vision"}},
+       {{"kind", "queue"}, {"name", "training"}, {"quota", {{"gpus", 4}}}},
+       {{"kind", "node"}, {"name", "gpu-a"}, {"gpus", {{{"index", 2}, {"mode", "exclusive"}}}}}});
+  auto applied = api.Post("/api/v1/apply", docs);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ((*applied)["applied"].size(), 4u);
+  json nodes = *api.Get("/api/v1/nodes");
+  for (const json& n : nodes) {
+    if (n["name"] == "gpu-a") {
+      EXPECT_EQ(n["gpus"][2]["mode"], "exclusive");
+    }
+  }
+  json job = Submit({{"command", {"true"}},
+                     {"tenant", "vision"},
+                     {"project", "det"},
+                     {"queue", "training"},
+                     {"resources", {{"gpus", 1}, {"gpu_model", {"L40S"}}}}});
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["state"], "succeeded");
+  EXPECT_EQ(done["replicas"][0]["grants"][0]["device"], 2);  // the L40S made exclusive
+  auto unknown = api.Post("/api/v1/jobs", json{{"command", {"true"}}, {"queue", "nope"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("no queue \"nope\""));
+}
+
 TEST_F(PlatformTest, MaxRuntimeEndsTimedOut) {
   json job = Submit({{"command", {"sh", "-c", "echo started; sleep 60"}}, {"max_runtime", "1s"}});
   json done = WaitFinal(job["id"]);

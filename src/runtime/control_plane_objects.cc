@@ -1,0 +1,156 @@
+// Configuration objects: tenants, projects, queues and node device modes (`carve apply`).
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+absl::Status Invalid(size_t doc, const std::string& field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("document ", doc, ": ", field, ": ", why));
+}
+
+absl::Status CheckFields(size_t doc, const json& j, const std::set<std::string>& known) {
+  for (const auto& [k, v] : j.items()) {
+    if (!known.count(k)) {
+      std::vector<std::string> names(known.begin(), known.end());
+      return Invalid(doc, k, absl::StrCat("unknown field; known: ", absl::StrJoin(names, ", ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckQuota(size_t doc, const json& quota) {
+  if (!quota.is_object()) return Invalid(doc, "quota", "must be a map");
+  for (const auto& [k, v] : quota.items()) {
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    absl::Status s = k == "gpus"     ? ParseGpuMilli(text).status()
+                     : k == "cpu"    ? ParseCpuMilli(text).status()
+                     : k == "memory" ? ParseMemMib(text).status()
+                                     : absl::InvalidArgumentError(
+                                           "unknown resource; use gpus, "
+                                           "cpu or memory");
+    if (!s.ok()) return Invalid(doc, "quota." + k, s.message());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool ControlPlane::ObjectExists(const std::string& kind, const std::string& name) const {
+  return name == "default" || objects_.count({kind, name}) > 0;
+}
+
+absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who) {
+  if (who.role != "admin") return absl::PermissionDeniedError("only admins apply configuration");
+  if (!docs.is_array() || docs.empty()) {
+    return absl::InvalidArgumentError("expected a non-empty list of documents");
+  }
+  static const std::regex kName("[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?");
+  std::unique_lock<std::mutex> lock(mu_);
+  // Validate everything first: a bad document changes nothing.
+  std::set<std::pair<std::string, std::string>> declared;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const json& d = docs[i];
+    if (!d.is_object()) return Invalid(i, "document", "must be a map");
+    std::string kind = d.value("kind", "");
+    std::string name = d.value("name", "");
+    if (kind == "node") {
+      if (absl::Status s = CheckFields(i, d, {"kind", "name", "gpus"}); !s.ok()) return s;
+      auto node = nodes_.find(name);
+      if (node == nodes_.end()) return Invalid(i, "name", "no registered node \"" + name + "\"");
+      for (const json& g : d.value("gpus", json::array())) {
+        int index = g.value("index", -1);
+        std::string mode = g.value("mode", "");
+        if (index < 0 || index >= static_cast<int>(node->second.gpus.size())) {
+          return Invalid(i, "gpus.index", absl::StrCat(index, " is not a GPU of ", name));
+        }
+        auto m = ParseDeliveryMode(mode);
+        if (!m.ok()) return Invalid(i, "gpus.mode", m.status().message());
+        const DiscoveredGpu& gpu = node->second.gpus[index];
+        if (*m == DeliveryMode::kPartition &&
+            !catalog_->model(*catalog_->Find(gpu.model)).mig_capable()) {
+          return Invalid(i, "gpus.mode", gpu.model + " does not support MIG");
+        }
+        for (const auto& [id, job] : jobs_) {
+          if (IsFinal(job.state)) continue;
+          for (const ReplicaRecord& r : job.replicas) {
+            for (const GrantRecord& gr : r.grants) {
+              if (r.node == name && gr.device == index) {
+                return absl::FailedPreconditionError(
+                    absl::StrCat("document ", i, ": GPU ", index, " of ", name, " runs job ", id,
+                                 "; change its mode once the job has ended"));
+              }
+            }
+          }
+        }
+      }
+      continue;
+    }
+    if (kind != "tenant" && kind != "project" && kind != "queue") {
+      return Invalid(i, "kind", "\"" + kind + "\" is not tenant, project, queue or node");
+    }
+    if (!std::regex_match(name, kName)) {
+      return Invalid(i, "name", "\"" + name + "\" must be lowercase letters, digits and dashes");
+    }
+    std::set<std::string> fields = {"kind", "name", "description"};
+    if (kind == "project") fields.insert("tenant");
+    if (kind == "queue") fields.insert({"pool", "quota", "weight"});
+    if (absl::Status s = CheckFields(i, d, fields); !s.ok()) return s;
+    if (kind == "project") {
+      std::string tenant = d.value("tenant", "");
+      if (!ObjectExists("tenant", tenant) && !declared.count({"tenant", tenant})) {
+        return Invalid(i, "tenant", "no tenant \"" + tenant + "\" (apply it first or alongside)");
+      }
+    }
+    if (kind == "queue" && d.contains("quota")) {
+      if (absl::Status s = CheckQuota(i, d["quota"]); !s.ok()) return s;
+    }
+    if (kind == "queue" && d.contains("weight") &&
+        (!d["weight"].is_number() || d["weight"].get<double>() <= 0)) {
+      return Invalid(i, "weight", "must be a positive number");
+    }
+    declared.insert({kind, name});
+  }
+  StoreBatch batch;
+  json applied = json::array();
+  for (const json& d : docs) {
+    std::string kind = d["kind"], name = d["name"];
+    if (kind == "node") {
+      NodeRecord& node = nodes_[name];
+      for (const json& g : d.value("gpus", json::array())) {
+        DiscoveredGpu& gpu = node.gpus[g["index"].get<int>()];
+        gpu.mode = g["mode"];
+        gpu.dynamic_layout = gpu.mode == "partition" && gpu.mig_instances.empty();
+        mode_overrides_[name][gpu.index] = gpu.mode;
+      }
+      batch.puts.push_back({"node", name, node.ToJson().dump()});
+      batch.puts.push_back({"node-modes", name, json(mode_overrides_[name]).dump()});
+    } else {
+      objects_[{kind, name}] = d;
+      batch.puts.push_back({kind, name, d.dump()});
+    }
+    Event(batch, "user:" + who.name, kind + ".applied", kind + "/" + name, "applied", d);
+    applied.push_back(kind + "/" + name);
+  }
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return json{{"applied", applied}};
+}
+
+json ControlPlane::ListObjects(const std::string& kind) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  json out = json::array();
+  out.push_back({{"kind", kind}, {"name", "default"}});
+  for (const auto& [key, doc] : objects_) {
+    if (key.first == kind) out.push_back(doc);
+  }
+  return out;
+}
+
+}  // namespace carve
