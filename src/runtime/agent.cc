@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/api_client.h"
+#include "runtime/control_plane.h"
 #include "runtime/replica_monitor.h"
 
 namespace carve {
@@ -160,7 +161,9 @@ void Agent::Launch(const json& a) {
   spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints;
   spec.workdir = a.value("workdir", "");
   spec.log_path = r.log_path;
-  spec.group_name = absl::StrCat("job-", r.job, "-r", r.index);
+  // Unique on this machine: several agents (and several Carve installations) may share it.
+  spec.group_name = absl::StrCat(options_.node, "-", Sha256Hex(options_.data_dir).substr(0, 8),
+                                 "-job-", r.job, "-r", r.index);
   spec.limits = {a.value("cpu_milli", int64_t{0}), a.value("memory_mib", int64_t{0})};
   r.started_us = NowUs();
   int64_t max_runtime = a.value("max_runtime_us", int64_t{0});
