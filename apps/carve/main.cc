@@ -7,6 +7,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"Carve: GPU scheduling and sharing for clusters many teams share"};
   app.require_subcommand(1);
+  app.fallthrough();  // `carve show 1 -o json`: global flags after the subcommand too
   carve::app::AddSimCommands(app);
   carve::app::AddPlatformCommands(app);
   carve::app::AddClientCommands(app);
