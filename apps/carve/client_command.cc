@@ -288,6 +288,10 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
                                    absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
                                    absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),
                                    n.value("replicas", int64_t{0}));
+      for (const auto& [index, why] : n.value("quarantined", json::object()).items()) {
+        std::cout << "           quarantined gpu " << index << ": " << why.get<std::string>()
+                  << "\n";
+      }
     }
   });
   auto after = std::make_shared<int64_t>(0);

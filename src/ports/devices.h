@@ -20,15 +20,22 @@ struct DiscoveredMigInstance {
 // One GPU as the device backend reports it.
 struct DiscoveredGpu {
   int index = 0;
-  std::string uuid;       // "GPU-..." (simulated: "GPU-sim-<node>-<index>")
-  std::string model;      // catalog name or alias, e.g. "H200", "NVIDIA H100 80GB HBM3"
+  std::string uuid;   // "GPU-..." (simulated: "GPU-sim-<node>-<index>")
+  std::string model;  // catalog name or alias, e.g. "H200", "NVIDIA H100 80GB HBM3"
   int64_t memory_mib = 0;
-  std::string mode;       // "exclusive" | "shared" | "partition"
+  std::string mode;  // "exclusive" | "shared" | "partition"
   bool mig_enabled = false;
   bool dynamic_layout = false;  // partition: instances created on demand
   std::vector<DiscoveredMigInstance> mig_instances;
   std::string health = "healthy";  // "healthy" | "suspect" | "unhealthy"
   std::string health_reason;       // e.g. "XID 79"
+};
+
+// A compute process on a device, as the driver (or the simulation) sees it.
+struct DeviceProcess {
+  int64_t pid = 0;
+  int64_t memory_mib = 0;  // device memory it holds
+  std::string owner;       // simulated: "job-17-r0"; NVML: empty (match by pid)
 };
 
 // Where a node's GPUs come from: NVML on a real node, a YAML description on a simulated one.
@@ -37,7 +44,20 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
   virtual std::string name() const = 0;  // "nvml" | "simulated"
   virtual absl::StatusOr<std::vector<DiscoveredGpu>> Discover() = 0;
+  // The compute processes on GPU `index` and the device memory they hold, for reclaim checks.
+  virtual absl::StatusOr<std::vector<DeviceProcess>> Processes(int index) {
+    (void)index;
+    return absl::UnimplementedError(name() + " cannot list device processes");
+  }
+  // Where simulated devices keep their state (processes and memory jobs register); a no-op for
+  // real devices.
+  virtual void SetStateDir(const std::string& dir) { (void)dir; }
 };
+
+// Simulated device usage: a job on a simulated GPU "uses" device memory by writing a file
+// DIR/<gpu uuid>/<owner>.<pid> holding the MiB it uses ("<MiB>" or "<MiB> leak"). The process
+// counts while <pid> lives; a "leak" entry keeps its memory after the process is gone, modelling a
+// driver that did not free it. The agent puts DIR in CARVE_SIM_GPU_DIR.
 
 // NVML through dlopen("libnvidia-ml.so.1"); Unavailable (with why) when the library or a GPU is
 // missing. No NVML headers or library are needed to build.

@@ -23,11 +23,11 @@ struct ResourceLimits {
 
 // How a replica is started.
 struct LaunchSpec {
-  std::vector<std::string> argv;             // argv[0] is looked up in PATH
-  std::map<std::string, std::string> env;    // added to (and overriding) the agent's environment
-  std::string workdir;                       // empty: the agent's working directory
-  std::string log_path;                      // stdout and stderr, appended; created with 0640
-  std::string group_name;                    // cgroup name, unique per replica ("job-17-r0")
+  std::vector<std::string> argv;           // argv[0] is looked up in PATH
+  std::map<std::string, std::string> env;  // added to (and overriding) the agent's environment
+  std::string workdir;                     // empty: the agent's working directory
+  std::string log_path;                    // stdout and stderr, appended; created with 0640
+  std::string group_name;                  // cgroup name, unique per replica ("job-17-r0")
   ResourceLimits limits;
 };
 
@@ -39,7 +39,7 @@ struct Enforcement {
 };
 
 struct ProcessHandle {
-  pid_t pid = 0;   // leader of its own process group (pgid == pid) and session
+  pid_t pid = 0;           // leader of its own process group (pgid == pid) and session
   std::string group_path;  // cgroup directory, empty when none
   Enforcement enforcement;
 };

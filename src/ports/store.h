@@ -26,11 +26,11 @@ struct StoredRecord {
 // a stored event breaks the chain from there on.
 struct StoredEvent {
   int64_t seq = 0;
-  int64_t time_us = 0;    // microseconds since the Unix epoch
-  std::string actor;      // "user:alice", "scheduler", "agent:node-1"
-  std::string type;       // "job.submitted", "job.scheduled", "node.registered", ...
-  std::string subject;    // "job/17", "node/gpu-a"
-  std::string reason;     // human-readable why
+  int64_t time_us = 0;  // microseconds since the Unix epoch
+  std::string actor;    // "user:alice", "scheduler", "agent:node-1"
+  std::string type;     // "job.submitted", "job.scheduled", "node.registered", ...
+  std::string subject;  // "job/17", "node/gpu-a"
+  std::string reason;   // human-readable why
   std::string details_json = "{}";
   std::string prev_hash;
   std::string hash;

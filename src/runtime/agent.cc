@@ -39,6 +39,7 @@ absl::Status Agent::Start(int64_t deadline_ms) {
   std::error_code ec;
   std::filesystem::create_directories(options_.data_dir + "/logs", ec);
   std::filesystem::create_directories(options_.data_dir + "/status", ec);
+  devices_->SetStateDir(options_.data_dir + "/simgpu");
   if (ec) return absl::InternalError(absl::StrCat(options_.data_dir, ": ", ec.message()));
   auto gpus = devices_->Discover();
   if (!gpus.ok()) return gpus.status();
@@ -159,6 +160,17 @@ void Agent::Launch(const json& a) {
   spec.env["CARVE_REPLICA"] = std::to_string(r.index);
   spec.env["CARVE_NODE"] = options_.node;
   spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints;
+  if (devices_->name() == "simulated") {
+    spec.env["CARVE_SIM_GPU_DIR"] = options_.data_dir + "/simgpu";
+    for (const json& g : a.value("grants", json::array())) {
+      for (const DiscoveredGpu& d : gpus_) {
+        if (d.index == g.value("device", -1)) {
+          std::filesystem::create_directories(options_.data_dir + "/simgpu/" + d.uuid, ec);
+        }
+      }
+    }
+  }
+  r.grants = a.value("grants", json::array());
   spec.workdir = a.value("workdir", "");
   spec.log_path = r.log_path;
   // Unique on this machine: several agents (and several Carve installations) may share it.
@@ -177,6 +189,7 @@ void Agent::Launch(const json& a) {
     std::ofstream(r.log_path, std::ios::app) << "carve: " << handle.status().message() << "\n";
     r.exit = ExitStatus{true, 127, 0};
     r.ended_us = r.started_us;
+    r.reclaim = Reclaim(r);
   }
   replicas_[{r.job, r.index}] = std::move(r);
 }
@@ -194,7 +207,7 @@ void Agent::PollAndEnforce() {
       // The group leader's record is the command's own end, also for a re-adopted replica.
       r.exit = ReadReplicaStatus(r.status_path).value_or(**status);
       r.ended_us = NowUs();
-      (void)launcher_->Cleanup(r.handle);
+      r.reclaim = Reclaim(r);
     }
   }
 }
@@ -216,6 +229,70 @@ void Agent::ShipLogs() {
   }
 }
 
+json Agent::Reclaim(Replica& r) {
+  json checks = json::array();
+  bool verified = true;
+  json quarantine = json::array();
+  auto check = [&](const std::string& name, bool ok, const std::string& observed, int device = -1) {
+    checks.push_back({{"name", name}, {"ok", ok}, {"observed", observed}, {"time_us", NowUs()}});
+    if (device >= 0) checks.back()["device"] = device;
+    verified &= ok;
+    if (!ok && device >= 0) quarantine.push_back(device);
+  };
+  if (r.launched) {
+    bool stragglers = launcher_->Alive(r.handle);
+    if (stragglers) (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
+    bool left = launcher_->Alive(r.handle);
+    check("processes-gone", !left,
+          left         ? "processes of the group survived SIGKILL"
+          : stragglers ? "stragglers stopped (SIGTERM, then SIGKILL after the grace period)"
+                       : "process group and cgroup empty");
+    (void)launcher_->Cleanup(r.handle);
+  }
+  std::string owner = absl::StrCat("job-", r.job, "-r", r.index);
+  for (const json& g : r.grants) {
+    int device = g.value("device", -1);
+    if (g.contains("profile")) {
+      // A dynamic instance is destroyed with the replica (simulated: it exists only in its grant).
+      if (g.value("created", false)) {
+        check("partition-destroyed", true,
+              absl::StrCat(g.value("profile", ""), " at slice ", g.value("start", 0), " destroyed"),
+              device);
+      }
+      continue;
+    }
+    auto processes = devices_->Processes(device);
+    if (!processes.ok()) {
+      checks.push_back({{"name", "device-processes"},
+                        {"ok", true},
+                        {"skipped", true},
+                        {"device", device},
+                        {"observed", std::string(processes.status().message())},
+                        {"time_us", NowUs()}});
+      continue;
+    }
+    std::vector<std::string> live;
+    int64_t held = 0;
+    for (const DeviceProcess& p : *processes) {
+      if (p.owner != owner) continue;
+      held += p.memory_mib;
+      if (p.pid > 0) live.push_back(std::to_string(p.pid));
+    }
+    check("device-processes", live.empty(),
+          live.empty() ? "no process of the job on the device"
+                       : "still on the device: pid " + absl::StrJoin(live, ", "),
+          device);
+    check("device-memory", held <= options_.memory_tolerance_mib,
+          absl::StrCat(held, " MiB still held by the job (tolerance ",
+                       options_.memory_tolerance_mib, " MiB)"),
+          device);
+  }
+  return {{"status", verified ? "verified" : "failed"},
+          {"checks", checks},
+          {"quarantine", quarantine},
+          {"time_us", NowUs()}};
+}
+
 json Agent::Report() const {
   json reps = json::array();
   for (const auto& [key, r] : replicas_) {
@@ -227,6 +304,7 @@ json Agent::Report() const {
               {"enforcement", r.handle.enforcement.detail.empty() ? r.handle.enforcement.mechanism
                                                                   : r.handle.enforcement.detail}};
     if (r.exit) {
+      j["reclaim"] = r.reclaim;
       j["ended_us"] = r.ended_us;
       j["timed_out"] = r.timed_out;
       j["exit_code"] = r.exit->exited ? json(r.exit->code) : json(nullptr);
@@ -274,6 +352,7 @@ void Agent::SaveState() const {
                     {"detail", r.handle.enforcement.detail},
                     {"log_path", r.log_path},
                     {"status_path", r.status_path},
+                    {"grants", r.grants},
                     {"shipped", r.shipped},
                     {"started_us", r.started_us},
                     {"deadline_us", r.deadline_us}});
@@ -301,6 +380,7 @@ void Agent::LoadState() {
     r.handle.enforcement = {j.value("mechanism", ""), j.value("detail", "")};
     r.log_path = j.value("log_path", "");
     r.status_path = j.value("status_path", "");
+    r.grants = j.value("grants", json::array());
     r.shipped = j.value("shipped", int64_t{0});
     r.started_us = j.value("started_us", int64_t{0});
     r.deadline_us = j.value("deadline_us", int64_t{0});

@@ -35,6 +35,7 @@ class Agent {
     std::map<std::string, std::string> labels;
     int64_t heartbeat_ms = 500;
     int64_t stop_grace_ms = 3000;
+    int64_t memory_tolerance_mib = 64;  // device memory a reclaimed replica may leave behind
     // The carve binary, which leads each replica's group as `carve internal-run` (see
     // replica_monitor.h). Empty: this process's own executable.
     std::string self_exe;
@@ -63,12 +64,17 @@ class Agent {
     bool launched = false;
     std::optional<ExitStatus> exit;
     int64_t ended_us = 0;
+    nlohmann::json grants = nlohmann::json::array();
+    nlohmann::json reclaim;  // the reclaim record, once the command has ended
   };
 
   void Loop();
   absl::Status Tick();
   void Launch(const nlohmann::json& assignment);
   void PollAndEnforce();
+  // Verifies that `r` left nothing behind: its process group is empty (stragglers are stopped),
+  // no process of it is left on its devices, their memory is back, created partitions are gone.
+  nlohmann::json Reclaim(Replica& r);
   void ShipLogs();
   nlohmann::json Report() const;
   void SaveState() const;

@@ -236,6 +236,7 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
     Event(batch, "user:" + who.name, "job.cancelled", absl::StrCat("job/", id), job.reason);
   } else {
     job.cancel_requested = true;
+    job.cancelled_by = who.name;
     job.reason = "cancel requested by " + who.name + "; stopping its processes";
     Event(batch, "user:" + who.name, "job.cancel-requested", absl::StrCat("job/", id), job.reason);
   }

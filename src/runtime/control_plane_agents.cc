@@ -35,7 +35,10 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  // Modes set with `carve apply` outlive what the agent discovers.
+  // Quarantines and modes set with `carve apply` outlive what the agent discovers.
+  if (auto old = nodes_.find(node->name); old != nodes_.end()) {
+    node->quarantined = old->second.quarantined;
+  }
   for (const auto& [index, mode] : mode_overrides_[node->name]) {
     if (index < static_cast<int>(node->gpus.size())) node->gpus[index].mode = mode;
   }
@@ -80,6 +83,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
       rep.signal = report["signal"].get<int>();
     }
     rep.timed_out = report.value("timed_out", false);
+    if (report.contains("reclaim")) rep.reclaim = report["reclaim"];
     Event(batch, "agent:" + node, "job.replica-exited", subject,
           rep.exit_code
               ? absl::StrCat("replica ", r, " exited with code ", *rep.exit_code)
@@ -91,32 +95,66 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
 }
 
 void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
-  std::vector<std::string> failures;
-  bool timed_out = false;
-  for (size_t r = 0; r < job.replicas.size(); ++r) {
-    const ReplicaRecord& rep = job.replicas[r];
+  for (const ReplicaRecord& rep : job.replicas) {
     if (rep.state != "exited") return;
-    timed_out |= rep.timed_out;
-    if (rep.exit_code && *rep.exit_code == 0) continue;
-    failures.push_back(rep.exit_code
-                           ? absl::StrCat("replica ", r, " exit code ", *rep.exit_code)
-                           : absl::StrCat("replica ", r, " signal ", rep.signal.value_or(0)));
   }
-  job.ended_us = now_();
-  if (timed_out) {
-    job.state = "timed-out";
-    job.reason = "ran past max_runtime " + job.spec.max_runtime;
-  } else if (job.cancel_requested) {
-    job.state = "cancelled";
-    job.reason = "cancelled; every process of the job was stopped";
-  } else if (!failures.empty()) {
-    job.state = "failed";
-    job.reason = absl::StrJoin(failures, ", ");
-  } else {
-    job.state = "succeeded";
-    job.reason = "every replica exited with code 0";
+  std::string subject = absl::StrCat("job/", job.id);
+  if (job.outcome.empty()) {
+    std::vector<std::string> failures;
+    bool timed_out = false;
+    for (size_t r = 0; r < job.replicas.size(); ++r) {
+      const ReplicaRecord& rep = job.replicas[r];
+      timed_out |= rep.timed_out;
+      if (rep.exit_code && *rep.exit_code == 0) continue;
+      failures.push_back(rep.exit_code ? absl::StrCat("replica ", r, " exit code ", *rep.exit_code)
+                                       : absl::StrCat("replica ", r, " killed by signal ",
+                                                      rep.signal.value_or(0)));
+    }
+    job.ended_us = now_();
+    if (timed_out) {
+      job.outcome = "timed-out";
+      job.reason = "ran past max_runtime " + job.spec.max_runtime;
+    } else if (job.cancel_requested) {
+      job.outcome = "cancelled";
+      job.reason = "cancelled by " + job.cancelled_by + "; every process of the job was stopped";
+    } else if (!failures.empty()) {
+      job.outcome = "failed";
+      job.reason = absl::StrJoin(failures, ", ");
+    } else {
+      job.outcome = "succeeded";
+      job.reason = "every replica exited with code 0";
+    }
+    job.state = "reclaiming";
+    Event(batch, "scheduler", "job.reclaiming", subject,
+          absl::StrCat(job.outcome, " (", job.reason, "); verifying its resources came back"));
   }
-  Event(batch, "scheduler", "job." + job.state, absl::StrCat("job/", job.id), job.reason);
+  json statuses = json::array();
+  for (const ReplicaRecord& rep : job.replicas) {
+    if (rep.reclaim.is_null()) return;  // evidence still to come
+    statuses.push_back(rep.reclaim.value("status", ""));
+  }
+  // Evidence is in: devices whose checks failed leave the pool until an admin clears them.
+  bool verified = true;
+  for (const ReplicaRecord& rep : job.replicas) {
+    if (rep.reclaim.value("status", "") == "verified") continue;
+    verified = false;
+    for (const json& c : rep.reclaim.value("checks", json::array())) {
+      if (c.value("ok", true) || !c.contains("device")) continue;
+      int device = c["device"];
+      std::string why =
+          absl::StrCat("job ", job.id, ": ", c.value("name", ""), ": ", c.value("observed", ""));
+      auto node = nodes_.find(rep.node);
+      if (node == nodes_.end()) continue;
+      node->second.quarantined[device] = why;
+      batch.puts.push_back({"node", rep.node, node->second.ToJson().dump()});
+      Event(batch, "agent:" + rep.node, "device.quarantined",
+            absl::StrCat("node/", rep.node, "/gpu/", device), why, c);
+    }
+  }
+  job.state = job.outcome;
+  if (!verified) job.reason += "; reclaim failed, devices quarantined";
+  Event(batch, "scheduler", "job." + job.state, subject, job.reason,
+        {{"reclaim", statuses}, {"verified", verified}});
 }
 
 json ControlPlane::Assignment(const JobRecord& job, int r) const {

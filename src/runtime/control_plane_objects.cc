@@ -67,10 +67,14 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
       if (node == nodes_.end()) return Invalid(i, "name", "no registered node \"" + name + "\"");
       for (const json& g : d.value("gpus", json::array())) {
         int index = g.value("index", -1);
-        std::string mode = g.value("mode", "");
         if (index < 0 || index >= static_cast<int>(node->second.gpus.size())) {
           return Invalid(i, "gpus.index", absl::StrCat(index, " is not a GPU of ", name));
         }
+        if (g.contains("state") && g["state"] != "available") {
+          return Invalid(i, "gpus.state", "only \"available\" (clears a quarantine) can be set");
+        }
+        if (!g.contains("mode")) continue;
+        std::string mode = g.value("mode", "");
         auto m = ParseDeliveryMode(mode);
         if (!m.ok()) return Invalid(i, "gpus.mode", m.status().message());
         const DiscoveredGpu& gpu = node->second.gpus[index];
@@ -126,6 +130,11 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
       NodeRecord& node = nodes_[name];
       for (const json& g : d.value("gpus", json::array())) {
         DiscoveredGpu& gpu = node.gpus[g["index"].get<int>()];
+        if (g.contains("state") && node.quarantined.erase(gpu.index) > 0) {
+          Event(batch, "user:" + who.name, "device.cleared",
+                absl::StrCat("node/", name, "/gpu/", gpu.index), "quarantine cleared by an admin");
+        }
+        if (!g.contains("mode")) continue;
         gpu.mode = g["mode"];
         gpu.dynamic_layout = gpu.mode == "partition" && gpu.mig_instances.empty();
         mode_overrides_[name][gpu.index] = gpu.mode;

@@ -48,7 +48,8 @@ json JobRecord::ToJson() const {
                {"started_us", r.started_us},
                {"ended_us", r.ended_us},
                {"enforcement", r.enforcement},
-               {"timed_out", r.timed_out}};
+               {"timed_out", r.timed_out},
+               {"reclaim", r.reclaim}};
     rj["exit_code"] = r.exit_code ? json(*r.exit_code) : json(nullptr);
     rj["signal"] = r.signal ? json(*r.signal) : json(nullptr);
     reps.push_back(rj);
@@ -64,6 +65,8 @@ json JobRecord::ToJson() const {
             {"started_us", started_us},
             {"ended_us", ended_us},
             {"cancel_requested", cancel_requested},
+            {"cancelled_by", cancelled_by},
+            {"outcome", outcome},
             {"replicas", reps},
             {"explanation", explanation},
             {"explanation_reasons", explanation_reasons}};
@@ -87,6 +90,8 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.started_us = j.value("started_us", int64_t{0});
     r.ended_us = j.value("ended_us", int64_t{0});
     r.cancel_requested = j.value("cancel_requested", false);
+    r.cancelled_by = j.value("cancelled_by", "");
+    r.outcome = j.value("outcome", "");
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
     for (const json& rj : j.value("replicas", json::array())) {
@@ -102,6 +107,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.ended_us = rj.value("ended_us", int64_t{0});
       rep.enforcement = rj.value("enforcement", "");
       rep.timed_out = rj.value("timed_out", false);
+      if (rj.contains("reclaim")) rep.reclaim = rj["reclaim"];
       r.replicas.push_back(rep);
     }
     return r;
@@ -150,6 +156,8 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
 }
 
 json NodeRecord::ToJson() const {
+  json quarantine = json::object();
+  for (const auto& [index, why] : quarantined) quarantine[std::to_string(index)] = why;
   json gpu_list = json::array();
   for (const DiscoveredGpu& g : gpus) gpu_list.push_back(GpuToJson(g));
   return {{"name", name},
@@ -160,7 +168,8 @@ json NodeRecord::ToJson() const {
           {"gpus", gpu_list},
           {"state", state},
           {"registered_us", registered_us},
-          {"last_heartbeat_us", last_heartbeat_us}};
+          {"last_heartbeat_us", last_heartbeat_us},
+          {"quarantined", quarantine}};
 }
 
 absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
@@ -179,6 +188,9 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     n.state = j.value("state", "ready");
     n.registered_us = j.value("registered_us", int64_t{0});
     n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});
+    for (const auto& [index, why] : j.value("quarantined", json::object()).items()) {
+      n.quarantined[std::stoi(index)] = why.get<std::string>();
+    }
     return n;
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("node: ", e.what()));

@@ -14,7 +14,9 @@
 
 namespace carve {
 
-// Job states: queued -> scheduled -> running -> succeeded | failed | cancelled | timed-out | lost.
+// Job states: queued -> scheduled -> running -> reclaiming -> succeeded | failed | cancelled |
+// timed-out | lost. `reclaiming` holds the job's devices until every replica's reclaim record is
+// in.
 bool IsFinal(const std::string& state);
 
 // A device grant as stored and sent to agents (the core's DeviceGrant, with the profile by name).
@@ -38,6 +40,7 @@ struct ReplicaRecord {
   int64_t ended_us = 0;
   std::string enforcement;  // what isolation the agent applied
   bool timed_out = false;
+  nlohmann::json reclaim;  // the agent's reclaim record: status, checks with observed values
 };
 
 struct JobRecord {
@@ -52,6 +55,8 @@ struct JobRecord {
   int64_t started_us = 0;
   int64_t ended_us = 0;
   bool cancel_requested = false;
+  std::string cancelled_by;
+  std::string outcome;                  // while reclaiming: the state the job ends in
   std::vector<ReplicaRecord> replicas;  // empty until scheduled
   std::string explanation;              // last scheduling cycle's reason for waiting
   std::map<std::string, int> explanation_reasons;
@@ -70,6 +75,7 @@ struct NodeRecord {
   std::string state = "ready";  // ready | not-ready | cordoned
   int64_t registered_us = 0;
   int64_t last_heartbeat_us = 0;
+  std::map<int, std::string> quarantined;  // GPU index -> why (a failed reclaim check)
 
   nlohmann::json ToJson() const;
   static absl::StatusOr<NodeRecord> FromJson(const nlohmann::json& j);

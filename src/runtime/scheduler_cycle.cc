@@ -32,6 +32,7 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
                  : g.health == "suspect" ? DeviceHealth::kSuspect
                                          : DeviceHealth::kUnhealthy;
       d.dynamic_layout = g.dynamic_layout;
+      if (rec.quarantined.count(g.index)) d.state = DeviceState::kQuarantined;
       for (const DiscoveredMigInstance& m : g.mig_instances) {
         auto profile = catalog->FindProfile(d.model, m.profile);
         if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});

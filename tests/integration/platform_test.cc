@@ -247,6 +247,88 @@ TEST_F(PlatformTest, ApplyConfiguresTenantsQueuesAndGpuModesAllOrNothing) {
   EXPECT_THAT(unknown.status().message(), HasSubstr("no queue \"nope\""));
 }
 
+json Check(const json& job, const std::string& name) {
+  for (const json& c : job["replicas"][0]["reclaim"]["checks"]) {
+    if (c["name"] == name) return c;
+  }
+  return json();
+}
+
+// Every end goes through reclaiming; the record shows each check with what was observed.
+TEST_F(PlatformTest, ReclaimIsVerifiedWithEvidence) {
+  // Uses 1 GiB of the shared GPU while it runs; the driver frees it when the process ends.
+  json job = Submit({{"command",
+                      {"sh", "-c",
+                       "echo 1024 > $CARVE_SIM_GPU_DIR/$CUDA_VISIBLE_DEVICES/"
+                       "job-$CARVE_JOB_ID-r$CARVE_REPLICA.$$; sleep 0.3"}},
+                     {"resources", {{"mode", "shared"}, {"gpu_compute", "50%"}}}});
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["state"], "succeeded");
+  EXPECT_EQ(done["replicas"][0]["reclaim"]["status"], "verified") << done.dump(2);
+  EXPECT_TRUE(Check(done, "processes-gone")["ok"]);
+  EXPECT_TRUE(Check(done, "device-processes")["ok"]);
+  EXPECT_THAT(Check(done, "device-memory")["observed"].get<std::string>(), HasSubstr("0 MiB"));
+  std::vector<std::string> types;
+  json events = Api().Get("/api/v1/events?after=0").value_or(json::array());
+  for (const json& e : events) {
+    if (e["subject"] == absl::StrCat("job/", done["id"].get<int64_t>())) types.push_back(e["type"]);
+  }
+  EXPECT_THAT(types,
+              ::testing::ElementsAre("job.submitted", "job.scheduled", "job.started",
+                                     "job.replica-exited", "job.reclaiming", "job.succeeded"));
+}
+
+// A child that ignores SIGTERM and outlives the command is stopped by the reclaim.
+TEST_F(PlatformTest, ReclaimStopsStragglers) {
+  std::string pidfile = (dir_ / "straggler.pid").string();
+  json job = Submit(
+      {{"command",
+        {"sh", "-c",
+         absl::StrCat("(trap '' TERM; exec sleep 300) & echo $! > ", pidfile, "; exit 0")}}});
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["state"], "succeeded");
+  EXPECT_EQ(done["replicas"][0]["reclaim"]["status"], "verified");
+  EXPECT_THAT(Check(done, "processes-gone")["observed"].get<std::string>(),
+              HasSubstr("stragglers stopped"));
+  EXPECT_TRUE(Dead(std::stoi(Slurp(pidfile))));
+}
+
+// Device memory that does not come back fails the check and quarantines the device until an
+// admin clears it.
+TEST_F(PlatformTest, FailedReclaimQuarantinesTheDevice) {
+  json job = Submit({{"command",
+                      {"sh", "-c",
+                       "echo '2048 leak' > $CARVE_SIM_GPU_DIR/$CUDA_VISIBLE_DEVICES/"
+                       "job-$CARVE_JOB_ID-r$CARVE_REPLICA.$$"}},
+                     {"resources", {{"gpus", 1}, {"gpu_model", {"L40S"}}}}});
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["state"], "succeeded");  // the job's own end; the platform's failure is separate
+  EXPECT_EQ(done["replicas"][0]["reclaim"]["status"], "failed");
+  json mem = Check(done, "device-memory");
+  EXPECT_FALSE(mem["ok"]);
+  EXPECT_THAT(mem["observed"].get<std::string>(), HasSubstr("2048 MiB"));
+  int device = done["replicas"][0]["grants"][0]["device"];
+  json node;
+  json nodes = Api().Get("/api/v1/nodes").value_or(json::array());
+  for (const json& n : nodes) {
+    if (n["name"] == "gpu-a") node = n;
+  }
+  ASSERT_TRUE(node["quarantined"].contains(std::to_string(device))) << node.dump(2);
+  // Nothing new lands on the quarantined device.
+  json other =
+      Submit({{"command", {"true"}}, {"resources", {{"gpus", 2}, {"gpu_model", {"L40S"}}}}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto explain = Api().Get(absl::StrCat("/api/v1/jobs/", other["id"].get<int64_t>(), "/explain"));
+  EXPECT_EQ((*explain)["state"], "queued");
+  // An admin clears it; the waiting job runs.
+  auto cleared = Api().Post(
+      "/api/v1/apply", json::array({{{"kind", "node"},
+                                     {"name", "gpu-a"},
+                                     {"gpus", {{{"index", device}, {"state", "available"}}}}}}));
+  ASSERT_TRUE(cleared.ok()) << cleared.status();
+  EXPECT_EQ(WaitFinal(other["id"])["state"], "succeeded");
+}
+
 TEST_F(PlatformTest, MaxRuntimeEndsTimedOut) {
   json job = Submit({{"command", {"sh", "-c", "echo started; sleep 60"}}, {"max_runtime", "1s"}});
   json done = WaitFinal(job["id"]);

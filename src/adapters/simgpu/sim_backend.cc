@@ -3,9 +3,12 @@
 // with the file, the entry and the field named; Discover() then always returns the same GPUs.
 #include <yaml-cpp/yaml.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -31,9 +34,48 @@ class SimulatedBackend : public DeviceBackend {
   explicit SimulatedBackend(std::vector<DiscoveredGpu> gpus) : gpus_(std::move(gpus)) {}
   std::string name() const override { return "simulated"; }
   absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override { return gpus_; }
+  void SetStateDir(const std::string& dir) override { state_dir_ = dir; }
+
+  absl::StatusOr<std::vector<DeviceProcess>> Processes(int index) override {
+    std::vector<DeviceProcess> out;
+    if (state_dir_.empty()) return out;
+    const DiscoveredGpu* gpu = nullptr;
+    for (const DiscoveredGpu& g : gpus_) {
+      if (g.index == index) gpu = &g;
+    }
+    if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
+    std::error_code ec;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(state_dir_ + "/" + gpu->uuid, ec)) {
+      std::string file = entry.path().filename().string();
+      size_t dot = file.rfind('.');
+      int64_t pid = 0;
+      if (dot == std::string::npos || !absl::SimpleAtoi(file.substr(dot + 1), &pid)) continue;
+      std::ifstream in(entry.path());
+      int64_t mib = 0;
+      std::string leak;
+      in >> mib >> leak;
+      bool alive = pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0 && !Zombie(pid);
+      if (!alive && leak != "leak") {
+        std::filesystem::remove(entry.path(), ec);  // the driver freed a dead process's memory
+        continue;
+      }
+      out.push_back({alive ? pid : 0, mib, file.substr(0, dot)});
+    }
+    return out;
+  }
 
  private:
+  static bool Zombie(int64_t pid) {
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string line;
+    std::getline(stat, line);
+    size_t paren = line.rfind(')');
+    return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+  }
+
   std::vector<DiscoveredGpu> gpus_;
+  std::string state_dir_;
 };
 
 // Reads one description; every error names the source, the entry and the field.
