@@ -69,6 +69,12 @@ class ProcessLauncher {
   // True when the handle's process (group) is still alive: for re-adopting replicas after an
   // agent restart.
   virtual bool Alive(const ProcessHandle& handle) = 0;
+  // How many times the kernel's OOM killer acted inside the replica's memory cgroup (cgroup v2
+  // memory.events, v1 memory.oom_control "oom_kill"); 0 when unknown. Call before Cleanup.
+  virtual int64_t OomKills(const ProcessHandle& handle) {
+    (void)handle;
+    return 0;
+  }
 };
 
 // Detects the cgroup hierarchy at start (pure v2 at /sys/fs/cgroup, or a v2 mount with the

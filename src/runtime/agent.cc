@@ -240,6 +240,7 @@ json Agent::Reclaim(Replica& r) {
     if (!ok && device >= 0) quarantine.push_back(device);
   };
   if (r.launched) {
+    r.oom_killed = launcher_->OomKills(r.handle) > 0;
     bool stragglers = launcher_->Alive(r.handle);
     if (stragglers) (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
     bool left = launcher_->Alive(r.handle);
@@ -305,6 +306,7 @@ json Agent::Report() const {
                                                                   : r.handle.enforcement.detail}};
     if (r.exit) {
       j["reclaim"] = r.reclaim;
+      j["oom_killed"] = r.oom_killed;
       j["ended_us"] = r.ended_us;
       j["timed_out"] = r.timed_out;
       j["exit_code"] = r.exit->exited ? json(r.exit->code) : json(nullptr);

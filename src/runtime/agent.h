@@ -66,6 +66,7 @@ class Agent {
     int64_t ended_us = 0;
     nlohmann::json grants = nlohmann::json::array();
     nlohmann::json reclaim;  // the reclaim record, once the command has ended
+    bool oom_killed = false;
   };
 
   void Loop();

@@ -87,6 +87,7 @@ class ControlPlane {
   void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
                    const std::string& node, StoreBatch& batch);
   void FinishIfDone(JobRecord& job, StoreBatch& batch);
+  static std::string EndCause(const ReplicaRecord& rep, const std::string& memory);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;
   bool ObjectExists(const std::string& kind, const std::string& name) const;

@@ -83,6 +83,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
       rep.signal = report["signal"].get<int>();
     }
     rep.timed_out = report.value("timed_out", false);
+    rep.oom_killed = report.value("oom_killed", false);
     if (report.contains("reclaim")) rep.reclaim = report["reclaim"];
     Event(batch, "agent:" + node, "job.replica-exited", subject,
           rep.exit_code
@@ -92,6 +93,27 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     FinishIfDone(job, batch);
     Touch(job, batch);
   }
+}
+
+namespace {
+
+std::string SignalName(int sig) {
+  static const std::map<int, const char*> kNames = {
+      {1, "SIGHUP"},   {2, "SIGINT"},   {3, "SIGQUIT"},  {4, "SIGILL"},
+      {6, "SIGABRT"},  {7, "SIGBUS"},   {8, "SIGFPE"},   {9, "SIGKILL"},
+      {11, "SIGSEGV"}, {13, "SIGPIPE"}, {14, "SIGALRM"}, {15, "SIGTERM"}};
+  auto it = kNames.find(sig);
+  return it == kNames.end() ? absl::StrCat("signal ", sig) : absl::StrCat(it->second);
+}
+
+}  // namespace
+
+// Why a replica ended, in words that tell the user's code from the platform.
+std::string ControlPlane::EndCause(const ReplicaRecord& rep, const std::string& memory) {
+  if (rep.oom_killed) return "was killed by the kernel: out of memory (limit " + memory + ")";
+  if (rep.exit_code) return absl::StrCat("exit code ", *rep.exit_code);
+  return absl::StrCat("killed by signal ", rep.signal.value_or(0), " (",
+                      SignalName(rep.signal.value_or(0)), ")");
 }
 
 void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
@@ -106,9 +128,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
       const ReplicaRecord& rep = job.replicas[r];
       timed_out |= rep.timed_out;
       if (rep.exit_code && *rep.exit_code == 0) continue;
-      failures.push_back(rep.exit_code ? absl::StrCat("replica ", r, " exit code ", *rep.exit_code)
-                                       : absl::StrCat("replica ", r, " killed by signal ",
-                                                      rep.signal.value_or(0)));
+      failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.memory)));
     }
     job.ended_us = now_();
     if (timed_out) {

@@ -107,6 +107,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.ended_us = rj.value("ended_us", int64_t{0});
       rep.enforcement = rj.value("enforcement", "");
       rep.timed_out = rj.value("timed_out", false);
+      rep.oom_killed = rj.value("oom_killed", false);
       if (rj.contains("reclaim")) rep.reclaim = rj["reclaim"];
       r.replicas.push_back(rep);
     }

@@ -40,6 +40,7 @@ struct ReplicaRecord {
   int64_t ended_us = 0;
   std::string enforcement;  // what isolation the agent applied
   bool timed_out = false;
+  bool oom_killed = false;
   nlohmann::json reclaim;  // the agent's reclaim record: status, checks with observed values
 };
 

@@ -329,6 +329,21 @@ TEST_F(PlatformTest, FailedReclaimQuarantinesTheDevice) {
   EXPECT_EQ(WaitFinal(other["id"])["state"], "succeeded");
 }
 
+// Ends are classified so users can tell their code from the platform.
+TEST_F(PlatformTest, EndReasonsNameSignalsAndOutOfMemory) {
+  json segv = Submit({{"command", {"sh", "-c", "kill -SEGV $$"}}});
+  json done = WaitFinal(segv["id"]);
+  EXPECT_EQ(done["state"], "failed");
+  EXPECT_THAT(done["reason"].get<std::string>(), HasSubstr("killed by signal 11 (SIGSEGV)"));
+  json oom = Submit({{"command", {"sh", "-c", "head -c 400000000 /dev/zero | tail"}},
+                     {"resources", {{"memory", "64Mi"}}}});
+  json ended = WaitFinal(oom["id"]);
+  EXPECT_EQ(ended["state"], "failed");
+  if (ended["replicas"][0]["enforcement"].get<std::string>().rfind("none", 0) != 0) {
+    EXPECT_THAT(ended["reason"].get<std::string>(), HasSubstr("out of memory (limit 64Mi)"));
+  }
+}
+
 TEST_F(PlatformTest, MaxRuntimeEndsTimedOut) {
   json job = Submit({{"command", {"sh", "-c", "echo started; sleep 60"}}, {"max_runtime", "1s"}});
   json done = WaitFinal(job["id"]);

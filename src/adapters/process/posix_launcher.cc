@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -378,6 +379,21 @@ class PosixLauncher final : public ProcessLauncher {
       ended_.erase(handle.pid);
     }
     return status;
+  }
+
+  int64_t OomKills(const ProcessHandle& handle) override {
+    int64_t kills = 0;
+    for (const std::string& dir : cgroups_->DirsOf(handle.group_path)) {
+      for (const char* file : {"/memory.events", "/memory.oom_control"}) {
+        std::ifstream in(dir + file);
+        std::string key;
+        int64_t value = 0;
+        while (in >> key >> value) {
+          if (key == "oom_kill") kills = std::max(kills, value);
+        }
+      }
+    }
+    return kills;
   }
 
   bool Alive(const ProcessHandle& handle) override {
