@@ -171,6 +171,7 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   ControlPlane::Options options;
   options.policy = s.policy;
   options.log_dir = s.data + "/logs";
+  options.checkpoint_root = std::filesystem::absolute(s.data + "/checkpoints").string();
   options.node_timeout_us = s.node_timeout_ms * 1000;
   auto control = ControlPlane::Open(c->store.get(), &c->catalog, options, NowUs);
   if (!control.ok()) Die(control.status());

@@ -144,7 +144,11 @@ void Agent::Launch(const json& a) {
   r.index = a.value("replica", 0);
   if (replicas_.count({r.job, r.index})) return;
   r.log_path = absl::StrCat(options_.data_dir, "/logs/job-", r.job, "-", r.index, ".log");
-  std::string checkpoints = absl::StrCat(options_.data_dir, "/checkpoints/job-", r.job);
+  // The server names a checkpoint directory every node can reach; else keep it local.
+  std::string checkpoints = a.value("checkpoint_dir", "");
+  if (checkpoints.empty()) {
+    checkpoints = absl::StrCat(options_.data_dir, "/checkpoints/job-", r.job);
+  }
   std::error_code ec;
   std::filesystem::create_directories(checkpoints, ec);
   r.status_path = absl::StrCat(options_.data_dir, "/status/job-", r.job, "-", r.index);
@@ -159,6 +163,7 @@ void Agent::Launch(const json& a) {
   spec.env["CARVE_JOB_ID"] = std::to_string(r.job);
   spec.env["CARVE_REPLICA"] = std::to_string(r.index);
   spec.env["CARVE_NODE"] = options_.node;
+  spec.env["CARVE_ATTEMPT"] = std::to_string(a.value("attempt", 0));
   spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints;
   if (devices_->name() == "simulated") {
     spec.env["CARVE_SIM_GPU_DIR"] = options_.data_dir + "/simgpu";

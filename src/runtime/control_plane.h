@@ -30,6 +30,7 @@ class ControlPlane {
   struct Options {
     std::string policy = "carve";
     std::string log_dir;                   // where replica logs are kept
+    std::string checkpoint_root;           // CARVE_CHECKPOINT_DIR parent, shared by every node
     int64_t node_timeout_us = 10'000'000;  // a node silent this long is not-ready
   };
   using Clock = std::function<int64_t()>;  // microseconds since the epoch
@@ -87,6 +88,8 @@ class ControlPlane {
   void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
                    const std::string& node, StoreBatch& batch);
   void FinishIfDone(JobRecord& job, StoreBatch& batch);
+  // The node stopped heartbeating: its jobs are lost, and recovered by their policy.
+  void NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch);
   static std::string EndCause(const ReplicaRecord& rep, const std::string& memory);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;

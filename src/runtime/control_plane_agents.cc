@@ -205,6 +205,10 @@ json ControlPlane::Assignment(const JobRecord& job, int r) const {
           {"cpu_milli", cpu.ok() ? cpu->units() : 0},
           {"memory_mib", mem.ok() ? mem->units() : 0},
           {"max_runtime_us", max_runtime_us},
+          {"checkpoint_dir", options_.checkpoint_root.empty()
+                                 ? ""
+                                 : absl::StrCat(options_.checkpoint_root, "/job-", job.id)},
+          {"attempt", job.attempt},
           {"grants", grants}};
 }
 
@@ -226,6 +230,23 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
   }
   std::set<std::pair<int64_t, int>> reported;
+  std::set<int64_t> running_jobs;
+  for (const json& report : body.value("replicas", json::array())) {
+    if (report.value("state", "") == "running")
+      running_jobs.insert(report.value("job", int64_t{-1}));
+  }
+  // Fenced devices come back once the node no longer runs the lost job's processes.
+  for (auto it = node->second.fenced.begin(); it != node->second.fenced.end();) {
+    if (running_jobs.count(it->second)) {
+      ++it;
+      continue;
+    }
+    Event(batch, "agent:" + name, "device.unfenced",
+          absl::StrCat("node/", name, "/gpu/", it->first),
+          absl::StrCat("node returned and job ", it->second, "'s processes are gone"));
+    it = node->second.fenced.erase(it);
+    batch.puts.push_back({"node", name, node->second.ToJson().dump()});
+  }
   json stops = json::array();
   for (const json& report : body.value("replicas", json::array())) {
     int64_t id = report.value("job", int64_t{-1});

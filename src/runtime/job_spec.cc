@@ -160,6 +160,22 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
                                            "\" is not one of training, inference, batch, "
                                            "evaluation, interactive, data"));
   }
+  if (j.contains("recovery")) {
+    const json& r = j["recovery"];
+    if (absl::Status s = CheckKeys(r, "recovery", {"policy", "max_retries"}); !s.ok()) return s;
+    if (absl::Status s = Read(r, "policy", "recovery.policy", spec.recovery); !s.ok()) return s;
+    int64_t retries = -1;
+    if (absl::Status s = Read(r, "max_retries", "recovery.max_retries", retries, 0, 100); !s.ok())
+      return s;
+    spec.max_retries = static_cast<int>(retries);
+    static const std::set<std::string> kPolicies = {"checkpoint-retry", "failover", "requeue",
+                                                    "none"};
+    if (!spec.recovery.empty() && !kPolicies.count(spec.recovery)) {
+      return FieldError("recovery.policy",
+                        absl::StrCat("\"", spec.recovery,
+                                     "\" is not checkpoint-retry, failover, requeue or none"));
+    }
+  }
   if (spec.command.empty()) return FieldError("command", "is required (what the job runs)");
   if (spec.name.empty()) spec.name = spec.command[0];
   return spec;
@@ -178,7 +194,25 @@ json JobSpec::ToJson() const {
             {"command", command},   {"env", env}};
   if (!workdir.empty()) j["workdir"] = workdir;
   if (!max_runtime.empty()) j["max_runtime"] = max_runtime;
+  if (!recovery.empty() || max_retries >= 0) {
+    j["recovery"] = json::object();
+    if (!recovery.empty()) j["recovery"]["policy"] = recovery;
+    if (max_retries >= 0) j["recovery"]["max_retries"] = max_retries;
+  }
   return j;
+}
+
+std::string JobSpec::RecoveryPolicy() const {
+  if (!recovery.empty()) return recovery;
+  if (kind == "training") return "checkpoint-retry";
+  if (kind == "inference") return "failover";
+  return "requeue";
+}
+
+int JobSpec::MaxRetries() const {
+  if (max_retries >= 0) return max_retries;
+  std::string policy = RecoveryPolicy();
+  return policy == "none" ? 0 : policy == "failover" ? 10 : 3;
 }
 
 absl::StatusOr<json> YamlToJson(const std::string& yaml_text) {

@@ -43,8 +43,15 @@ struct JobSpec {
   std::map<std::string, std::string> env;
   std::string workdir;
   std::string max_runtime;  // "90s", "30m", "2h"; empty: none
+  // What happens when the platform loses the job (its node fails): checkpoint-retry (training),
+  // failover (inference), requeue (evaluation, batch, interactive, data) or none; each allows
+  // `max_retries` new attempts. Defaults by kind.
+  std::string recovery;
+  int max_retries = -1;  // -1: the policy's default
 
   nlohmann::json ToJson() const;
+  std::string RecoveryPolicy() const;
+  int MaxRetries() const;
 };
 
 // Strict parse: the error names the field ("resources.cpu: invalid CPU quantity \"two\"").

@@ -67,6 +67,8 @@ json JobRecord::ToJson() const {
             {"cancel_requested", cancel_requested},
             {"cancelled_by", cancelled_by},
             {"outcome", outcome},
+            {"attempt", attempt},
+            {"attempts", attempts},
             {"replicas", reps},
             {"explanation", explanation},
             {"explanation_reasons", explanation_reasons}};
@@ -92,6 +94,8 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.cancel_requested = j.value("cancel_requested", false);
     r.cancelled_by = j.value("cancelled_by", "");
     r.outcome = j.value("outcome", "");
+    r.attempt = j.value("attempt", 0);
+    r.attempts = j.value("attempts", json::array());
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
     for (const json& rj : j.value("replicas", json::array())) {
@@ -159,6 +163,8 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
 json NodeRecord::ToJson() const {
   json quarantine = json::object();
   for (const auto& [index, why] : quarantined) quarantine[std::to_string(index)] = why;
+  json fence = json::object();
+  for (const auto& [index, job] : fenced) fence[std::to_string(index)] = job;
   json gpu_list = json::array();
   for (const DiscoveredGpu& g : gpus) gpu_list.push_back(GpuToJson(g));
   return {{"name", name},
@@ -170,7 +176,8 @@ json NodeRecord::ToJson() const {
           {"state", state},
           {"registered_us", registered_us},
           {"last_heartbeat_us", last_heartbeat_us},
-          {"quarantined", quarantine}};
+          {"quarantined", quarantine},
+          {"fenced", fence}};
 }
 
 absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
@@ -189,8 +196,13 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     n.state = j.value("state", "ready");
     n.registered_us = j.value("registered_us", int64_t{0});
     n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});
-    for (const auto& [index, why] : j.value("quarantined", json::object()).items()) {
+    const json quarantined = j.value("quarantined", json::object());
+    for (const auto& [index, why] : quarantined.items()) {
       n.quarantined[std::stoi(index)] = why.get<std::string>();
+    }
+    const json fenced = j.value("fenced", json::object());
+    for (const auto& [index, job] : fenced.items()) {
+      n.fenced[std::stoi(index)] = job.get<int64_t>();
     }
     return n;
   } catch (const json::exception& e) {

@@ -57,9 +57,11 @@ struct JobRecord {
   int64_t ended_us = 0;
   bool cancel_requested = false;
   std::string cancelled_by;
-  std::string outcome;                  // while reclaiming: the state the job ends in
-  std::vector<ReplicaRecord> replicas;  // empty until scheduled
-  std::string explanation;              // last scheduling cycle's reason for waiting
+  std::string outcome;  // while reclaiming: the state the job ends in
+  int attempt = 0;      // 0 for the first run; +1 per retry, requeue or failover
+  nlohmann::json attempts = nlohmann::json::array();  // earlier attempts: node, end, cause
+  std::vector<ReplicaRecord> replicas;                // empty until scheduled
+  std::string explanation;                            // last scheduling cycle's reason for waiting
   std::map<std::string, int> explanation_reasons;
 
   nlohmann::json ToJson() const;
@@ -77,6 +79,7 @@ struct NodeRecord {
   int64_t registered_us = 0;
   int64_t last_heartbeat_us = 0;
   std::map<int, std::string> quarantined;  // GPU index -> why (a failed reclaim check)
+  std::map<int, int64_t> fenced;  // GPU index -> job lost with the node; kept out until it returns
 
   nlohmann::json ToJson() const;
   static absl::StatusOr<NodeRecord> FromJson(const nlohmann::json& j);

@@ -33,6 +33,7 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
                                          : DeviceHealth::kUnhealthy;
       d.dynamic_layout = g.dynamic_layout;
       if (rec.quarantined.count(g.index)) d.state = DeviceState::kQuarantined;
+      if (rec.fenced.count(g.index)) d.state = DeviceState::kCordoned;
       for (const DiscoveredMigInstance& m : g.mig_instances) {
         auto profile = catalog->FindProfile(d.model, m.profile);
         if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});
@@ -62,6 +63,50 @@ std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
 
 }  // namespace
 
+void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
+  std::string fault = absl::StrCat("node ", node.name, " stopped heartbeating");
+  for (auto& [id, job] : jobs_) {
+    if (IsFinal(job.state)) continue;
+    bool touched = false;
+    for (const ReplicaRecord& r : job.replicas) {
+      if (r.node != node.name) continue;
+      touched = true;
+      // Its processes may still run on the node: fence its devices until the node returns.
+      for (const GrantRecord& g : r.grants) node.fenced[g.device] = id;
+    }
+    if (!touched) continue;
+    std::string subject = absl::StrCat("job/", id);
+    Event(batch, "scheduler", "job.lost", subject, fault,
+          {{"node", node.name}, {"attempt", job.attempt}});
+    std::string policy = job.spec.RecoveryPolicy();
+    if (job.cancel_requested || policy == "none" || job.attempt >= job.spec.MaxRetries()) {
+      job.state = "lost";
+      job.reason =
+          absl::StrCat(fault, policy == "none" ? "; recovery policy none" : "; no retries left");
+      job.ended_us = now;
+    } else {
+      json previous = {{"attempt", job.attempt},
+                       {"state", "lost"},
+                       {"cause", fault},
+                       {"node", node.name},
+                       {"ended_us", now}};
+      job.attempts.push_back(previous);
+      ++job.attempt;
+      job.state = "queued";
+      job.replicas.clear();
+      job.outcome.clear();
+      job.reason = absl::StrCat(policy, ": attempt ", job.attempt + 1, " after ", fault);
+      Event(batch, "scheduler", policy == "failover" ? "job.failover" : "job.retrying", subject,
+            job.reason,
+            {{"attempt", job.attempt},
+             {"policy", policy},
+             {"cause", "node.not-ready node/" + node.name}});
+    }
+    Touch(job, batch);
+  }
+  batch.puts.push_back({"node", node.name, node.ToJson().dump()});
+}
+
 absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return absl::UnavailableError("the server must be restarted");
@@ -74,17 +119,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
     batch.puts.push_back({"node", name, node.ToJson().dump()});
     Event(batch, "scheduler", "node.not-ready", "node/" + name,
           absl::StrCat("no heartbeat for ", (now - node.last_heartbeat_us) / 1000, " ms"));
-    for (auto& [id, job] : jobs_) {
-      if (IsFinal(job.state)) continue;
-      bool touched = std::any_of(job.replicas.begin(), job.replicas.end(),
-                                 [&](const ReplicaRecord& r) { return r.node == name; });
-      if (!touched) continue;
-      job.state = "lost";
-      job.reason = "node " + name + " stopped heartbeating";
-      job.ended_us = now;
-      Event(batch, "scheduler", "job.lost", absl::StrCat("job/", id), job.reason);
-      Touch(job, batch);
-    }
+    NodeLost(node, now, batch);
   }
   // Cancelled before any replica started: nothing to stop.
   for (auto& [id, job] : jobs_) {

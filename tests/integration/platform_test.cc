@@ -67,7 +67,9 @@ constexpr const char* kNodes[][2] = {
     {"gpu-a",
      "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"
      "  - {model: L40S, count: 2, mode: shared}\n"},
-    {"gpu-b", "gpus:\n  - {model: A100-80GB, count: 1, mode: partition, layout: dynamic}\n"},
+    {"gpu-b",
+     "gpus:\n  - {model: A100-80GB, count: 1, mode: partition, layout: dynamic}\n"
+     "  - {model: H200, count: 1, mode: exclusive}\n"},
 };
 
 class PlatformTest : public ::testing::Test {
@@ -93,6 +95,15 @@ class PlatformTest : public ::testing::Test {
     ASSERT_EQ(Api().Get("/api/v1/nodes")->size(), 2u) << Slurp((dir_ / "gpu-a.log").string());
   }
 
+  pid_t StartAgent(int i) {
+    const char* name = kNodes[i][0];
+    return Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
+                  (dir_ / "data/agent.token").string(), "--node", name, "--devices",
+                  (dir_ / absl::StrCat(name, ".yaml")).string(), "--cpu", "16", "--memory", "64Gi",
+                  "--data", (dir_ / "agents" / name).string(), "--heartbeat-ms", "100"},
+                 (dir_ / absl::StrCat(name, ".log")).string());
+  }
+
   void TearDown() override {
     for (pid_t a : agents_) Kill(a, SIGTERM);
     Kill(server_, SIGKILL);
@@ -101,7 +112,8 @@ class PlatformTest : public ::testing::Test {
   void StartServer() {
     std::filesystem::remove(dir_ / "data/server");
     server_ = Spawn({CARVE_BINARY, "server", "--data", (dir_ / "data").string(), "--listen",
-                     absl::StrCat("127.0.0.1:", port_), "--schedule-interval-ms", "50"},
+                     absl::StrCat("127.0.0.1:", port_), "--schedule-interval-ms", "50",
+                     "--node-timeout-ms", "1500"},
                     (dir_ / "server.log").string());
     for (int i = 0; i < 100 && !std::filesystem::exists(dir_ / "data/server"); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -342,6 +354,56 @@ TEST_F(PlatformTest, EndReasonsNameSignalsAndOutOfMemory) {
   if (ended["replicas"][0]["enforcement"].get<std::string>().rfind("none", 0) != 0) {
     EXPECT_THAT(ended["reason"].get<std::string>(), HasSubstr("out of memory (limit 64Mi)"));
   }
+}
+
+// An agent killed with SIGKILL: its node goes not-ready, the training job on it is lost and
+// retried on the other node from its checkpoint, and the dead node's devices stay fenced until
+// the agent returns and the old processes are gone.
+TEST_F(PlatformTest, NodeLossRetriesTrainingElsewhereAndFencesTheDevices) {
+  json job = Submit({{"kind", "training"},
+                     {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}},
+                     {"command",
+                      {"sh", "-c",
+                       "step=$(cat $CARVE_CHECKPOINT_DIR/step 2>/dev/null || echo 0); "
+                       "while [ $step -lt 25 ]; do step=$((step+1)); echo $step > "
+                       "$CARVE_CHECKPOINT_DIR/step; echo attempt $CARVE_ATTEMPT step $step on "
+                       "$CARVE_NODE; sleep 0.1; done"}}});
+  int64_t id = job["id"];
+  json running;
+  for (int i = 0; i < 100; ++i) {
+    running = *Api().Get(absl::StrCat("/api/v1/jobs/", id));
+    if (running["state"] == "running" && Logs(id).find("step 3") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::string first = running["replicas"][0]["node"];
+  int victim = first == kNodes[0][0] ? 0 : 1;
+  Kill(agents_[victim], SIGKILL);
+  json done = WaitFinal(id, 30);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
+  EXPECT_EQ(done["attempt"], 1);
+  EXPECT_NE(done["replicas"][0]["node"], first);
+  EXPECT_THAT(done["attempts"][0]["cause"].get<std::string>(), HasSubstr("stopped heartbeating"));
+  EXPECT_THAT(Logs(id), HasSubstr("attempt 1 step"));
+  EXPECT_THAT(Logs(id), ::testing::Not(HasSubstr("attempt 1 step 1 ")));  // resumed, not restarted
+  auto fenced = [&] {
+    json nodes = Api().Get("/api/v1/nodes").value_or(json::array());
+    for (const json& n : nodes) {
+      if (n["name"] == first) return n["fenced"].size();
+    }
+    return size_t{0};
+  };
+  EXPECT_EQ(fenced(), 1u);
+  agents_[victim] = StartAgent(victim);
+  for (int i = 0; i < 100 && fenced() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(fenced(), 0u) << "the returning node's devices stayed fenced";
+  std::vector<std::string> types;
+  json events = Api().Get("/api/v1/events?after=0").value_or(json::array());
+  for (const json& e : events) {
+    if (e["subject"] == absl::StrCat("job/", id)) types.push_back(e["type"]);
+  }
+  EXPECT_THAT(types, ::testing::IsSupersetOf({"job.lost", "job.retrying", "job.succeeded"}));
 }
 
 TEST_F(PlatformTest, MaxRuntimeEndsTimedOut) {
