@@ -194,9 +194,9 @@ void Agent::Launch(const json& a) {
     std::ofstream(r.log_path, std::ios::app) << "carve: " << handle.status().message() << "\n";
     r.exit = ExitStatus{true, 127, 0};
     r.ended_us = r.started_us;
-    r.reclaim = Reclaim(r);
   }
-  replicas_[{r.job, r.index}] = std::move(r);
+  auto& stored = replicas_[{r.job, r.index}] = std::move(r);
+  if (stored.exit) StartReclaim(stored);
 }
 
 void Agent::PollAndEnforce() {
@@ -205,14 +205,14 @@ void Agent::PollAndEnforce() {
     if (r.exit || !r.launched) continue;
     if (r.deadline_us > 0 && now > r.deadline_us && !r.timed_out) {
       r.timed_out = true;
-      (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
+      StopAsync(r.handle);
     }
     auto status = launcher_->Poll(r.handle);
     if (status.ok() && status->has_value()) {
       // The group leader's record is the command's own end, also for a re-adopted replica.
       r.exit = ReadReplicaStatus(r.status_path).value_or(**status);
       r.ended_us = NowUs();
-      r.reclaim = Reclaim(r);
+      StartReclaim(r);
     }
   }
 }
@@ -234,7 +234,17 @@ void Agent::ShipLogs() {
   }
 }
 
-json Agent::Reclaim(Replica& r) {
+void Agent::StartReclaim(Replica& r) {
+  r.reclaiming = std::async(std::launch::async, [this, copy = r] { return Reclaim(copy); }).share();
+}
+
+void Agent::StopAsync(const ProcessHandle& handle) {
+  stopping_.push_back(std::async(std::launch::async, [this, handle] {
+    (void)launcher_->Stop(handle, options_.stop_grace_ms);
+  }));
+}
+
+json Agent::Reclaim(Replica r) {
   json checks = json::array();
   bool verified = true;
   json quarantine = json::array();
@@ -244,8 +254,9 @@ json Agent::Reclaim(Replica& r) {
     verified &= ok;
     if (!ok && device >= 0) quarantine.push_back(device);
   };
+  bool oom_killed = false;
   if (r.launched) {
-    r.oom_killed = launcher_->OomKills(r.handle) > 0;
+    oom_killed = launcher_->OomKills(r.handle) > 0;
     bool stragglers = launcher_->Alive(r.handle);
     if (stragglers) (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
     bool left = launcher_->Alive(r.handle);
@@ -296,6 +307,7 @@ json Agent::Reclaim(Replica& r) {
   return {{"status", verified ? "verified" : "failed"},
           {"checks", checks},
           {"quarantine", quarantine},
+          {"oom_killed", oom_killed},
           {"time_us", NowUs()}};
 }
 
@@ -310,8 +322,10 @@ json Agent::Report() const {
               {"enforcement", r.handle.enforcement.detail.empty() ? r.handle.enforcement.mechanism
                                                                   : r.handle.enforcement.detail}};
     if (r.exit) {
-      j["reclaim"] = r.reclaim;
-      j["oom_killed"] = r.oom_killed;
+      if (!r.reclaim.is_null()) {
+        j["reclaim"] = r.reclaim;
+        j["oom_killed"] = r.reclaim.value("oom_killed", false);
+      }
       j["ended_us"] = r.ended_us;
       j["timed_out"] = r.timed_out;
       j["exit_code"] = r.exit->exited ? json(r.exit->code) : json(nullptr);
@@ -324,6 +338,15 @@ json Agent::Report() const {
 
 absl::Status Agent::Tick() {
   PollAndEnforce();
+  for (auto& [key, r] : replicas_) {
+    if (r.reclaim.is_null() && r.reclaiming.valid() &&
+        r.reclaiming.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      r.reclaim = r.reclaiming.get();
+    }
+  }
+  std::erase_if(stopping_, [](std::future<void>& f) {
+    return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  });
   ShipLogs();
   ApiClient api(options_.server, options_.token);
   auto answer = api.Post("/api/v1/agents/heartbeat", Report());
@@ -334,12 +357,13 @@ absl::Status Agent::Tick() {
     std::error_code ec;
     auto size = std::filesystem::file_size(it->second.log_path, ec);
     bool shipped = ec || static_cast<int64_t>(size) <= it->second.shipped;
-    it = it->second.exit && shipped ? replicas_.erase(it) : std::next(it);
+    bool done = it->second.exit && !it->second.reclaim.is_null() && shipped;
+    it = done ? replicas_.erase(it) : std::next(it);
   }
   for (const json& stop : answer->value("stop", json::array())) {
     auto it = replicas_.find({stop.value("job", int64_t{0}), stop.value("replica", 0)});
     if (it != replicas_.end() && it->second.launched && !it->second.exit) {
-      (void)launcher_->Stop(it->second.handle, options_.stop_grace_ms);
+      StopAsync(it->second.handle);
     }
   }
   for (const json& a : answer->value("assignments", json::array())) Launch(a);

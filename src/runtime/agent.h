@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,8 @@ class Agent {
     nlohmann::json grants = nlohmann::json::array();
     nlohmann::json reclaim;  // the reclaim record, once the command has ended
     bool oom_killed = false;
+    // Reclaiming and stopping can take a grace period; they run off the heartbeat loop.
+    std::shared_future<nlohmann::json> reclaiming;
   };
 
   void Loop();
@@ -75,7 +78,10 @@ class Agent {
   void PollAndEnforce();
   // Verifies that `r` left nothing behind: its process group is empty (stragglers are stopped),
   // no process of it is left on its devices, their memory is back, created partitions are gone.
-  nlohmann::json Reclaim(Replica& r);
+  // Runs on its own thread; returns the record with "oom_killed".
+  nlohmann::json Reclaim(Replica r);
+  void StartReclaim(Replica& r);
+  void StopAsync(const ProcessHandle& handle);
   void ShipLogs();
   nlohmann::json Report() const;
   void SaveState() const;
@@ -87,6 +93,7 @@ class Agent {
   std::unique_ptr<ProcessLauncher> launcher_;
   std::vector<DiscoveredGpu> gpus_;
   std::map<std::pair<int64_t, int>, Replica> replicas_;  // touched only by the loop thread
+  std::vector<std::future<void>> stopping_;              // stops in progress
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -73,6 +73,14 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     }
     Touch(job, batch);
   }
+  // The reclaim record may follow the exit in a later heartbeat.
+  if (rep.state == "exited" && rep.reclaim.is_null() && report.contains("reclaim")) {
+    rep.reclaim = report["reclaim"];
+    rep.oom_killed = report.value("oom_killed", false);
+    FinishIfDone(job, batch);
+    Touch(job, batch);
+    return;
+  }
   if (rep.state == "running" && state == "exited") {
     rep.state = "exited";
     rep.ended_us = report.value("ended_us", now_());
@@ -121,37 +129,38 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
     if (rep.state != "exited") return;
   }
   std::string subject = absl::StrCat("job/", job.id);
-  if (job.outcome.empty()) {
-    std::vector<std::string> failures;
-    bool timed_out = false;
-    for (size_t r = 0; r < job.replicas.size(); ++r) {
-      const ReplicaRecord& rep = job.replicas[r];
-      timed_out |= rep.timed_out;
-      if (rep.exit_code && *rep.exit_code == 0) continue;
-      failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.memory)));
-    }
-    job.ended_us = now_();
-    if (timed_out) {
-      job.outcome = "timed-out";
-      job.reason = "ran past max_runtime " + job.spec.max_runtime;
-    } else if (job.cancel_requested) {
-      job.outcome = "cancelled";
-      job.reason = "cancelled by " + job.cancelled_by + "; every process of the job was stopped";
-    } else if (!failures.empty()) {
-      job.outcome = "failed";
-      job.reason = absl::StrJoin(failures, ", ");
-    } else {
-      job.outcome = "succeeded";
-      job.reason = "every replica exited with code 0";
-    }
+  if (job.state != "reclaiming") {
     job.state = "reclaiming";
-    Event(batch, "scheduler", "job.reclaiming", subject,
-          absl::StrCat(job.outcome, " (", job.reason, "); verifying its resources came back"));
+    job.ended_us = now_();
+    job.reason = "its processes ended; verifying that its resources came back";
+    Event(batch, "scheduler", "job.reclaiming", subject, job.reason);
   }
   json statuses = json::array();
   for (const ReplicaRecord& rep : job.replicas) {
     if (rep.reclaim.is_null()) return;  // evidence still to come
     statuses.push_back(rep.reclaim.value("status", ""));
+  }
+  // The end is classified once every replica's evidence (exit, OOM counter) is in.
+  std::vector<std::string> failures;
+  bool timed_out = false;
+  for (size_t r = 0; r < job.replicas.size(); ++r) {
+    const ReplicaRecord& rep = job.replicas[r];
+    timed_out |= rep.timed_out;
+    if (rep.exit_code && *rep.exit_code == 0 && !rep.oom_killed) continue;
+    failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.memory)));
+  }
+  if (timed_out) {
+    job.outcome = "timed-out";
+    job.reason = "ran past max_runtime " + job.spec.max_runtime;
+  } else if (job.cancel_requested) {
+    job.outcome = "cancelled";
+    job.reason = "cancelled by " + job.cancelled_by + "; every process of the job was stopped";
+  } else if (!failures.empty()) {
+    job.outcome = "failed";
+    job.reason = absl::StrJoin(failures, ", ");
+  } else {
+    job.outcome = "succeeded";
+    job.reason = "every replica exited with code 0";
   }
   // Evidence is in: devices whose checks failed leave the pool until an admin clears them.
   bool verified = true;

@@ -79,7 +79,11 @@ void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
     Event(batch, "scheduler", "job.lost", subject, fault,
           {{"node", node.name}, {"attempt", job.attempt}});
     std::string policy = job.spec.RecoveryPolicy();
-    if (job.cancel_requested || policy == "none" || job.attempt >= job.spec.MaxRetries()) {
+    if (job.state == "reclaiming") {
+      job.state = "lost";
+      job.reason = fault + " before the evidence of its reclaim arrived";
+      job.ended_us = now;
+    } else if (job.cancel_requested || policy == "none" || job.attempt >= job.spec.MaxRetries()) {
       job.state = "lost";
       job.reason =
           absl::StrCat(fault, policy == "none" ? "; recovery policy none" : "; no retries left");
@@ -124,9 +128,9 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   // Cancelled before any replica started: nothing to stop.
   for (auto& [id, job] : jobs_) {
     if (IsFinal(job.state) || !job.cancel_requested) continue;
-    bool running = std::any_of(job.replicas.begin(), job.replicas.end(),
-                               [](const ReplicaRecord& r) { return r.state == "running"; });
-    if (running) continue;
+    bool started = std::any_of(job.replicas.begin(), job.replicas.end(),
+                               [](const ReplicaRecord& r) { return r.state != "pending"; });
+    if (started) continue;  // its end comes with the agents' reclaim evidence
     job.state = "cancelled";
     job.reason = "cancelled before its processes started";
     job.ended_us = now;
