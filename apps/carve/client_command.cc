@@ -282,18 +282,45 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
       }
       std::vector<std::string> parts;
       for (const auto& [k, count] : kinds) parts.push_back(absl::StrCat(count, "x ", k));
-      std::cout << absl::StrFormat("%-10s %-10s %-34s %-8s %-9s %d\n", n.value("name", ""),
-                                   n.value("state", ""),
-                                   parts.empty() ? "-" : absl::StrJoin(parts, ", "),
-                                   absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
-                                   absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),
-                                   n.value("replicas", int64_t{0}));
-      for (const auto& [index, why] : n.value("quarantined", json::object()).items()) {
+      std::cout << absl::StrFormat(
+          "%-10s %-10s %-34s %-8s %-9s %d\n", n.value("name", ""),
+          (n.value("cordoned_by", "").empty() ? n.value("state", "") : std::string("cordoned")),
+          parts.empty() ? "-" : absl::StrJoin(parts, ", "),
+          absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
+          absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),
+          n.value("replicas", int64_t{0}));
+      for (const json& g : n["gpus"]) {
+        if (g.value("health", "healthy") != "healthy") {
+          std::cout << "           " << g.value("health", "") << " gpu " << g.value("index", 0)
+                    << ": " << g.value("health_reason", "") << "\n";
+        }
+      }
+      const json quarantined = n.value("quarantined", json::object());
+      for (const auto& [index, why] : quarantined.items()) {
         std::cout << "           quarantined gpu " << index << ": " << why.get<std::string>()
                   << "\n";
       }
     }
   });
+  for (const char* action : {"cordon", "uncordon", "drain"}) {
+    auto node = std::make_shared<std::string>();
+    CLI::App* cmd = app.add_subcommand(
+        action, std::string(action) == "drain"
+                    ? "Stop new work on a node and move its jobs by their recovery policy"
+                : std::string(action) == "cordon" ? "Stop new work on a node"
+                                                  : "Put a node back in service");
+    cmd->add_option("node", *node, "Node name")->required();
+    cmd->callback([c, node, action] {
+      json n = Check(
+          Client(*c).Post(absl::StrCat("/api/v1/nodes/", *node, "/", action), json::object()));
+      if (Structured(*c, n)) return;
+      std::cout << "node " << *node << " " << action << "ed";
+      if (n.contains("jobs_moved") && !n["jobs_moved"].empty()) {
+        std::cout << "; jobs moved: " << n["jobs_moved"].dump();
+      }
+      std::cout << "\n";
+    });
+  }
   auto after = std::make_shared<int64_t>(0);
   CLI::App* events = app.add_subcommand("events", "The event log (hash-chained)");
   events->add_option("--after", *after, "Only events after this sequence number");

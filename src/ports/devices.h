@@ -57,7 +57,8 @@ class DeviceBackend {
 // Simulated device usage: a job on a simulated GPU "uses" device memory by writing a file
 // DIR/<gpu uuid>/<owner>.<pid> holding the MiB it uses ("<MiB>" or "<MiB> leak"). The process
 // counts while <pid> lives; a "leak" entry keeps its memory after the process is gone, modelling a
-// driver that did not free it. The agent puts DIR in CARVE_SIM_GPU_DIR.
+// driver that did not free it. A file DIR/<gpu uuid>/health ("unhealthy XID 79") injects a
+// device fault. The agent puts DIR in CARVE_SIM_GPU_DIR.
 
 // NVML through dlopen("libnvidia-ml.so.1"); Unavailable (with why) when the library or a GPU is
 // missing. No NVML headers or library are needed to build.

@@ -333,10 +333,17 @@ json Agent::Report() const {
     }
     reps.push_back(j);
   }
-  return {{"node", options_.node}, {"replicas", reps}};
+  json body = {{"node", options_.node}, {"replicas", reps}};
+  body["gpus"] = json::array();
+  for (const DiscoveredGpu& g : gpus_) {
+    body["gpus"].push_back(
+        {{"index", g.index}, {"health", g.health}, {"health_reason", g.health_reason}});
+  }
+  return body;
 }
 
 absl::Status Agent::Tick() {
+  if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;  // health may change
   PollAndEnforce();
   for (auto& [key, r] : replicas_) {
     if (r.reclaim.is_null() && r.reclaiming.valid() &&

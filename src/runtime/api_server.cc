@@ -218,6 +218,12 @@ void ApiServer::Routes() {
           std::string kind = req.matches[1].str();
           Reply(res, 200, control_->ListObjects(kind.substr(0, kind.size() - 1)));
         });
+  s.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(), *who));
+         });
   s.Get("/api/v1/events", [=, this](const httplib::Request& req, httplib::Response& res) {
     if (!authed(req, res, "user")) return;
     Reply(res, 200, control_->Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000)));

@@ -60,6 +60,10 @@ class ControlPlane {
   absl::StatusOr<std::string> ReadLog(int64_t job, int replica, int64_t offset,
                                       int64_t* size) const;
   nlohmann::json ListNodes() const;
+  // Cordon: no new work on the node. Drain: cordon, and stop its jobs so their recovery policy
+  // runs them elsewhere. Uncordon undoes both.
+  absl::StatusOr<nlohmann::json> Cordon(const std::string& node, const std::string& action,
+                                        const Principal& who);
 
   // Configuration: a list of tenant, project, queue and node (device mode) documents, applied
   // all together or not at all.
@@ -90,6 +94,14 @@ class ControlPlane {
   void FinishIfDone(JobRecord& job, StoreBatch& batch);
   // The node stopped heartbeating: its jobs are lost, and recovered by their policy.
   void NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch);
+  // Stops a running job because of the platform (`cause`); when its evidence is in it runs again
+  // by its recovery policy. Returns false when it was not running.
+  bool Displace(JobRecord& job, const std::string& cause, StoreBatch& batch);
+  // Queues `job` again as a new attempt, or ends it when its policy allows no more.
+  void Recover(JobRecord& job, const std::string& cause, const std::string& fault_ref,
+               StoreBatch& batch);
+  // The agent's view of its GPUs' health: an unhealthy device displaces only its own jobs.
+  void DeviceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
   static std::string EndCause(const ReplicaRecord& rep, const std::string& memory);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;

@@ -180,6 +180,10 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
             absl::StrCat("node/", rep.node, "/gpu/", device), why, c);
     }
   }
+  if (!job.displaced.empty() && !job.cancel_requested) {
+    Recover(job, job.displaced, job.displaced, batch);
+    return;
+  }
   job.state = job.outcome;
   if (!verified) job.reason += "; reclaim failed, devices quarantined";
   Event(batch, "scheduler", "job." + job.state, subject, job.reason,
@@ -238,6 +242,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     batch.puts.push_back({"node", name, node->second.ToJson().dump()});
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
   }
+  if (body.contains("gpus")) DeviceHealth(node->second, body["gpus"], batch);
   std::set<std::pair<int64_t, int>> reported;
   std::set<int64_t> running_jobs;
   for (const json& report : body.value("replicas", json::array())) {
@@ -275,13 +280,13 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
       failed_sibling |= rep.state == "exited" && !(rep.exit_code && *rep.exit_code == 0);
     }
     if (report.value("state", "") == "running" &&
-        (IsFinal(job.state) || job.cancel_requested || failed_sibling)) {
+        (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() || failed_sibling)) {
       stops.push_back({{"job", id}, {"replica", r}});
     }
   }
   json assignments = json::array();
   for (const auto& [id, job] : jobs_) {
-    if (IsFinal(job.state) || job.cancel_requested) continue;
+    if (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty()) continue;
     for (size_t r = 0; r < job.replicas.size(); ++r) {
       const ReplicaRecord& rep = job.replicas[r];
       if (rep.node == name && rep.state == "pending" && !reported.count({id, r})) {

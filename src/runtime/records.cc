@@ -66,6 +66,7 @@ json JobRecord::ToJson() const {
             {"ended_us", ended_us},
             {"cancel_requested", cancel_requested},
             {"cancelled_by", cancelled_by},
+            {"displaced", displaced},
             {"outcome", outcome},
             {"attempt", attempt},
             {"attempts", attempts},
@@ -93,6 +94,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.ended_us = j.value("ended_us", int64_t{0});
     r.cancel_requested = j.value("cancel_requested", false);
     r.cancelled_by = j.value("cancelled_by", "");
+    r.displaced = j.value("displaced", "");
     r.outcome = j.value("outcome", "");
     r.attempt = j.value("attempt", 0);
     r.attempts = j.value("attempts", json::array());
@@ -177,7 +179,8 @@ json NodeRecord::ToJson() const {
           {"registered_us", registered_us},
           {"last_heartbeat_us", last_heartbeat_us},
           {"quarantined", quarantine},
-          {"fenced", fence}};
+          {"fenced", fence},
+          {"cordoned_by", cordoned_by}};
 }
 
 absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
@@ -196,6 +199,7 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     n.state = j.value("state", "ready");
     n.registered_us = j.value("registered_us", int64_t{0});
     n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});
+    n.cordoned_by = j.value("cordoned_by", "");
     const json quarantined = j.value("quarantined", json::object());
     for (const auto& [index, why] : quarantined.items()) {
       n.quarantined[std::stoi(index)] = why.get<std::string>();

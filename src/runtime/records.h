@@ -57,8 +57,9 @@ struct JobRecord {
   int64_t ended_us = 0;
   bool cancel_requested = false;
   std::string cancelled_by;
-  std::string outcome;  // while reclaiming: the state the job ends in
-  int attempt = 0;      // 0 for the first run; +1 per retry, requeue or failover
+  std::string displaced;  // why the platform stopped it to run it again (drain, device fault)
+  std::string outcome;    // while reclaiming: the state the job ends in
+  int attempt = 0;        // 0 for the first run; +1 per retry, requeue or failover
   nlohmann::json attempts = nlohmann::json::array();  // earlier attempts: node, end, cause
   std::vector<ReplicaRecord> replicas;                // empty until scheduled
   std::string explanation;                            // last scheduling cycle's reason for waiting
@@ -79,6 +80,7 @@ struct NodeRecord {
   int64_t registered_us = 0;
   int64_t last_heartbeat_us = 0;
   std::map<int, std::string> quarantined;  // GPU index -> why (a failed reclaim check)
+  std::string cordoned_by;                 // no new work while set ("admin", "admin (drain)")
   std::map<int, int64_t> fenced;  // GPU index -> job lost with the node; kept out until it returns
 
   nlohmann::json ToJson() const;

@@ -20,7 +20,9 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
   for (const auto& [name, rec] : nodes) {
     Node n;
     n.name = name;
-    n.state = rec.state == "ready" ? NodeState::kReady : NodeState::kNotReady;
+    n.state = rec.state != "ready"       ? NodeState::kNotReady
+              : !rec.cordoned_by.empty() ? NodeState::kCordoned
+                                         : NodeState::kReady;
     n.capacity.cpu = CpuMilli(rec.cpu_milli);
     n.capacity.memory = MemMib(rec.memory_mib);
     for (const auto& [k, v] : rec.labels) n.labels[k] = v;
@@ -62,54 +64,6 @@ std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
 }
 
 }  // namespace
-
-void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
-  std::string fault = absl::StrCat("node ", node.name, " stopped heartbeating");
-  for (auto& [id, job] : jobs_) {
-    if (IsFinal(job.state)) continue;
-    bool touched = false;
-    for (const ReplicaRecord& r : job.replicas) {
-      if (r.node != node.name) continue;
-      touched = true;
-      // Its processes may still run on the node: fence its devices until the node returns.
-      for (const GrantRecord& g : r.grants) node.fenced[g.device] = id;
-    }
-    if (!touched) continue;
-    std::string subject = absl::StrCat("job/", id);
-    Event(batch, "scheduler", "job.lost", subject, fault,
-          {{"node", node.name}, {"attempt", job.attempt}});
-    std::string policy = job.spec.RecoveryPolicy();
-    if (job.state == "reclaiming") {
-      job.state = "lost";
-      job.reason = fault + " before the evidence of its reclaim arrived";
-      job.ended_us = now;
-    } else if (job.cancel_requested || policy == "none" || job.attempt >= job.spec.MaxRetries()) {
-      job.state = "lost";
-      job.reason =
-          absl::StrCat(fault, policy == "none" ? "; recovery policy none" : "; no retries left");
-      job.ended_us = now;
-    } else {
-      json previous = {{"attempt", job.attempt},
-                       {"state", "lost"},
-                       {"cause", fault},
-                       {"node", node.name},
-                       {"ended_us", now}};
-      job.attempts.push_back(previous);
-      ++job.attempt;
-      job.state = "queued";
-      job.replicas.clear();
-      job.outcome.clear();
-      job.reason = absl::StrCat(policy, ": attempt ", job.attempt + 1, " after ", fault);
-      Event(batch, "scheduler", policy == "failover" ? "job.failover" : "job.retrying", subject,
-            job.reason,
-            {{"attempt", job.attempt},
-             {"policy", policy},
-             {"cause", "node.not-ready node/" + node.name}});
-    }
-    Touch(job, batch);
-  }
-  batch.puts.push_back({"node", node.name, node.ToJson().dump()});
-}
 
 absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   std::unique_lock<std::mutex> lock(mu_);

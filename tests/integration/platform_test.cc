@@ -406,6 +406,91 @@ TEST_F(PlatformTest, NodeLossRetriesTrainingElsewhereAndFencesTheDevices) {
   EXPECT_THAT(types, ::testing::IsSupersetOf({"job.lost", "job.retrying", "job.succeeded"}));
 }
 
+// A drain cordons the node and moves its jobs by their recovery policy.
+TEST_F(PlatformTest, DrainMovesJobsByPolicyAndCordons) {
+  json job =
+      Submit({{"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}},
+              {"command", {"sh", "-c", "echo attempt $CARVE_ATTEMPT on $CARVE_NODE; sleep 2"}}});
+  int64_t id = job["id"];
+  json running;
+  for (int i = 0; i < 100; ++i) {
+    running = *Api().Get(absl::StrCat("/api/v1/jobs/", id));
+    if (running["state"] == "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::string first = running["replicas"][0]["node"];
+  auto drained = Api().Post(absl::StrCat("/api/v1/nodes/", first, "/drain"), json::object());
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_EQ((*drained)["jobs_moved"], json::array({id}));
+  json done = WaitFinal(id, 30);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
+  EXPECT_NE(done["replicas"][0]["node"], first);
+  EXPECT_THAT(done["attempts"][0]["cause"].get<std::string>(),
+              HasSubstr(absl::StrCat("drain of node ", first, " by admin")));
+  // Cordoned: new work goes elsewhere or waits.
+  json later = Submit({{"command", {"true"}}, {"resources", {{"gpus", 1}}}});
+  json ended = WaitFinal(later["id"]);
+  EXPECT_NE(ended["replicas"][0]["node"], first);
+}
+
+// A fault on one shared GPU touches exactly the jobs on it.
+TEST_F(PlatformTest, DeviceFaultTouchesOnlyTheJobsOnThatDevice) {
+  ASSERT_TRUE(
+      Api()
+          .Post("/api/v1/apply", json::array({{{"kind", "node"},
+                                               {"name", "gpu-a"},
+                                               {"gpus", {{{"index", 3}, {"mode", "exclusive"}}}}}}))
+          .ok());
+  std::vector<int64_t> shared;
+  for (int i = 0; i < 3; ++i) {
+    json j = Submit({{"command", {"sleep", "30"}},
+                     {"resources", {{"mode", "shared"}, {"gpu_compute", "30%"}}}});
+    shared.push_back(j["id"]);
+  }
+  json other =
+      Submit({{"command", {"sleep", "30"}}, {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
+  for (int i = 0; i < 100; ++i) {
+    bool all = true;
+    for (int64_t id : shared) {
+      all &= (*Api().Get(absl::StrCat("/api/v1/jobs/", id)))["state"] == "running";
+    }
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  json first = *Api().Get(absl::StrCat("/api/v1/jobs/", shared[0]));
+  ASSERT_EQ(first["replicas"][0]["grants"][0]["device"], 2);
+  std::filesystem::path health = dir_ / "agents/gpu-a/simgpu/GPU-sim-gpu-a-2/health";
+  std::filesystem::create_directories(health.parent_path());
+  std::ofstream(health) << "unhealthy XID 79 (fell off the bus)\n";
+  json fault;
+  for (int i = 0; i < 100 && fault.is_null(); ++i) {
+    json events = Api().Get("/api/v1/events?after=0").value_or(json::array());
+    for (const json& e : events) {
+      if (e["type"] == "device.unhealthy") fault = e;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(fault.is_null());
+  EXPECT_EQ(fault["subject"], "node/gpu-a/gpu/2");
+  std::vector<int64_t> touched = fault["details"]["jobs"].get<std::vector<int64_t>>();
+  std::sort(touched.begin(), touched.end());
+  EXPECT_EQ(touched, shared);
+  EXPECT_THAT(fault["reason"].get<std::string>(), HasSubstr("XID 79"));
+  for (int64_t id : shared) {
+    json j;
+    for (int i = 0; i < 100; ++i) {
+      j = *Api().Get(absl::StrCat("/api/v1/jobs/", id));
+      if (j["attempt"] == 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(j["attempt"], 1) << j.dump(2);
+    EXPECT_THAT(j["attempts"][0]["cause"].get<std::string>(), HasSubstr("GPU 2 of gpu-a"));
+  }
+  json untouched = *Api().Get(absl::StrCat("/api/v1/jobs/", other["id"].get<int64_t>()));
+  EXPECT_EQ(untouched["state"], "running");
+  EXPECT_EQ(untouched["attempt"], 0);
+}
+
 TEST_F(PlatformTest, MaxRuntimeEndsTimedOut) {
   json job = Submit({{"command", {"sh", "-c", "echo started; sleep 60"}}, {"max_runtime", "1s"}});
   json done = WaitFinal(job["id"]);

@@ -33,7 +33,19 @@ class SimulatedBackend : public DeviceBackend {
  public:
   explicit SimulatedBackend(std::vector<DiscoveredGpu> gpus) : gpus_(std::move(gpus)) {}
   std::string name() const override { return "simulated"; }
-  absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override { return gpus_; }
+  // A file DIR/<uuid>/health ("unhealthy XID 79", "suspect ...") injects a device fault.
+  absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override {
+    std::vector<DiscoveredGpu> out = gpus_;
+    if (state_dir_.empty()) return out;
+    for (DiscoveredGpu& g : out) {
+      std::ifstream in(state_dir_ + "/" + g.uuid + "/health");
+      std::string health;
+      if (!(in >> health)) continue;
+      std::getline(in >> std::ws, g.health_reason);
+      g.health = health;
+    }
+    return out;
+  }
   void SetStateDir(const std::string& dir) override { state_dir_ = dir; }
 
   absl::StatusOr<std::vector<DeviceProcess>> Processes(int index) override {
