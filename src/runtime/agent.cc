@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/api_client.h"
 #include "runtime/control_plane.h"
+#include "runtime/records.h"
 #include "runtime/replica_monitor.h"
 
 namespace carve {
@@ -50,22 +51,7 @@ absl::Status Agent::Start(int64_t deadline_ms) {
                {"labels", options_.labels},
                {"backend", devices_->name()},
                {"gpus", json::array()}};
-  for (const DiscoveredGpu& g : gpus_) {
-    json mig = json::array();
-    for (const auto& m : g.mig_instances) {
-      mig.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
-    }
-    body["gpus"].push_back({{"index", g.index},
-                            {"uuid", g.uuid},
-                            {"model", g.model},
-                            {"memory_mib", g.memory_mib},
-                            {"mode", g.mode},
-                            {"mig_enabled", g.mig_enabled},
-                            {"dynamic_layout", g.dynamic_layout},
-                            {"mig_instances", mig},
-                            {"health", g.health},
-                            {"health_reason", g.health_reason}});
-  }
+  for (const DiscoveredGpu& g : gpus_) body["gpus"].push_back(GpuToJson(g));
   ApiClient api(options_.server, options_.token);
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
   absl::StatusOr<json> r = api.Post("/api/v1/agents/register", body);

@@ -193,16 +193,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
 json ControlPlane::Assignment(const JobRecord& job, int r) const {
   const ReplicaRecord& rep = job.replicas[r];
   json grants = json::array();
-  for (const GrantRecord& g : rep.grants) {
-    json gj = {
-        {"device", g.device}, {"compute_milli", g.compute_milli}, {"memory_mib", g.memory_mib}};
-    if (!g.profile.empty()) {
-      gj["profile"] = g.profile;
-      gj["start"] = g.start;
-      gj["created"] = g.created;
-    }
-    grants.push_back(gj);
-  }
+  for (const GrantRecord& g : rep.grants) grants.push_back(GrantToJson(g));
   int64_t max_runtime_us = 0;
   if (!job.spec.max_runtime.empty()) max_runtime_us = *ParseDurationUs(job.spec.max_runtime);
   auto cpu = ParseCpuMilli(job.spec.cpu);

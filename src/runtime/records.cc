@@ -11,8 +11,6 @@ bool IsFinal(const std::string& state) {
          state == "timed-out" || state == "lost";
 }
 
-namespace {
-
 json GrantToJson(const GrantRecord& g) {
   json j = {{"device", g.device}, {"compute_milli", g.compute_milli}, {"memory_mib", g.memory_mib}};
   if (!g.profile.empty()) {
@@ -33,8 +31,6 @@ GrantRecord GrantFromJson(const json& j) {
   g.created = j.value("created", false);
   return g;
 }
-
-}  // namespace
 
 json JobRecord::ToJson() const {
   json reps = json::array();

@@ -88,6 +88,8 @@ struct NodeRecord {
 };
 
 nlohmann::json GpuToJson(const DiscoveredGpu& g);
+nlohmann::json GrantToJson(const GrantRecord& g);
+GrantRecord GrantFromJson(const nlohmann::json& j);
 absl::StatusOr<DiscoveredGpu> GpuFromJson(const nlohmann::json& j);
 
 }  // namespace carve
