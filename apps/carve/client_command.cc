@@ -243,10 +243,13 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
     if (!Structured(*c, jobs)) PrintJobs(jobs);
   });
   auto id = std::make_shared<std::string>();
-  CLI::App* show = app.add_subcommand("show", "Show one job");
-  show->add_option("job", *id, "Job id")->required();
+  CLI::App* show = app.add_subcommand("show", "Show one job (JOB) or event (event/SEQ)");
+  show->add_option("job", *id, "Job id, or event/SEQ")->required();
   show->callback([c, id] {
-    json job = Check(Client(*c).Get(absl::StrCat("/api/v1/jobs/", JobId(*id))));
+    std::string path = id->rfind("event/", 0) == 0
+                           ? absl::StrCat("/api/v1/events/", JobId(id->substr(6)))
+                           : absl::StrCat("/api/v1/jobs/", JobId(*id));
+    json job = Check(Client(*c).Get(path));
     if (c->output == "table") c->output = "yaml";
     Structured(*c, job);
   });
@@ -304,15 +307,18 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
   });
   for (const char* action : {"cordon", "uncordon", "drain"}) {
     auto node = std::make_shared<std::string>();
+    auto gpu = std::make_shared<int>(-1);
     CLI::App* cmd = app.add_subcommand(
         action, std::string(action) == "drain"
                     ? "Stop new work on a node and move its jobs by their recovery policy"
                 : std::string(action) == "cordon" ? "Stop new work on a node"
                                                   : "Put a node back in service");
     cmd->add_option("node", *node, "Node name")->required();
-    cmd->callback([c, node, action] {
-      json n = Check(
-          Client(*c).Post(absl::StrCat("/api/v1/nodes/", *node, "/", action), json::object()));
+    cmd->add_option("--gpu", *gpu, "Only this GPU of the node");
+    cmd->callback([c, node, action, gpu] {
+      std::string query = *gpu >= 0 ? absl::StrCat("?gpu=", *gpu) : "";
+      json n = Check(Client(*c).Post(absl::StrCat("/api/v1/nodes/", *node, "/", action, query),
+                                     json::object()));
       if (Structured(*c, n)) return;
       std::cout << "node " << *node << " " << action << "ed";
       if (n.contains("jobs_moved") && !n["jobs_moved"].empty()) {

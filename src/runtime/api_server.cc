@@ -222,8 +222,14 @@ void ApiServer::Routes() {
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, "user");
            if (!who) return;
-           respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(), *who));
+           respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(),
+                                         static_cast<int>(IntParam(req, "gpu", -1)), *who));
          });
+  s.Get(R"(/api/v1/events/(\d+))", [=, this](const httplib::Request& req, httplib::Response& res) {
+    if (!authed(req, res, "user")) return;
+    auto seq = IdParam(req);
+    respond(res, seq.ok() ? control_->Event(*seq) : absl::StatusOr<json>(seq.status()));
+  });
   s.Get("/api/v1/events", [=, this](const httplib::Request& req, httplib::Response& res) {
     if (!authed(req, res, "user")) return;
     Reply(res, 200, control_->Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000)));

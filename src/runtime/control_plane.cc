@@ -304,6 +304,14 @@ json ControlPlane::ListNodes() const {
   return out;
 }
 
+absl::StatusOr<json> ControlPlane::Event(int64_t seq) const {
+  json list = Events(seq - 1, 1);
+  if (list.empty() || list[0]["seq"] != seq) {
+    return absl::NotFoundError(absl::StrCat("no event ", seq, "; `carve events` lists them"));
+  }
+  return list[0];
+}
+
 json ControlPlane::Events(int64_t after, int64_t limit) const {
   json out = json::array();
   auto events = store_->Events(after, limit);

@@ -62,8 +62,11 @@ class ControlPlane {
   nlohmann::json ListNodes() const;
   // Cordon: no new work on the node. Drain: cordon, and stop its jobs so their recovery policy
   // runs them elsewhere. Uncordon undoes both.
-  absl::StatusOr<nlohmann::json> Cordon(const std::string& node, const std::string& action,
+  // With `gpu` >= 0 only that GPU: cordon keeps new work off it, drain also moves its jobs.
+  absl::StatusOr<nlohmann::json> Cordon(const std::string& node, const std::string& action, int gpu,
                                         const Principal& who);
+  // One event with its details (for a fault: the jobs, queues and tenants it touched).
+  absl::StatusOr<nlohmann::json> Event(int64_t seq) const;
 
   // Configuration: a list of tenant, project, queue and node (device mode) documents, applied
   // all together or not at all.

@@ -80,32 +80,50 @@ bool ControlPlane::Displace(JobRecord& job, const std::string& cause, StoreBatch
 }
 
 absl::StatusOr<json> ControlPlane::Cordon(const std::string& name, const std::string& action,
-                                          const Principal& who) {
+                                          int gpu, const Principal& who) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return absl::NotFoundError("no node \"" + name + "\"");
   NodeRecord& node = it->second;
+  if (gpu >= static_cast<int>(node.gpus.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", name, " has no GPU ", gpu));
+  }
   StoreBatch batch;
   json moved = json::array();
-  if (action == "uncordon") {
+  std::string by = action == "drain" ? who.name + " (drain)" : who.name;
+  if (gpu >= 0) {
+    if (action == "uncordon") {
+      node.cordoned_gpus.erase(gpu);
+    } else {
+      node.cordoned_gpus[gpu] = by;
+    }
+  } else if (action == "uncordon") {
     node.cordoned_by.clear();
+    node.cordoned_gpus.clear();
   } else {
-    node.cordoned_by = action == "drain" ? who.name + " (drain)" : who.name;
+    node.cordoned_by = by;
   }
+  std::string target = gpu >= 0 ? absl::StrCat("GPU ", gpu, " of node ", name) : "node " + name;
   if (action == "drain") {
-    std::string cause = absl::StrCat("drain of node ", name, " by ", who.name);
+    std::string cause = absl::StrCat("drain of ", target, " by ", who.name);
     for (auto& [id, job] : jobs_) {
       bool here = false;
-      for (const ReplicaRecord& r : job.replicas) here |= r.node == name;
+      for (const ReplicaRecord& r : job.replicas) {
+        if (r.node != name) continue;
+        here |= gpu < 0;
+        for (const GrantRecord& g : r.grants) here |= g.device == gpu;
+      }
       if (here && Displace(job, cause, batch)) moved.push_back(id);
     }
   }
   batch.puts.push_back({"node", name, node.ToJson().dump()});
   std::string type = action == "drain" ? "node.drained" : "node." + action + "ed";
-  Event(batch, "user:" + who.name, type, "node/" + name,
-        action == "drain"    ? absl::StrCat("no new work; ", moved.size(), " jobs moved by policy")
-        : action == "cordon" ? "no new work"
-                             : "back in service",
+  Event(batch, "user:" + who.name, type,
+        gpu >= 0 ? absl::StrCat("node/", name, "/gpu/", gpu) : "node/" + name,
+        action == "drain"
+            ? absl::StrCat("no new work on ", target, "; ", moved.size(), " jobs moved by policy")
+        : action == "cordon" ? "no new work on " + target
+                             : target + " back in service",
         {{"jobs", moved}});
   json out = node.ToJson();
   out["jobs_moved"] = moved;

@@ -161,6 +161,8 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
 json NodeRecord::ToJson() const {
   json quarantine = json::object();
   for (const auto& [index, why] : quarantined) quarantine[std::to_string(index)] = why;
+  json cordoned = json::object();
+  for (const auto& [index, who] : cordoned_gpus) cordoned[std::to_string(index)] = who;
   json fence = json::object();
   for (const auto& [index, job] : fenced) fence[std::to_string(index)] = job;
   json gpu_list = json::array();
@@ -176,7 +178,8 @@ json NodeRecord::ToJson() const {
           {"last_heartbeat_us", last_heartbeat_us},
           {"quarantined", quarantine},
           {"fenced", fence},
-          {"cordoned_by", cordoned_by}};
+          {"cordoned_by", cordoned_by},
+          {"cordoned_gpus", cordoned}};
 }
 
 absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
@@ -196,6 +199,10 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     n.registered_us = j.value("registered_us", int64_t{0});
     n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});
     n.cordoned_by = j.value("cordoned_by", "");
+    const json cordoned = j.value("cordoned_gpus", json::object());
+    for (const auto& [index, who] : cordoned.items()) {
+      n.cordoned_gpus[std::stoi(index)] = who.get<std::string>();
+    }
     const json quarantined = j.value("quarantined", json::object());
     for (const auto& [index, why] : quarantined.items()) {
       n.quarantined[std::stoi(index)] = why.get<std::string>();

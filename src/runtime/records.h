@@ -79,8 +79,9 @@ struct NodeRecord {
   std::string state = "ready";  // ready | not-ready | cordoned
   int64_t registered_us = 0;
   int64_t last_heartbeat_us = 0;
-  std::map<int, std::string> quarantined;  // GPU index -> why (a failed reclaim check)
-  std::string cordoned_by;                 // no new work while set ("admin", "admin (drain)")
+  std::map<int, std::string> quarantined;    // GPU index -> why (a failed reclaim check)
+  std::string cordoned_by;                   // no new work while set ("admin", "admin (drain)")
+  std::map<int, std::string> cordoned_gpus;  // GPU index -> who: no new work on that GPU
   std::map<int, int64_t> fenced;  // GPU index -> job lost with the node; kept out until it returns
 
   nlohmann::json ToJson() const;

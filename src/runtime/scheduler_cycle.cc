@@ -35,7 +35,9 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
                                          : DeviceHealth::kUnhealthy;
       d.dynamic_layout = g.dynamic_layout;
       if (rec.quarantined.count(g.index)) d.state = DeviceState::kQuarantined;
-      if (rec.fenced.count(g.index)) d.state = DeviceState::kCordoned;
+      if (rec.fenced.count(g.index) || rec.cordoned_gpus.count(g.index)) {
+        d.state = DeviceState::kCordoned;
+      }
       for (const DiscoveredMigInstance& m : g.mig_instances) {
         auto profile = catalog->FindProfile(d.model, m.profile);
         if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});

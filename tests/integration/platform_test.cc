@@ -433,6 +433,20 @@ TEST_F(PlatformTest, DrainMovesJobsByPolicyAndCordons) {
   EXPECT_NE(ended["replicas"][0]["node"], first);
 }
 
+// Cordoning single GPUs keeps new work off them and nowhere else.
+TEST_F(PlatformTest, CordonOneGpuKeepsWorkOffItOnly) {
+  for (int gpu : {0, 1}) {
+    ASSERT_TRUE(
+        Api().Post(absl::StrCat("/api/v1/nodes/gpu-a/cordon?gpu=", gpu), json::object()).ok());
+  }
+  json job = Submit({{"command", {"true"}}, {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["replicas"][0]["node"], "gpu-b");  // gpu-a's H200s are cordoned
+  json shared =
+      Submit({{"command", {"true"}}, {"resources", {{"mode", "shared"}, {"gpu_compute", "10%"}}}});
+  EXPECT_EQ(WaitFinal(shared["id"])["replicas"][0]["node"], "gpu-a");  // the rest of gpu-a works
+}
+
 // A fault on one shared GPU touches exactly the jobs on it.
 TEST_F(PlatformTest, DeviceFaultTouchesOnlyTheJobsOnThatDevice) {
   ASSERT_TRUE(
@@ -476,6 +490,9 @@ TEST_F(PlatformTest, DeviceFaultTouchesOnlyTheJobsOnThatDevice) {
   std::sort(touched.begin(), touched.end());
   EXPECT_EQ(touched, shared);
   EXPECT_THAT(fault["reason"].get<std::string>(), HasSubstr("XID 79"));
+  auto one = Api().Get(absl::StrCat("/api/v1/events/", fault["seq"].get<int64_t>()));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ((*one)["details"]["jobs"], fault["details"]["jobs"]);
   for (int64_t id : shared) {
     json j;
     for (int i = 0; i < 100; ++i) {
