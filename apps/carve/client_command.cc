@@ -272,6 +272,13 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
         Client(*c).Post(absl::StrCat("/api/v1/jobs/", JobId(*id), "/cancel"), json::object()));
     if (!Structured(*c, job)) std::cout << "job " << *id << ": " << job.value("reason", "") << "\n";
   });
+  CLI::App* renew = app.add_subcommand("renew", "Renew an interactive job's lease");
+  renew->add_option("job", *id, "Job id")->required();
+  renew->callback([c, id] {
+    json job =
+        Check(Client(*c).Post(absl::StrCat("/api/v1/jobs/", JobId(*id), "/renew"), json::object()));
+    if (!Structured(*c, job)) std::cout << "job " << *id << ": lease renewed\n";
+  });
   CLI::App* nodes = app.add_subcommand("nodes", "List nodes and their GPUs");
   nodes->callback([c] {
     json list = Check(Client(*c).Get("/api/v1/nodes"));

@@ -190,6 +190,13 @@ void ApiServer::Routes() {
            auto id = IdParam(req);
            respond(res, id.ok() ? control_->Cancel(*id, *who) : absl::StatusOr<json>(id.status()));
          });
+  s.Post(R"(/api/v1/jobs/(\d+)/renew)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           auto id = IdParam(req);
+           respond(res, id.ok() ? control_->Renew(*id, *who) : absl::StatusOr<json>(id.status()));
+         });
   s.Get(R"(/api/v1/jobs/(\d+)/logs)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
           if (!authed(req, res, "user")) return;

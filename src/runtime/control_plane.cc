@@ -246,6 +246,28 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
   return out;
 }
 
+absl::StatusOr<json> ControlPlane::Renew(int64_t id, const Principal& who) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
+  JobRecord& job = it->second;
+  if (job.spec.Lease().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", id, " holds no lease"));
+  }
+  if (job.state != "running" || job.cancel_requested) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " is ", job.state, "; only a running job's lease renews"));
+  }
+  job.lease_expires_us = now_() + ParseDurationUs(job.spec.Lease()).value_or(0);
+  StoreBatch batch;
+  Touch(job, batch);
+  Event(batch, "user:" + who.name, "job.lease-renewed", absl::StrCat("job/", id),
+        "lease renewed for " + job.spec.Lease(), {{"expires_us", job.lease_expires_us}});
+  json out = job.ToJson();
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
+}
+
 std::string ControlPlane::LogPath(int64_t job, int replica) const {
   return absl::StrCat(options_.log_dir, "/job-", job, "-", replica, ".log");
 }

@@ -50,6 +50,8 @@ class ControlPlane {
   nlohmann::json ListJobs(bool all) const;
   absl::StatusOr<nlohmann::json> Explain(int64_t id) const;
   absl::StatusOr<nlohmann::json> Cancel(int64_t id, const Principal& who);
+  // Extends a running job's lease by its lease duration from now.
+  absl::StatusOr<nlohmann::json> Renew(int64_t id, const Principal& who);
 
   // Agents.
   absl::StatusOr<nlohmann::json> Register(const nlohmann::json& body, const Principal& who);

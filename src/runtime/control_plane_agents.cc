@@ -67,6 +67,9 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     if (job.state == "scheduled") {
       job.state = "running";
       job.started_us = rep.started_us;
+      if (!job.spec.Lease().empty()) {
+        job.lease_expires_us = now_() + ParseDurationUs(job.spec.Lease()).value_or(0);
+      }
       job.reason = "running on " + node;
       Event(batch, "agent:" + node, "job.started", subject, job.reason,
             {{"replica", r}, {"pid", rep.pid}, {"enforcement", rep.enforcement}});

@@ -107,14 +107,15 @@ json YamlNodeToJson(const YAML::Node& n) {
 }  // namespace
 
 absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
-  static const std::set<std::string> kTop = {"name",    "tenant",   "project",  "queue",
-                                             "kind",    "priority", "replicas", "resources",
-                                             "command", "env",      "workdir",  "max_runtime"};
+  static const std::set<std::string> kTop = {
+      "name",      "tenant",  "project", "queue",   "kind",        "priority", "replicas",
+      "resources", "command", "env",     "workdir", "max_runtime", "recovery", "lease"};
   static const std::set<std::string> kResources = {
       "gpus", "mode", "gpu_compute", "gpu_memory", "profile", "gpu_model", "cpu", "memory"};
   if (absl::Status s = CheckKeys(j, "", kTop); !s.ok()) return s;
   JobSpec spec;
   for (auto [key, out] : {std::pair{"name", &spec.name},
+                          {"lease", &spec.lease},
                           {"tenant", &spec.tenant},
                           {"project", &spec.project},
                           {"queue", &spec.queue},
@@ -194,6 +195,7 @@ json JobSpec::ToJson() const {
             {"command", command},   {"env", env}};
   if (!workdir.empty()) j["workdir"] = workdir;
   if (!max_runtime.empty()) j["max_runtime"] = max_runtime;
+  if (!lease.empty()) j["lease"] = lease;
   if (!recovery.empty() || max_retries >= 0) {
     j["recovery"] = json::object();
     if (!recovery.empty()) j["recovery"]["policy"] = recovery;
@@ -330,6 +332,11 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
       return FieldError("max_runtime", d.status().message());
     }
   }
+  if (!spec.lease.empty()) {
+    if (auto d = ParseDurationUs(spec.lease); !d.ok())
+      return FieldError("lease", d.status().message());
+  }
+
   if (absl::Status s = ValidateRequest(job, catalog); !s.ok()) {
     return FieldError("resources", s.message());
   }

@@ -47,10 +47,14 @@ struct JobSpec {
   // failover (inference), requeue (evaluation, batch, interactive, data) or none; each allows
   // `max_retries` new attempts. Defaults by kind.
   std::string recovery;
+  // Interactive work holds a lease: unless renewed (`carve renew`) within this long, the job is
+  // stopped and its GPUs come back. Default 1h for kind interactive; empty otherwise.
+  std::string lease;
   int max_retries = -1;  // -1: the policy's default
 
   nlohmann::json ToJson() const;
   std::string RecoveryPolicy() const;
+  std::string Lease() const { return !lease.empty() || kind != "interactive" ? lease : "1h"; }
   int MaxRetries() const;
 };
 

@@ -65,6 +65,7 @@ json JobRecord::ToJson() const {
             {"displaced", displaced},
             {"outcome", outcome},
             {"attempt", attempt},
+            {"lease_expires_us", lease_expires_us},
             {"attempts", attempts},
             {"replicas", reps},
             {"explanation", explanation},
@@ -93,6 +94,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.displaced = j.value("displaced", "");
     r.outcome = j.value("outcome", "");
     r.attempt = j.value("attempt", 0);
+    r.lease_expires_us = j.value("lease_expires_us", int64_t{0});
     r.attempts = j.value("attempts", json::array());
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});

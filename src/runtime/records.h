@@ -59,7 +59,8 @@ struct JobRecord {
   std::string cancelled_by;
   std::string displaced;  // why the platform stopped it to run it again (drain, device fault)
   std::string outcome;    // while reclaiming: the state the job ends in
-  int attempt = 0;        // 0 for the first run; +1 per retry, requeue or failover
+  int64_t lease_expires_us = 0;  // 0: no lease
+  int attempt = 0;               // 0 for the first run; +1 per retry, requeue or failover
   nlohmann::json attempts = nlohmann::json::array();  // earlier attempts: node, end, cause
   std::vector<ReplicaRecord> replicas;                // empty until scheduled
   std::string explanation;                            // last scheduling cycle's reason for waiting

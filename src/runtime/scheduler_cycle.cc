@@ -81,6 +81,18 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
           absl::StrCat("no heartbeat for ", (now - node.last_heartbeat_us) / 1000, " ms"));
     NodeLost(node, now, batch);
   }
+  // Leases that ran out: stop the job so its GPUs come back.
+  for (auto& [id, job] : jobs_) {
+    if (job.state != "running" || job.cancel_requested || job.lease_expires_us == 0 ||
+        now <= job.lease_expires_us) {
+      continue;
+    }
+    job.cancel_requested = true;
+    job.cancelled_by = "the platform: its " + job.spec.Lease() + " lease expired unrenewed";
+    job.reason = "stopping: lease expired";
+    Event(batch, "scheduler", "job.lease-expired", absl::StrCat("job/", id), job.cancelled_by);
+    Touch(job, batch);
+  }
   // Cancelled before any replica started: nothing to stop.
   for (auto& [id, job] : jobs_) {
     if (IsFinal(job.state) || !job.cancel_requested) continue;

@@ -508,6 +508,24 @@ TEST_F(PlatformTest, DeviceFaultTouchesOnlyTheJobsOnThatDevice) {
   EXPECT_EQ(untouched["attempt"], 0);
 }
 
+// An interactive job's lease: renewed it keeps running; unrenewed it is stopped.
+TEST_F(PlatformTest, UnrenewedLeaseStopsTheJob) {
+  json kept = Submit({{"kind", "interactive"}, {"lease", "2s"}, {"command", {"sleep", "30"}}});
+  json dropped = Submit({{"kind", "interactive"}, {"lease", "1s"}, {"command", {"sleep", "30"}}});
+  int64_t kept_id = kept["id"];
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    (void)Api().Post(absl::StrCat("/api/v1/jobs/", kept_id, "/renew"), json::object());
+  }
+  json done = WaitFinal(dropped["id"]);
+  EXPECT_EQ(done["state"], "cancelled");
+  EXPECT_THAT(done["reason"].get<std::string>(), HasSubstr("1s lease expired unrenewed"));
+  EXPECT_EQ((*Api().Get(absl::StrCat("/api/v1/jobs/", kept_id)))["state"], "running");
+  auto no_lease = Api().Post(absl::StrCat("/api/v1/jobs/", done["id"].get<int64_t>(), "/renew"),
+                             json::object());
+  EXPECT_FALSE(no_lease.ok());
+}
+
 TEST_F(PlatformTest, MaxRuntimeEndsTimedOut) {
   json job = Submit({{"command", {"sh", "-c", "echo started; sleep 60"}}, {"max_runtime", "1s"}});
   json done = WaitFinal(job["id"]);

@@ -67,6 +67,33 @@ TEST(JobSpecTest, ErrorsNameTheField) {
               HasSubstr("resources.memory"));
 }
 
+TEST(JobSpecTest, RecoveryAndLeaseDefaultByKind) {
+  auto training = JobSpecFromJson({{"command", {"true"}}, {"kind", "training"}});
+  ASSERT_TRUE(training.ok());
+  EXPECT_EQ(training->RecoveryPolicy(), "checkpoint-retry");
+  EXPECT_EQ(training->MaxRetries(), 3);
+  EXPECT_EQ(training->Lease(), "");
+  auto notebook = JobSpecFromJson({{"command", {"true"}}, {"kind", "interactive"}});
+  EXPECT_EQ(notebook->RecoveryPolicy(), "requeue");
+  EXPECT_EQ(notebook->Lease(), "1h");
+  auto custom = JobSpecFromJson({{"command", {"true"}},
+                                 {"kind", "inference"},
+                                 {"lease", "10m"},
+                                 {"recovery", {{"policy", "none"}}}});
+  ASSERT_TRUE(custom.ok()) << custom.status();
+  EXPECT_EQ(custom->RecoveryPolicy(), "none");
+  EXPECT_EQ(custom->MaxRetries(), 0);
+  EXPECT_EQ(custom->Lease(), "10m");
+  auto again = JobSpecFromJson(custom->ToJson());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->ToJson(), custom->ToJson());
+  EXPECT_FALSE(JobSpecFromJson({{"command", {"true"}}, {"recovery", {{"policy", "pray"}}}}).ok());
+  GpuCatalog catalog = GpuCatalog::BuiltIn();
+  auto bad_lease = JobSpecFromJson({{"command", {"true"}}, {"lease", "soon"}});
+  ASSERT_TRUE(bad_lease.ok());
+  EXPECT_THAT(ToJobRequest(*bad_lease, catalog).status().message(), HasSubstr("lease"));
+}
+
 TEST(JobSpecTest, Durations) {
   EXPECT_EQ(*ParseDurationUs("90s"), 90'000'000);
   EXPECT_EQ(*ParseDurationUs("1h30m"), 5'400'000'000);
