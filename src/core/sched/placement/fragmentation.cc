@@ -45,8 +45,7 @@ double FragmentationModel::Unusable(const Class& c, int64_t cpu_left,
   int64_t small = 0;  // free compute on devices without that room
   int64_t slots = 0;  // replicas the devices could host (shares stack on one device)
   for (const FreeGpu& g : gpus) {
-    bool allowed =
-        c.models.empty() || std::find(c.models.begin(), c.models.end(), g.model) != c.models.end();
+    bool allowed = (g.shares || !c.share) && c.Allows(g.model);
     if (allowed && g.milli >= c.milli) {
       ++fitting;
       slots += c.count == 1 ? g.milli / c.milli : 1;
