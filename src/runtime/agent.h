@@ -67,7 +67,6 @@ class Agent {
     int64_t ended_us = 0;
     nlohmann::json grants = nlohmann::json::array();
     nlohmann::json reclaim;  // the reclaim record, once the command has ended
-    bool oom_killed = false;
     // Reclaiming and stopping can take a grace period; they run off the heartbeat loop.
     std::shared_future<nlohmann::json> reclaiming;
   };

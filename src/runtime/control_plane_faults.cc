@@ -107,13 +107,7 @@ absl::StatusOr<json> ControlPlane::Cordon(const std::string& name, const std::st
   if (action == "drain") {
     std::string cause = absl::StrCat("drain of ", target, " by ", who.name);
     for (auto& [id, job] : jobs_) {
-      bool here = false;
-      for (const ReplicaRecord& r : job.replicas) {
-        if (r.node != name) continue;
-        here |= gpu < 0;
-        for (const GrantRecord& g : r.grants) here |= g.device == gpu;
-      }
-      if (here && Displace(job, cause, batch)) moved.push_back(id);
+      if (job.Uses(name, gpu) && Displace(job, cause, batch)) moved.push_back(id);
     }
   }
   batch.puts.push_back({"node", name, node.ToJson().dump()});
@@ -153,12 +147,7 @@ void ControlPlane::DeviceHealth(NodeRecord& node, const json& gpus, StoreBatch& 
     json jobs = json::array();
     std::set<std::string> queues, tenants;
     for (auto& [id, job] : jobs_) {
-      bool on_device = false;
-      for (const ReplicaRecord& r : job.replicas) {
-        for (const GrantRecord& gr : r.grants)
-          on_device |= r.node == node.name && gr.device == index;
-      }
-      if (!on_device || !Displace(job, cause, batch)) continue;
+      if (!job.Uses(node.name, index) || !Displace(job, cause, batch)) continue;
       jobs.push_back(id);
       queues.insert(job.spec.queue);
       tenants.insert(job.spec.tenant);

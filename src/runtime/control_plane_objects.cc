@@ -83,15 +83,10 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
           return Invalid(i, "gpus.mode", gpu.model + " does not support MIG");
         }
         for (const auto& [id, job] : jobs_) {
-          if (IsFinal(job.state)) continue;
-          for (const ReplicaRecord& r : job.replicas) {
-            for (const GrantRecord& gr : r.grants) {
-              if (r.node == name && gr.device == index) {
-                return absl::FailedPreconditionError(
-                    absl::StrCat("document ", i, ": GPU ", index, " of ", name, " runs job ", id,
-                                 "; change its mode once the job has ended"));
-              }
-            }
+          if (!IsFinal(job.state) && job.Uses(name, index)) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("document ", i, ": GPU ", index, " of ", name, " runs job ", id,
+                             "; change its mode once the job has ended"));
           }
         }
       }

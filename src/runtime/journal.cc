@@ -43,7 +43,6 @@ void Journal::Run() {
       for (auto& e : batch.events) merged.events.push_back(std::move(e));
     }
     absl::Status status = store_->Commit(std::move(merged)).status();
-    ++commits_;
     for (auto& [batch, promise] : group) promise.set_value(status);
     lock.lock();
   }

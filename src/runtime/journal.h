@@ -23,7 +23,6 @@ class Journal {
   Journal& operator=(const Journal&) = delete;
 
   std::future<absl::Status> Append(StoreBatch batch);
-  int64_t commits() const { return commits_; }
 
  private:
   void Run();
@@ -33,7 +32,6 @@ class Journal {
   std::condition_variable cv_;
   std::deque<std::pair<StoreBatch, std::promise<absl::Status>>> queue_;
   bool stop_ = false;
-  int64_t commits_ = 0;
   std::thread thread_;
 };
 

@@ -32,6 +32,17 @@ GrantRecord GrantFromJson(const json& j) {
   return g;
 }
 
+bool JobRecord::Uses(const std::string& node, int gpu) const {
+  for (const ReplicaRecord& r : replicas) {
+    if (r.node != node) continue;
+    if (gpu < 0) return true;
+    for (const GrantRecord& g : r.grants) {
+      if (g.device == gpu) return true;
+    }
+  }
+  return false;
+}
+
 json JobRecord::ToJson() const {
   json reps = json::array();
   for (const ReplicaRecord& r : replicas) {

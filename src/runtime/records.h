@@ -66,6 +66,9 @@ struct JobRecord {
   std::string explanation;                            // last scheduling cycle's reason for waiting
   std::map<std::string, int> explanation_reasons;
 
+  // Whether a replica of the job holds a grant on `node` (on its GPU `gpu`; -1: any GPU).
+  bool Uses(const std::string& node, int gpu = -1) const;
+
   nlohmann::json ToJson() const;
   static absl::StatusOr<JobRecord> FromJson(const nlohmann::json& j);
 };

@@ -42,8 +42,6 @@ class FragmentationModel {
   static FreeGpuList FreeGpus(const Node& node);
   static void Take(FreeGpuList& gpus, const std::vector<DeviceGrant>& grants);
 
-  bool empty() const { return classes_.empty(); }
-
  private:
   struct Class {
     int64_t cpu = 0;
