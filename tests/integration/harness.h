@@ -1,0 +1,172 @@
+// The integration harness: real `carve server` and `carve agent` processes in a temporary
+// directory, with helpers to submit jobs and wait for their end. Tests derive from PlatformTest
+// (override Nodes() for other simulated nodes).
+#ifndef CARVE_TESTS_INTEGRATION_HARNESS_H_
+#define CARVE_TESTS_INTEGRATION_HARNESS_H_
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/api_client.h"
+#include "runtime/records.h"
+
+extern char** environ;
+
+namespace carve::it {
+
+using json = nlohmann::json;
+
+// Gone, or a zombie waiting for init to reap it (its process group was killed).
+inline bool Dead(pid_t pid) {
+  if (kill(pid, 0) != 0) return true;
+  std::string stat;
+  std::getline(std::ifstream(absl::StrCat("/proc/", pid, "/stat")), stat);
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+}
+
+inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+inline void Kill(pid_t pid, int sig) {
+  if (pid <= 0) return;
+  kill(pid, sig);
+  waitpid(pid, nullptr, 0);
+}
+
+inline std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+using NodeList = std::vector<std::pair<std::string, std::string>>;  // name, devices YAML
+
+inline const NodeList kNodes = {
+    {"gpu-a",
+     "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"
+     "  - {model: L40S, count: 2, mode: shared}\n"},
+    {"gpu-b",
+     "gpus:\n  - {model: A100-80GB, count: 1, mode: partition, layout: dynamic}\n"
+     "  - {model: H200, count: 1, mode: exclusive}\n"},
+};
+
+class PlatformTest : public ::testing::Test {
+ protected:
+  // The simulated nodes the test starts agents for.
+  virtual const NodeList& Nodes() const { return kNodes; }
+
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("carve-it-", getpid(), "-", counter_++);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    StartServer();
+    for (const auto& [name, yaml] : Nodes()) {
+      std::string file = (dir_ / absl::StrCat(name, ".yaml")).string();
+      std::ofstream(file) << yaml;
+      agents_.push_back(Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
+                               (dir_ / "data/agent.token").string(), "--node", name, "--devices",
+                               file, "--cpu", "16", "--memory", "64Gi", "--data",
+                               (dir_ / "agents" / name).string(), "--heartbeat-ms", "100"},
+                              (dir_ / absl::StrCat(name, ".log")).string()));
+    }
+    for (int i = 0; i < 100 && Api().Get("/api/v1/nodes")->size() < Nodes().size(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_EQ(Api().Get("/api/v1/nodes")->size(), Nodes().size())
+        << Slurp((dir_ / "gpu-a.log").string());
+  }
+
+  pid_t StartAgent(int i) {
+    const std::string& name = Nodes()[i].first;
+    return Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
+                  (dir_ / "data/agent.token").string(), "--node", name, "--devices",
+                  (dir_ / absl::StrCat(name, ".yaml")).string(), "--cpu", "16", "--memory", "64Gi",
+                  "--data", (dir_ / "agents" / name).string(), "--heartbeat-ms", "100"},
+                 (dir_ / absl::StrCat(name, ".log")).string());
+  }
+
+  void TearDown() override {
+    for (pid_t a : agents_) Kill(a, SIGTERM);
+    Kill(server_, SIGKILL);
+  }
+
+  void StartServer() {
+    std::filesystem::remove(dir_ / "data/server");
+    server_ = Spawn({CARVE_BINARY, "server", "--data", (dir_ / "data").string(), "--listen",
+                     absl::StrCat("127.0.0.1:", port_), "--schedule-interval-ms", "50",
+                     "--node-timeout-ms", "1500"},
+                    (dir_ / "server.log").string());
+    for (int i = 0; i < 100 && !std::filesystem::exists(dir_ / "data/server"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    url_ = Slurp((dir_ / "data/server").string());
+    while (!url_.empty() && url_.back() == '\n') url_.pop_back();
+    ASSERT_FALSE(url_.empty()) << Slurp((dir_ / "server.log").string());
+    token_ = Slurp((dir_ / "data/admin.token").string());
+  }
+
+  ApiClient Api() { return ApiClient(url_, token_); }
+
+  json Submit(json spec, const std::string& key = "") {
+    std::map<std::string, std::string> headers;
+    if (!key.empty()) headers["Idempotency-Key"] = key;
+    auto job = Api().Post("/api/v1/jobs", spec, headers);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : json();
+  }
+
+  json WaitFinal(int64_t id, int seconds = 20) {
+    json job;
+    for (int i = 0; i < seconds * 20; ++i) {
+      job = *Api().Get(absl::StrCat("/api/v1/jobs/", id));
+      if (IsFinal(job["state"])) return job;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "job " << id << " did not end: " << job.dump(2);
+    return job;
+  }
+
+  std::string Logs(int64_t id) {
+    auto text = Api().GetText(absl::StrCat("/api/v1/jobs/", id, "/logs"));
+    return text.ok() ? *text : text.status().ToString();
+  }
+
+  static inline int counter_ = 0;
+  int port_ = 17070 + getpid() % 1000;
+  std::filesystem::path dir_;
+  std::string url_;
+  std::string token_;
+  pid_t server_ = 0;
+  std::vector<pid_t> agents_;
+};
+
+}  // namespace carve::it
+
+#endif  // CARVE_TESTS_INTEGRATION_HARNESS_H_
