@@ -10,6 +10,7 @@
 #include "runtime/control_plane.h"
 #include "runtime/records.h"
 #include "runtime/replica_monitor.h"
+#include "runtime/tenant_paths.h"
 
 namespace carve {
 
@@ -129,14 +130,21 @@ void Agent::Launch(const json& a) {
   r.job = a.value("job", int64_t{0});
   r.index = a.value("replica", 0);
   if (replicas_.count({r.job, r.index})) return;
-  r.log_path = absl::StrCat(options_.data_dir, "/logs/job-", r.job, "-", r.index, ".log");
+  // Logs, checkpoints and working directories live under owner-only per-tenant directories.
+  const std::string data = std::filesystem::absolute(options_.data_dir).string();
+  const std::string tenant = a.value("tenant", "default");
+  r.log_path =
+      absl::StrCat(TenantDir(data + "/logs", tenant), "/job-", r.job, "-", r.index, ".log");
   // The server names a checkpoint directory every node can reach; else keep it local.
   std::string checkpoints = a.value("checkpoint_dir", "");
   if (checkpoints.empty()) {
-    checkpoints = absl::StrCat(options_.data_dir, "/checkpoints/job-", r.job);
+    checkpoints = absl::StrCat(TenantDir(data + "/checkpoints", tenant), "/job-", r.job);
   }
   std::error_code ec;
-  std::filesystem::create_directories(checkpoints, ec);
+  (void)CreatePrivateDir(checkpoints);
+  auto workdir = ResolveWorkdir(
+      absl::StrCat(TenantDir(data + "/work", tenant), "/", a.value("project", "default")),
+      a.value("workdir", ""));
   r.status_path = absl::StrCat(options_.data_dir, "/status/job-", r.job, "-", r.index);
   std::filesystem::remove(r.status_path, ec);
   LaunchSpec spec;
@@ -152,7 +160,7 @@ void Agent::Launch(const json& a) {
   spec.env["CARVE_ATTEMPT"] = std::to_string(a.value("attempt", 0));
   spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints;
   if (devices_->name() == "simulated") {
-    spec.env["CARVE_SIM_GPU_DIR"] = options_.data_dir + "/simgpu";
+    spec.env["CARVE_SIM_GPU_DIR"] = data + "/simgpu";
     for (const json& g : a.value("grants", json::array())) {
       for (const DiscoveredGpu& d : gpus_) {
         if (d.index == g.value("device", -1)) {
@@ -162,7 +170,7 @@ void Agent::Launch(const json& a) {
     }
   }
   r.grants = a.value("grants", json::array());
-  spec.workdir = a.value("workdir", "");
+  spec.workdir = workdir.ok() ? *workdir : "";
   spec.log_path = r.log_path;
   // Unique on this machine: several agents (and several Carve installations) may share it.
   spec.group_name = absl::StrCat(options_.node, "-", Sha256Hex(options_.data_dir).substr(0, 8),
@@ -171,7 +179,7 @@ void Agent::Launch(const json& a) {
   r.started_us = NowUs();
   int64_t max_runtime = a.value("max_runtime_us", int64_t{0});
   r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;
-  auto handle = launcher_->Launch(spec);
+  auto handle = workdir.ok() ? launcher_->Launch(spec) : workdir.status();
   if (handle.ok()) {
     r.handle = *handle;
     r.launched = true;

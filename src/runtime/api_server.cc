@@ -4,76 +4,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
+#include "runtime/api_http.h"
 
 namespace carve {
 
 using json = nlohmann::json;
 
-namespace {
-
-int HttpStatus(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      return 400;
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kAborted:
-      return 409;
-    case absl::StatusCode::kUnavailable:
-      return 503;
-    default:
-      return 500;
-  }
-}
-
-std::string CodeName(const absl::Status& s) {
-  std::string name = absl::StatusCodeToString(s.code());
-  for (char& c : name) c = c == ' ' ? '_' : static_cast<char>(std::tolower(c));
-  return name;
-}
-
-void Reply(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(2) + "\n", "application/json");
-}
-
-void ReplyError(httplib::Response& res, const absl::Status& s) {
-  Reply(res, HttpStatus(s), {{"error", {{"code", CodeName(s)}, {"message", s.message()}}}});
-}
-
-absl::StatusOr<json> Body(const httplib::Request& req) {
-  json j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded()) {
-    return absl::InvalidArgumentError("the body is not valid JSON");
-  }
-  return j;
-}
-
-absl::StatusOr<int64_t> IdParam(const httplib::Request& req) {
-  int64_t id;
-  if (!absl::SimpleAtoi(req.matches[1].str(), &id)) {
-    return absl::InvalidArgumentError("the job id must be a number");
-  }
-  return id;
-}
-
-int64_t IntParam(const httplib::Request& req, const char* name, int64_t fallback) {
-  int64_t v;
-  if (req.has_param(name) && absl::SimpleAtoi(req.get_param_value(name), &v)) return v;
-  return fallback;
-}
-
-}  // namespace
-
 ApiServer::ApiServer(ControlPlane* control, Options options)
     : control_(control), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+  Harden();
   Routes();
 }
 
@@ -114,37 +53,62 @@ void ApiServer::ScheduleLoop() {
     if (stopping_) break;
     kicked_ = false;
     lock.unlock();
+    auto start = std::chrono::steady_clock::now();
     (void)control_->ScheduleOnce();
+    int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+    cycles_ += 1;
+    cycle_us_total_ += us;
+    cycle_us_last_ = us;
+    (void)control_->AccrueUtilization();
     lock.lock();
   }
 }
 
+std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib::Response& res,
+                                           const char* role) {
+  std::string header = req.get_header_value("Authorization");
+  std::string token = absl::StartsWith(header, "Bearer ") ? header.substr(7) : "";
+  auto who = control_->Authenticate(token);
+  if (!who.ok()) {
+    ReplyError(res, who.status());
+    return std::nullopt;
+  }
+  // "user": any person (admin, tenant-admin, member, viewer); "admin": admins; "agent": agents.
+  bool ok = who->role == "admin" ||
+            (std::string(role) == "user" ? IsUserRole(who->role) : who->role == role);
+  if (!ok) {
+    ReplyError(res,
+               absl::PermissionDeniedError(absl::StrCat("this call needs the ", role, " role")));
+    return std::nullopt;
+  }
+  if (absl::Status st = Admit(*who); !st.ok()) {
+    ReplyError(res, st);
+    return std::nullopt;
+  }
+  return *who;
+}
+
 void ApiServer::Routes() {
   httplib::Server& s = *http_;
-  auto authed = [this](const httplib::Request& req, httplib::Response& res,
-                       const char* role) -> std::optional<Principal> {
-    std::string header = req.get_header_value("Authorization");
-    std::string token = absl::StartsWith(header, "Bearer ") ? header.substr(7) : "";
-    auto who = control_->Authenticate(token);
-    if (!who.ok()) {
-      ReplyError(res, who.status());
-      return std::nullopt;
-    }
-    if (role != nullptr && who->role != role && who->role != "admin") {
-      ReplyError(res,
-                 absl::PermissionDeniedError(absl::StrCat("this call needs the ", role, " role")));
-      return std::nullopt;
-    }
-    return *who;
+  auto authed = [this](const httplib::Request& req, httplib::Response& res, const char* role) {
+    return Authed(req, res, role);
   };
   auto respond = [](httplib::Response& res, const absl::StatusOr<json>& r, int ok = 200) {
-    if (r.ok()) {
-      Reply(res, ok, *r);
-    } else {
-      ReplyError(res, r.status());
-    }
+    Respond(res, r, ok);
   };
-
+  // A job the caller may not see answers exactly like a job that does not exist.
+  auto job_access = [this](const httplib::Request& req, httplib::Response& res,
+                           const Principal& who, Access access) -> std::optional<int64_t> {
+    auto id = IdParam(req);
+    absl::Status s = id.ok() ? control_->CheckJob(*id, who, access) : id.status();
+    if (!s.ok()) {
+      ReplyError(res, s);
+      return std::nullopt;
+    }
+    return *id;
+  };
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     Reply(res, 200, {{"status", "ok"}});
   });
@@ -160,6 +124,9 @@ void ApiServer::Routes() {
     if (!who) return;
     auto body = Body(req);
     if (!body.ok()) return ReplyError(res, body.status());
+    if (absl::Status st = control_->AuthorizeSubmit(*body, *who); !st.ok()) {
+      return ReplyError(res, st);
+    }
     auto r = control_->Submit(*body, req.get_header_value("Idempotency-Key"), *who);
     if (r.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -169,39 +136,43 @@ void ApiServer::Routes() {
     respond(res, r, 201);
   });
   s.Get("/api/v1/jobs", [=, this](const httplib::Request& req, httplib::Response& res) {
-    if (!authed(req, res, "user")) return;
-    Reply(res, 200, control_->ListJobs(req.get_param_value("all") == "true"));
+    auto who = authed(req, res, "user");
+    if (!who) return;
+    Reply(res, 200, VisibleJobs(control_->ListJobs(req.get_param_value("all") == "true"), *who));
   });
   s.Get(R"(/api/v1/jobs/(\d+))", [=, this](const httplib::Request& req, httplib::Response& res) {
-    if (!authed(req, res, "user")) return;
-    auto id = IdParam(req);
-    respond(res, id.ok() ? control_->GetJob(*id) : absl::StatusOr<json>(id.status()));
+    auto who = authed(req, res, "user");
+    if (!who) return;
+    auto id = job_access(req, res, *who, Access::kRead);
+    if (id) respond(res, control_->GetJob(*id));
   });
   s.Get(R"(/api/v1/jobs/(\d+)/explain)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
-          if (!authed(req, res, "user")) return;
-          auto id = IdParam(req);
-          respond(res, id.ok() ? control_->Explain(*id) : absl::StatusOr<json>(id.status()));
+          auto who = authed(req, res, "user");
+          if (!who) return;
+          auto id = job_access(req, res, *who, Access::kRead);
+          if (id) respond(res, control_->Explain(*id));
         });
   s.Post(R"(/api/v1/jobs/(\d+)/cancel)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, "user");
            if (!who) return;
-           auto id = IdParam(req);
-           respond(res, id.ok() ? control_->Cancel(*id, *who) : absl::StatusOr<json>(id.status()));
+           auto id = job_access(req, res, *who, Access::kWrite);
+           if (id) respond(res, control_->Cancel(*id, *who));
          });
   s.Post(R"(/api/v1/jobs/(\d+)/renew)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, "user");
            if (!who) return;
-           auto id = IdParam(req);
-           respond(res, id.ok() ? control_->Renew(*id, *who) : absl::StatusOr<json>(id.status()));
+           auto id = job_access(req, res, *who, Access::kWrite);
+           if (id) respond(res, control_->Renew(*id, *who));
          });
   s.Get(R"(/api/v1/jobs/(\d+)/logs)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
-          if (!authed(req, res, "user")) return;
-          auto id = IdParam(req);
-          if (!id.ok()) return ReplyError(res, id.status());
+          auto who = authed(req, res, "user");
+          if (!who) return;
+          auto id = job_access(req, res, *who, Access::kRead);
+          if (!id) return;
           int64_t size = 0;
           auto data = control_->ReadLog(*id, static_cast<int>(IntParam(req, "replica", 0)),
                                         IntParam(req, "offset", 0), &size);
@@ -221,25 +192,35 @@ void ApiServer::Routes() {
   });
   s.Get(R"(/api/v1/(tenants|projects|queues))",
         [=, this](const httplib::Request& req, httplib::Response& res) {
-          if (!authed(req, res, "user")) return;
+          auto who = authed(req, res, "user");
+          if (!who) return;
           std::string kind = req.matches[1].str();
-          Reply(res, 200, control_->ListObjects(kind.substr(0, kind.size() - 1)));
+          kind.pop_back();
+          Reply(res, 200, VisibleObjects(kind, control_->ListObjects(kind), *who));
         });
   s.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "user");
+           auto who = authed(req, res, "admin");
            if (!who) return;
            respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(),
                                          static_cast<int>(IntParam(req, "gpu", -1)), *who));
          });
   s.Get(R"(/api/v1/events/(\d+))", [=, this](const httplib::Request& req, httplib::Response& res) {
-    if (!authed(req, res, "user")) return;
+    auto who = authed(req, res, "user");
+    if (!who) return;
     auto seq = IdParam(req);
-    respond(res, seq.ok() ? control_->Event(*seq) : absl::StatusOr<json>(seq.status()));
+    auto event = seq.ok() ? control_->Event(*seq) : absl::StatusOr<json>(seq.status());
+    if (event.ok() && !SeesEvent(*who, (*event)["details"])) {
+      event = absl::NotFoundError(absl::StrCat("no event ", *seq, "; `carve events` lists them"));
+    }
+    respond(res, event);
   });
   s.Get("/api/v1/events", [=, this](const httplib::Request& req, httplib::Response& res) {
-    if (!authed(req, res, "user")) return;
-    Reply(res, 200, control_->Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000)));
+    auto who = authed(req, res, "user");
+    if (!who) return;
+    Reply(res, 200,
+          VisibleEvents(control_->Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000)),
+                        *who));
   });
   s.Post("/api/v1/agents/register", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, "agent");
@@ -263,7 +244,12 @@ void ApiServer::Routes() {
     if (!st.ok()) return ReplyError(res, st);
     Reply(res, 200, {{"ok", true}});
   });
+  TenancyRoutes();
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 413) {
+      ReplyError(res, absl::InvalidArgumentError("the request body is too large"));
+      res.status = 413;
+    }
     if (res.status == 404 && res.body.empty()) {
       ReplyError(res, absl::NotFoundError(absl::StrCat("no route ", req.method, " ", req.path,
                                                        "; see /api/v1/openapi.json")));

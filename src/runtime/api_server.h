@@ -3,8 +3,10 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -13,7 +15,9 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace carve {
 
@@ -24,6 +28,13 @@ class ApiServer {
     std::string host = "127.0.0.1";
     int port = 7070;  // 0: any free port (see port())
     int64_t schedule_interval_ms = 200;
+    // Hardening (api_limits.cc): per-token rate limit for tenant users (admins and agents are
+    // exempt), request body limit, socket timeouts, worker threads.
+    double rate_per_s = 50;
+    double rate_burst = 200;
+    size_t max_body_bytes = 4 << 20;
+    int timeout_s = 10;
+    int threads = 64;
   };
   ApiServer(ControlPlane* control, Options options);
   ~ApiServer();
@@ -35,7 +46,15 @@ class ApiServer {
 
  private:
   void Routes();
+  void TenancyRoutes();  // users, tokens, audit, usage, utilization, metrics
   void ScheduleLoop();
+  void Harden();
+  // Resolves the bearer token and checks that its role may call ("user", "admin" or "agent");
+  // replies with the error and returns nothing otherwise.
+  std::optional<Principal> Authed(const httplib::Request& req, httplib::Response& res,
+                                  const char* role);
+  // The caller's rate limit: ResourceExhausted when its token has no request left.
+  absl::Status Admit(const Principal& who);
 
   ControlPlane* control_;
   Options options_;
@@ -47,6 +66,16 @@ class ApiServer {
   bool stopping_ = false;
   bool kicked_ = false;
   int port_ = 0;
+  struct Bucket {
+    double tokens = 0;
+    int64_t last_us = 0;
+  };
+  std::atomic<int64_t> cycles_{0};
+  std::atomic<int64_t> cycle_us_total_{0};
+  std::atomic<int64_t> cycle_us_last_{0};
+  std::atomic<int64_t> rate_limited_{0};
+  std::mutex limit_mu_;
+  std::map<std::string, Bucket> buckets_;  // token id -> bucket
 };
 
 // The OpenAPI 3 document served at /api/v1/openapi.json.

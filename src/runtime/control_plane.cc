@@ -2,11 +2,13 @@
 
 #include <openssl/evp.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/tenant_paths.h"
 
 namespace carve {
 
@@ -72,13 +74,8 @@ absl::Status ControlPlane::Load() {
     json j = json::parse(r.json, nullptr, false);
     for (const auto& [index, mode] : j.items()) mode_overrides_[r.id][std::stoi(index)] = mode;
   }
-  auto tokens = store_->Load("token");
-  if (!tokens.ok()) return tokens.status();
-  for (const StoredRecord& r : *tokens) {
-    json j = json::parse(r.json, nullptr, false);
-    tokens_[r.id] = {j.value("name", ""), j.value("role", "")};
-  }
-  return absl::OkStatus();
+  if (absl::Status s = LoadTenancy(); !s.ok()) return s;
+  return LoadUtilization();
 }
 
 bool ControlPlane::healthy() const {
@@ -99,6 +96,15 @@ void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std:
   e.type = type;
   e.subject = subject;
   e.reason = reason;
+  // Every record about a job names its tenant, project and queue (audit export and visibility).
+  if (details.is_object() && !details.contains("tenant") && subject.rfind("job/", 0) == 0) {
+    auto job = jobs_.find(std::atoll(subject.c_str() + 4));
+    if (job != jobs_.end()) {
+      details["tenant"] = job->second.spec.tenant;
+      details["project"] = job->second.spec.project;
+      details["queue"] = job->second.spec.queue;
+    }
+  }
   e.details_json = details.dump();
   batch.events.push_back(std::move(e));
 }
@@ -115,30 +121,6 @@ absl::Status ControlPlane::Durable(std::unique_lock<std::mutex>& lock, StoreBatc
         absl::StrCat("the store failed to commit; restart the server: ", status.message()));
   }
   return absl::OkStatus();
-}
-
-absl::Status ControlPlane::AddToken(const std::string& token, const std::string& name,
-                                    const std::string& role) {
-  std::unique_lock<std::mutex> lock(mu_);
-  std::string hash = Sha256Hex(token);
-  if (tokens_.count(hash)) return absl::OkStatus();
-  tokens_[hash] = {name, role};
-  StoreBatch batch;
-  batch.puts.push_back({"token", hash, json{{"name", name}, {"role", role}}.dump()});
-  Event(batch, "system", "token.created", "token/" + name, "token for " + role, {{"role", role}});
-  return Durable(lock, std::move(batch));
-}
-
-absl::StatusOr<Principal> ControlPlane::Authenticate(const std::string& token) const {
-  if (token.empty()) {
-    return absl::UnauthenticatedError(
-        "no token: send 'Authorization: Bearer TOKEN' (carve dev writes one to "
-        "carve-data/admin.token)");
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = tokens_.find(Sha256Hex(token));
-  if (it == tokens_.end()) return absl::UnauthenticatedError("the token is not valid");
-  return it->second;
 }
 
 absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& idem_key,
@@ -171,7 +153,11 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
   StoreBatch batch;
   Touch(job, batch);
   Event(batch, "user:" + who.name, "job.submitted", absl::StrCat("job/", job.id), "submitted",
-        {{"name", job.spec.name}, {"spec", job.spec.ToJson()}});
+        {{"name", job.spec.name},
+         {"spec", job.spec.ToJson()},
+         {"tenant", job.spec.tenant},
+         {"project", job.spec.project},
+         {"queue", job.spec.queue}});
   json out = job.ToJson();
   jobs_[job.id] = std::move(job);
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
@@ -268,8 +254,11 @@ absl::StatusOr<json> ControlPlane::Renew(int64_t id, const Principal& who) {
   return out;
 }
 
+// Logs live under a directory per tenant (owner-only; see TenantDir). The caller holds mu_.
 std::string ControlPlane::LogPath(int64_t job, int replica) const {
-  return absl::StrCat(options_.log_dir, "/job-", job, "-", replica, ".log");
+  auto it = jobs_.find(job);
+  std::string tenant = it == jobs_.end() ? "default" : it->second.spec.tenant;
+  return absl::StrCat(TenantDir(options_.log_dir, tenant), "/job-", job, "-", replica, ".log");
 }
 
 absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
@@ -295,15 +284,17 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
 
 absl::StatusOr<std::string> ControlPlane::ReadLog(int64_t job, int replica, int64_t offset,
                                                   int64_t* size) const {
+  std::string path;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job);
-    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job));
+    if (it == jobs_.end()) return absl::NotFoundError(NoJobMessage(job));
     if (replica < 0 || replica >= it->second.spec.replicas) {
       return absl::NotFoundError(absl::StrCat("job ", job, " has no replica ", replica));
     }
+    path = LogPath(job, replica);
   }
-  std::ifstream in(LogPath(job, replica), std::ios::binary);
+  std::ifstream in(path, std::ios::binary);
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   *size = static_cast<int64_t>(data.size());
   if (offset >= *size) return std::string();

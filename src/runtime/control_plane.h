@@ -14,14 +14,10 @@
 #include "ports/store.h"
 #include "runtime/journal.h"
 #include "runtime/records.h"
+#include "runtime/tenancy.h"
+#include "runtime/utilization.h"
 
 namespace carve {
-
-// Who is calling: resolved from a bearer token.
-struct Principal {
-  std::string name;
-  std::string role;  // "admin" | "agent"
-};
 
 // The controller's state machine: jobs, nodes and tokens in memory, every change durable in the
 // store (through the Journal) before the call that made it returns. Thread-safe.
@@ -39,9 +35,46 @@ class ControlPlane {
   static absl::StatusOr<std::unique_ptr<ControlPlane>> Open(Store* store, const GpuCatalog* catalog,
                                                             Options options, Clock now);
 
-  // Tokens are stored as SHA-256 hashes.
+  // Tokens are stored as SHA-256 hashes. AddToken registers a bootstrap token (no expiry).
   absl::Status AddToken(const std::string& token, const std::string& name, const std::string& role);
   absl::StatusOr<Principal> Authenticate(const std::string& token) const;
+
+  // Tenancy (control_plane_tenancy.cc): users, tokens with expiry, per-tenant access.
+  absl::StatusOr<nlohmann::json> CreateUser(const nlohmann::json& body, const Principal& who);
+  nlohmann::json ListUsers(const Principal& who) const;
+  absl::StatusOr<nlohmann::json> RemoveUser(const std::string& name, const Principal& who);
+  // Answers with the secret once; only its hash is stored.
+  absl::StatusOr<nlohmann::json> CreateToken(const nlohmann::json& body, const Principal& who);
+  nlohmann::json ListTokens(const Principal& who) const;
+  absl::StatusOr<nlohmann::json> RevokeToken(const std::string& id, const Principal& who);
+  // NotFound with NoJobMessage(id) unless the job exists and `who` may see it; PermissionDenied
+  // when `who` sees it but may not `access` it.
+  absl::Status CheckJob(int64_t id, const Principal& who, Access access) const;
+  // Fills the caller's tenant and project into a job spec that names none; refuses others'.
+  absl::Status AuthorizeSubmit(nlohmann::json& body, const Principal& who) const;
+
+  // Audit (control_plane_audit.cc): the event log as audit records.
+  struct AuditQuery {
+    std::string tenant;  // "": every tenant (admins only)
+    int64_t since_us = 0;
+    int64_t until_us = 0;  // 0: no end
+  };
+  // Up to `limit` records with seq > `after` that `who` may export; `*next` gets the seq to
+  // continue after (0 when the log is done).
+  absl::StatusOr<nlohmann::json> AuditPage(const AuditQuery& query, const Principal& who,
+                                           int64_t after, int64_t limit, int64_t* next) const;
+  // Checks the whole hash chain: {ok, events, head_seq, head_hash} or the first broken link.
+  nlohmann::json VerifyAudit() const;
+
+  // Usage and utilization (control_plane_usage.cc).
+  nlohmann::json UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const;
+  absl::StatusOr<nlohmann::json> Usage(const std::string& by, int64_t since_us, int64_t until_us,
+                                       const Principal& who) const;
+  nlohmann::json Utilization(int64_t since_us, int64_t until_us) const;
+  // Integrates every GPU's state (installed, online, schedulable, busy) since the last call.
+  absl::Status AccrueUtilization();
+  // Prometheus text exposition (metrics.cc).
+  std::string Metrics(const Principal& who) const;
 
   // Jobs. Submit is idempotent per (submitter, key): a repeat returns the first job.
   absl::StatusOr<nlohmann::json> Submit(const nlohmann::json& body, const std::string& idem_key,
@@ -111,6 +144,8 @@ class ControlPlane {
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;
   bool ObjectExists(const std::string& kind, const std::string& name) const;
+  absl::Status LoadTenancy();
+  absl::Status LoadUtilization();
 
   Store* store_;
   const GpuCatalog* catalog_;
@@ -120,7 +155,9 @@ class ControlPlane {
   mutable std::mutex mu_;
   std::map<int64_t, JobRecord> jobs_;
   std::map<std::string, NodeRecord> nodes_;
-  std::map<std::string, Principal> tokens_;     // sha256 hex -> principal
+  std::map<std::string, TokenRecord> tokens_;  // sha256 hex -> token
+  std::map<std::string, UserRecord> users_;    // name -> user
+  UtilizationLedger utilization_;
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
   std::map<std::pair<std::string, std::string>, nlohmann::json> objects_;  // (kind, name)
   std::map<std::string, std::map<int, std::string>> mode_overrides_;       // node -> gpu -> mode

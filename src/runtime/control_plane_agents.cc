@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"
+#include "runtime/tenant_paths.h"
 
 namespace carve {
 
@@ -201,22 +202,26 @@ json ControlPlane::Assignment(const JobRecord& job, int r) const {
   if (!job.spec.max_runtime.empty()) max_runtime_us = *ParseDurationUs(job.spec.max_runtime);
   auto cpu = ParseCpuMilli(job.spec.cpu);
   auto mem = ParseMemMib(job.spec.memory);
-  return {{"job", job.id},
-          {"replica", r},
-          {"name", job.spec.name},
-          {"kind", job.spec.kind},
-          {"command", job.spec.command},
-          {"env", job.spec.env},
-          {"workdir", job.spec.workdir},
-          {"mode", job.spec.mode},
-          {"cpu_milli", cpu.ok() ? cpu->units() : 0},
-          {"memory_mib", mem.ok() ? mem->units() : 0},
-          {"max_runtime_us", max_runtime_us},
-          {"checkpoint_dir", options_.checkpoint_root.empty()
-                                 ? ""
-                                 : absl::StrCat(options_.checkpoint_root, "/job-", job.id)},
-          {"attempt", job.attempt},
-          {"grants", grants}};
+  return {
+      {"job", job.id},
+      {"replica", r},
+      {"name", job.spec.name},
+      {"kind", job.spec.kind},
+      {"command", job.spec.command},
+      {"env", job.spec.env},
+      {"workdir", job.spec.workdir},
+      {"mode", job.spec.mode},
+      {"cpu_milli", cpu.ok() ? cpu->units() : 0},
+      {"memory_mib", mem.ok() ? mem->units() : 0},
+      {"max_runtime_us", max_runtime_us},
+      {"tenant", job.spec.tenant},
+      {"project", job.spec.project},
+      {"checkpoint_dir",
+       options_.checkpoint_root.empty()
+           ? ""
+           : absl::StrCat(TenantDir(options_.checkpoint_root, job.spec.tenant), "/job-", job.id)},
+      {"attempt", job.attempt},
+      {"grants", grants}};
 }
 
 absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& who) {

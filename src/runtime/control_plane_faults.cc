@@ -22,10 +22,18 @@ void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::
     Event(batch, "scheduler", "job." + job.state, subject, job.reason, {{"cause", fault_ref}});
     return;
   }
+  json held = json::array();  // what the attempt held, for usage records
+  for (const ReplicaRecord& r : job.replicas) {
+    json grants = json::array();
+    for (const GrantRecord& g : r.grants) grants.push_back(GrantToJson(g));
+    held.push_back({{"node", r.node}, {"grants", grants}});
+  }
   job.attempts.push_back({{"attempt", job.attempt},
                           {"cause", cause},
                           {"node", node},
+                          {"scheduled_us", job.scheduled_us},
                           {"ended_us", now_()},
+                          {"replicas", held},
                           {"fault", fault_ref}});
   ++job.attempt;
   job.state = "queued";

@@ -1,0 +1,54 @@
+// Hardening of the REST API: body size limit, socket timeouts, a bounded worker pool with short
+// keep-alive, and a token bucket per API token so one client cannot starve the others.
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "httplib.h"
+#include "runtime/api_server.h"
+
+namespace carve {
+
+namespace {
+
+int64_t SteadyUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void ApiServer::Harden() {
+  httplib::Server& s = *http_;
+  s.set_payload_max_length(options_.max_body_bytes);
+  s.set_read_timeout(options_.timeout_s, 0);
+  s.set_write_timeout(options_.timeout_s, 0);
+  // A connection keeps a worker while it is kept alive: keep that short so floods rotate.
+  s.set_keep_alive_max_count(20);
+  s.set_keep_alive_timeout(2);
+  size_t threads = static_cast<size_t>(options_.threads);
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+}
+
+absl::Status ApiServer::Admit(const Principal& who) {
+  if (who.role == "admin" || who.role == "agent" || options_.rate_per_s <= 0) {
+    return absl::OkStatus();
+  }
+  std::lock_guard<std::mutex> lock(limit_mu_);
+  int64_t now = SteadyUs();
+  Bucket& b = buckets_[who.token_id];
+  if (b.last_us == 0) b.tokens = options_.rate_burst;
+  b.tokens = std::min(options_.rate_burst,
+                      b.tokens + static_cast<double>(now - b.last_us) * options_.rate_per_s / 1e6);
+  b.last_us = now;
+  if (b.tokens < 1) {
+    rate_limited_ += 1;
+    return absl::ResourceExhaustedError(absl::StrCat("rate limit: ", options_.rate_per_s,
+                                                     " requests/s per token (burst ",
+                                                     options_.rate_burst, "); retry shortly"));
+  }
+  b.tokens -= 1;
+  return absl::OkStatus();
+}
+
+}  // namespace carve

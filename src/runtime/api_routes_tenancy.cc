@@ -1,0 +1,189 @@
+// REST routes for tenancy (users, tokens), audit, usage, utilization and /metrics.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "httplib.h"
+#include "runtime/api_http.h"
+#include "runtime/api_server.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string CsvField(const json& v) {
+  std::string s = v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string quoted = "\"";
+  for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+std::string CsvRow(const json& record, const std::vector<std::string>& columns) {
+  std::vector<std::string> fields;
+  for (const std::string& c : columns) {
+    fields.push_back(CsvField(record.contains(c) ? record[c] : json(nullptr)));
+  }
+  return absl::StrJoin(fields, ",") + "\n";
+}
+
+// Records as JSON lines or CSV (with a header); `header` is true for the first page.
+std::string Format(const json& records, const std::string& format,
+                   const std::vector<std::string>& columns, bool header) {
+  std::string out;
+  if (format == "csv" && header) out = absl::StrJoin(columns, ",") + "\n";
+  for (const json& r : records) out += format == "csv" ? CsvRow(r, columns) : r.dump() + "\n";
+  return out;
+}
+
+absl::Status CheckFormat(const std::string& format) {
+  if (format == "jsonl" || format == "csv" || format == "json") return absl::OkStatus();
+  return absl::InvalidArgumentError("format: \"" + format + "\" is not jsonl, csv or json");
+}
+
+const std::vector<std::string> kAuditColumns = {"seq",    "time",   "actor",  "tenant",  "project",
+                                                "action", "target", "reason", "details", "hash"};
+const std::vector<std::string> kUsageColumns = {"job",
+                                                "attempt",
+                                                "user",
+                                                "tenant",
+                                                "project",
+                                                "queue",
+                                                "kind",
+                                                "mode",
+                                                "replicas",
+                                                "devices",
+                                                "nodes",
+                                                "queued_us",
+                                                "started_us",
+                                                "held_from_us",
+                                                "held_to_us",
+                                                "ended_us",
+                                                "end",
+                                                "end_reason",
+                                                "gpu_seconds",
+                                                "cpu_core_seconds",
+                                                "memory_gib_seconds"};
+
+}  // namespace
+
+void ApiServer::TenancyRoutes() {
+  httplib::Server& s = *http_;
+  auto user_call = [this](auto fn) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      auto who = Authed(req, res, "user");
+      if (who) fn(req, res, *who);
+    };
+  };
+  s.Get("/api/v1/whoami", [this](const httplib::Request& req, httplib::Response& res) {
+    auto who = Authed(req, res, "user");
+    if (!who) return;
+    Reply(res, 200,
+          {{"name", who->name},
+           {"role", who->role},
+           {"tenant", who->tenant},
+           {"project", who->project},
+           {"token", who->token_id}});
+  });
+  s.Post("/api/v1/users", user_call([this](const auto& req, auto& res, const Principal& who) {
+           auto body = Body(req);
+           Respond(res, body.ok() ? control_->CreateUser(*body, who) : body.status(), 201);
+         }));
+  s.Get("/api/v1/users", user_call([this](const auto&, auto& res, const Principal& who) {
+          Reply(res, 200, control_->ListUsers(who));
+        }));
+  s.Post(R"(/api/v1/users/([^/]+)/remove)",
+         user_call([this](const auto& req, auto& res, const Principal& who) {
+           Respond(res, control_->RemoveUser(req.matches[1].str(), who));
+         }));
+  s.Post("/api/v1/tokens", user_call([this](const auto& req, auto& res, const Principal& who) {
+           auto body = Body(req);
+           Respond(res, body.ok() ? control_->CreateToken(*body, who) : body.status(), 201);
+         }));
+  s.Get("/api/v1/tokens", user_call([this](const auto&, auto& res, const Principal& who) {
+          Reply(res, 200, control_->ListTokens(who));
+        }));
+  s.Post(R"(/api/v1/tokens/([^/]+)/revoke)",
+         user_call([this](const auto& req, auto& res, const Principal& who) {
+           Respond(res, control_->RevokeToken(req.matches[1].str(), who));
+         }));
+  s.Get("/api/v1/audit/verify", [this](const httplib::Request& req, httplib::Response& res) {
+    if (Authed(req, res, "admin")) Reply(res, 200, control_->VerifyAudit());
+  });
+  s.Get("/api/v1/audit", user_call([this](const auto& req, auto& res, const Principal& who) {
+          std::string format = req.has_param("format") ? req.get_param_value("format") : "jsonl";
+          if (absl::Status st = CheckFormat(format); !st.ok()) return ReplyError(res, st);
+          ControlPlane::AuditQuery q{req.get_param_value("tenant"), IntParam(req, "since_us", 0),
+                                     IntParam(req, "until_us", 0)};
+          int64_t next = 0;
+          auto first = control_->AuditPage(q, who, 0, 1000, &next);
+          if (!first.ok()) return ReplyError(res, first.status());
+          if (format == "json" && next == 0) return Reply(res, 200, *first);
+          // Streams page by page: the log may be far larger than one response in memory.
+          auto state = std::make_shared<std::pair<std::string, int64_t>>(
+              Format(*first, format, kAuditColumns, true), next);
+          res.set_chunked_content_provider(
+              format == "csv" ? "text/csv" : "application/x-ndjson",
+              [this, q, who, format, state](size_t, httplib::DataSink& sink) {
+                if (!state->first.empty()) {
+                  sink.write(state->first.data(), state->first.size());
+                  state->first.clear();
+                }
+                if (state->second == 0) {
+                  sink.done();
+                  return true;
+                }
+                int64_t next = 0;
+                auto page = control_->AuditPage(q, who, state->second, 1000, &next);
+                if (!page.ok()) return false;
+                state->first = Format(*page, format, kAuditColumns, false);
+                state->second = next;
+                return true;
+              });
+        }));
+  s.Get("/api/v1/usage", user_call([this](const auto& req, auto& res, const Principal& who) {
+          Respond(res,
+                  control_->Usage(req.has_param("by") ? req.get_param_value("by") : "tenant",
+                                  IntParam(req, "since_us", 0), IntParam(req, "until_us", 0), who));
+        }));
+  s.Get(
+      "/api/v1/usage/records", user_call([this](const auto& req, auto& res, const Principal& who) {
+        std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
+        if (absl::Status st = CheckFormat(format); !st.ok()) return ReplyError(res, st);
+        json records =
+            control_->UsageRecords(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0), who);
+        if (format == "json") return Reply(res, 200, records);
+        res.set_content(Format(records, format, kUsageColumns, true),
+                        format == "csv" ? "text/csv" : "application/x-ndjson");
+      }));
+  s.Get("/api/v1/utilization", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authed(req, res, "admin")) return;
+    Reply(res, 200,
+          control_->Utilization(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0)));
+  });
+  s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    auto who = Authed(req, res, "user");
+    if (!who) return;
+    if (who->role != "admin" && who->role != "tenant-admin") {
+      return ReplyError(res, absl::PermissionDeniedError("/metrics needs admin or tenant-admin"));
+    }
+    std::string text = control_->Metrics(*who);
+    if (who->role == "admin") {
+      absl::StrAppend(
+          &text,
+          "# HELP carve_scheduler_cycle_seconds Time spent in scheduling cycles\n"
+          "# TYPE carve_scheduler_cycle_seconds summary\n",
+          "carve_scheduler_cycle_seconds_sum ", static_cast<double>(cycle_us_total_) / 1e6, "\n",
+          "carve_scheduler_cycle_seconds_count ", cycles_.load(), "\n",
+          "# HELP carve_scheduler_cycle_last_seconds The last scheduling cycle's duration\n"
+          "# TYPE carve_scheduler_cycle_last_seconds gauge\n",
+          "carve_scheduler_cycle_last_seconds ", static_cast<double>(cycle_us_last_) / 1e6, "\n",
+          "# HELP carve_api_rate_limited_total Requests refused by the per-token rate limit\n"
+          "# TYPE carve_api_rate_limited_total counter\n",
+          "carve_api_rate_limited_total ", rate_limited_.load(), "\n");
+    }
+    res.set_content(text, "text/plain; version=0.0.4");
+  });
+}
+
+}  // namespace carve

@@ -1,0 +1,340 @@
+// Usage records per job and the utilization matrix (docs/utilization.md defines every figure).
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr double kUsPerHour = 3'600'000'000.0;
+
+std::string Pool(const NodeRecord& n) {
+  auto it = n.labels.find("pool");
+  return it == n.labels.end() ? "default" : it->second;
+}
+
+// One replica's hold on one device during one attempt.
+struct Held {
+  const JobRecord* job = nullptr;
+  int attempt = 0;
+  std::string node;
+  GrantRecord grant;
+  int64_t from = 0;
+  int64_t to = 0;
+  bool current = false;  // the job's latest attempt
+};
+
+// Every device hold of every job: earlier attempts (kept in `attempts`) and the current one.
+std::vector<Held> Holds(const std::map<int64_t, JobRecord>& jobs, int64_t now) {
+  std::vector<Held> out;
+  for (const auto& [id, job] : jobs) {
+    const json attempts = job.attempts;
+    for (const json& a : attempts) {
+      const json replicas = a.value("replicas", json::array());
+      for (const json& r : replicas) {
+        const json grants = r.value("grants", json::array());
+        for (const json& g : grants) {
+          out.push_back({&job, a.value("attempt", 0), r.value("node", ""), GrantFromJson(g),
+                         a.value("scheduled_us", int64_t{0}), a.value("ended_us", int64_t{0}),
+                         false});
+        }
+      }
+    }
+    if (job.scheduled_us == 0 || job.replicas.empty()) continue;
+    int64_t end = job.ended_us > 0 ? job.ended_us : (IsFinal(job.state) ? job.scheduled_us : now);
+    for (const ReplicaRecord& r : job.replicas) {
+      for (const GrantRecord& g : r.grants) {
+        out.push_back({&job, job.attempt, r.node, g, job.scheduled_us, end, true});
+      }
+    }
+  }
+  return out;
+}
+
+double Overlap(int64_t from, int64_t to, int64_t since, int64_t until) {
+  return static_cast<double>(std::max<int64_t>(0, std::min(to, until) - std::max(from, since)));
+}
+
+}  // namespace
+
+double GrantGpus(const GpuCatalog& catalog, const std::map<std::string, NodeRecord>& nodes,
+                 const std::string& node, const GrantRecord& g, std::string* model) {
+  *model = "unknown";
+  auto n = nodes.find(node);
+  if (n == nodes.end() || g.device < 0 || g.device >= static_cast<int>(n->second.gpus.size())) {
+    return static_cast<double>(g.compute_milli) / 1000.0;
+  }
+  auto id = catalog.Find(n->second.gpus[g.device].model);
+  if (!id.ok()) return static_cast<double>(g.compute_milli) / 1000.0;
+  const GpuModel& m = catalog.model(*id);
+  *model = m.name;
+  if (!g.profile.empty() && m.mig_compute_slices > 0) {
+    for (const MigProfile& p : m.mig_profiles) {
+      if (p.name == g.profile) {
+        return static_cast<double>(p.compute_slices) / m.mig_compute_slices;
+      }
+    }
+  }
+  return static_cast<double>(g.compute_milli) / 1000.0;
+}
+
+json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t now = now_();
+  if (until_us <= 0) until_us = now;
+  std::map<std::pair<int64_t, int>, json> records;  // (job, attempt)
+  for (const Held& h : Holds(jobs_, now)) {
+    const JobRecord& job = *h.job;
+    if (!Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) continue;
+    double seconds = Overlap(h.from, h.to, since_us, until_us) / 1e6;
+    if (seconds <= 0 && !(h.from < until_us && h.to >= since_us)) continue;
+    std::string model;
+    double gpus = GrantGpus(*catalog_, nodes_, h.node, h.grant, &model);
+    json& r = records[{job.id, h.attempt}];
+    if (r.is_null()) {
+      auto cpu = ParseCpuMilli(job.spec.cpu);
+      auto mem = ParseMemMib(job.spec.memory);
+      r = {{"job", job.id},
+           {"attempt", h.attempt},
+           {"name", job.spec.name},
+           {"user", job.submitted_by},
+           {"tenant", job.spec.tenant},
+           {"project", job.spec.project},
+           {"queue", job.spec.queue},
+           {"kind", job.spec.kind},
+           {"mode", job.spec.mode},
+           {"replicas", job.spec.replicas},
+           {"cpu_milli_per_replica", cpu.ok() ? cpu->units() : 0},
+           {"memory_mib_per_replica", mem.ok() ? mem->units() : 0},
+           {"queued_us", job.created_us},
+           {"started_us", h.current ? job.started_us : h.from},
+           {"held_from_us", h.from},
+           {"held_to_us", h.to},
+           {"ended_us", h.current ? job.ended_us : h.to},
+           {"end", h.current ? job.state : "retried"},
+           {"end_reason", h.current ? job.reason : "the platform ran it again"},
+           {"devices", json::array()},
+           {"gpu_seconds", 0.0},
+           {"cpu_core_seconds", 0.0},
+           {"memory_gib_seconds", 0.0}};
+    }
+    json dev = {{"node", h.node},
+                {"device", h.grant.device},
+                {"model", model},
+                {"gpus", gpus},
+                {"compute_milli", h.grant.compute_milli},
+                {"memory_mib", h.grant.memory_mib}};
+    if (!h.grant.profile.empty()) dev["mig_profile"] = h.grant.profile;
+    r["devices"].push_back(dev);
+    r["gpu_seconds"] = r["gpu_seconds"].get<double>() + gpus * seconds;
+  }
+  json out = json::array();
+  for (auto& [key, r] : records) {
+    std::set<std::string> nodes;
+    for (const json& d : r["devices"]) nodes.insert(d["node"].get<std::string>());
+    double seconds = Overlap(r["held_from_us"], r["held_to_us"], since_us, until_us) / 1e6;
+    double replicas = r["replicas"].get<double>();
+    r["cpu_core_seconds"] = r["cpu_milli_per_replica"].get<double>() / 1000 * replicas * seconds;
+    r["memory_gib_seconds"] = r["memory_mib_per_replica"].get<double>() / 1024 * replicas * seconds;
+    r["nodes"] = nodes;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<json> ControlPlane::Usage(const std::string& by, int64_t since_us, int64_t until_us,
+                                         const Principal& who) const {
+  static const std::set<std::string> kBy = {"tenant", "project", "queue", "kind", "model", "user"};
+  if (!kBy.count(by)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("by: \"", by, "\" is not tenant, project, queue, kind, model or user"));
+  }
+  json records = UsageRecords(since_us, until_us, who);
+  std::map<std::string, json> rows;
+  auto row = [&](const std::string& key) -> json& {
+    json& r = rows[key];
+    if (r.is_null()) {
+      r = {{by, key},
+           {"jobs", std::set<int64_t>()},
+           {"gpu_hours", 0.0},
+           {"productive_gpu_hours", 0.0},
+           {"cpu_core_hours", 0.0},
+           {"memory_gib_hours", 0.0}};
+    }
+    return r;
+  };
+  for (const json& rec : records) {
+    bool productive = rec["end"] == "succeeded";
+    if (by == "model") {
+      double held = static_cast<double>(rec["held_to_us"].get<int64_t>() -
+                                        rec["held_from_us"].get<int64_t>());
+      double share = held > 0 ? Overlap(rec["held_from_us"], rec["held_to_us"], since_us,
+                                        until_us > 0 ? until_us : INT64_MAX) /
+                                    kUsPerHour
+                              : 0;
+      for (const json& d : rec["devices"]) {
+        json& r = row(d["model"]);
+        r["jobs"].push_back(rec["job"]);
+        double h = d["gpus"].get<double>() * share;
+        r["gpu_hours"] = r["gpu_hours"].get<double>() + h;
+        if (productive) r["productive_gpu_hours"] = r["productive_gpu_hours"].get<double>() + h;
+      }
+      continue;
+    }
+    std::string key = by == "project" ? absl::StrCat(rec["tenant"].get<std::string>(), "/",
+                                                     rec["project"].get<std::string>())
+                                      : rec[by].get<std::string>();
+    json& r = row(key);
+    r["jobs"].push_back(rec["job"]);
+    double h = rec["gpu_seconds"].get<double>() / 3600;
+    r["gpu_hours"] = r["gpu_hours"].get<double>() + h;
+    if (productive) r["productive_gpu_hours"] = r["productive_gpu_hours"].get<double>() + h;
+    r["cpu_core_hours"] =
+        r["cpu_core_hours"].get<double>() + rec["cpu_core_seconds"].get<double>() / 3600;
+    r["memory_gib_hours"] =
+        r["memory_gib_hours"].get<double>() + rec["memory_gib_seconds"].get<double>() / 3600;
+  }
+  json out = json::array();
+  for (auto& [key, r] : rows) {
+    std::set<int64_t> jobs = r["jobs"].get<std::set<int64_t>>();
+    r["jobs"] = jobs.size();
+    out.push_back(std::move(r));
+  }
+  return json{{"by", by}, {"since_us", since_us}, {"until_us", until_us}, {"rows", out}};
+}
+
+absl::Status ControlPlane::LoadUtilization() {
+  auto records = store_->Load("utilization");
+  if (!records.ok()) return records.status();
+  for (const StoredRecord& r : *records) {
+    json j = json::parse(r.json, nullptr, false);
+    int64_t bucket = j.value("bucket_us", int64_t{0});
+    const json cells = j.value("cells", json::array());
+    for (const json& c : cells) {
+      utilization_.buckets[bucket][{c.value("pool", ""), c.value("model", "")}] =
+          UtilizationCell::FromJson(c);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ControlPlane::AccrueUtilization() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (broken_) return absl::UnavailableError("the server must be restarted");
+  UtilizationLedger& u = utilization_;
+  int64_t now = now_();
+  if (u.last_us == 0 || now <= u.last_us) {
+    if (u.last_us == 0) u.last_us = u.persisted_us = now;
+    return absl::OkStatus();
+  }
+  for (const auto& [name, node] : nodes_) {
+    bool online = node.state != "not-ready";
+    for (const DiscoveredGpu& g : node.gpus) {
+      auto id = catalog_->Find(g.model);
+      UtilizationCell per_us;
+      per_us.installed = 1;
+      per_us.online = online ? 1 : 0;
+      bool usable = online && node.cordoned_by.empty() && !node.cordoned_gpus.count(g.index) &&
+                    !node.fenced.count(g.index) && !node.quarantined.count(g.index) &&
+                    g.health == "healthy";
+      per_us.schedulable = usable ? 1 : 0;
+      auto busy = u.activity.find({name, g.index});
+      if (online && busy != u.activity.end()) {
+        per_us.busy = static_cast<double>(busy->second) / 1000.0;
+        per_us.busy_reported = 1;
+      }
+      u.Accrue({Pool(node), id.ok() ? catalog_->model(*id).name : g.model}, u.last_us, now, per_us);
+    }
+  }
+  u.last_us = now;
+  // Buckets go to the store every 10 s and whenever one closes.
+  bool closed = u.dirty.size() > 1;
+  if (!closed && now - u.persisted_us < 10'000'000) return absl::OkStatus();
+  StoreBatch batch;
+  for (int64_t bucket : u.dirty) {
+    json cells = json::array();
+    for (const auto& [key, cell] : u.buckets[bucket]) {
+      json c = cell.ToJson();
+      c["pool"] = key.first;
+      c["model"] = key.second;
+      cells.push_back(c);
+    }
+    batch.puts.push_back({"utilization", absl::StrFormat("%020d", bucket),
+                          json{{"bucket_us", bucket}, {"cells", cells}}.dump()});
+  }
+  u.dirty.clear();
+  u.persisted_us = now;
+  return Durable(lock, std::move(batch));
+}
+
+json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  constexpr int64_t kB = UtilizationLedger::kBucketUs;
+  int64_t now = now_();
+  if (until_us <= 0 || until_us > now) until_us = now;
+  // Whole buckets: the range is widened to minute boundaries, and says so.
+  if (since_us <= 0 && !utilization_.buckets.empty())
+    since_us = utilization_.buckets.begin()->first;
+  int64_t from = since_us - since_us % kB;
+  int64_t to = until_us % kB == 0 ? until_us : until_us - until_us % kB + kB;
+  std::map<UtilizationLedger::Key, UtilizationCell> cells;
+  std::map<UtilizationLedger::Key, std::pair<double, double>> held;  // allocated, productive
+  for (auto it = utilization_.buckets.lower_bound(from);
+       it != utilization_.buckets.end() && it->first < to; ++it) {
+    for (const auto& [key, cell] : it->second) cells[key].Add(cell);
+  }
+  for (const Held& h : Holds(jobs_, now)) {
+    auto node = nodes_.find(h.node);
+    std::string model;
+    double gpus = GrantGpus(*catalog_, nodes_, h.node, h.grant, &model);
+    auto key = UtilizationLedger::Key{node == nodes_.end() ? "default" : Pool(node->second), model};
+    double t = gpus * Overlap(h.from, h.to, from, to);
+    held[key].first += t;
+    if (h.current && h.job->state == "succeeded") held[key].second += t;
+    cells[key];  // a row even when the ledger has none
+  }
+  std::map<UtilizationLedger::Key, std::array<double, 6>> rows;
+  for (const auto& [key, c] : cells) {
+    std::array<double, 6> v = {c.installed,     c.online, c.schedulable,
+                               held[key].first, c.busy,   held[key].second};
+    for (const auto& k :
+         {key, UtilizationLedger::Key{key.first, "*"}, UtilizationLedger::Key{"*", "*"}}) {
+      auto& r = rows[k];
+      for (size_t i = 0; i < v.size(); ++i) r[i] += v[i];
+    }
+  }
+  static const char* kNames[] = {"installed", "online", "schedulable",
+                                 "allocated", "busy",   "productive"};
+  json out = json::array();
+  for (const auto& [key, v] : rows) {
+    json row = {{"pool", key.first}, {"model", key.second}};
+    json hours = json::object();
+    for (size_t i = 0; i < v.size(); ++i) hours[kNames[i]] = v[i] / kUsPerHour;
+    row["gpu_hours"] = hours;
+    json figures = json::array();
+    for (size_t n = 3; n < 6; ++n) {
+      for (size_t d = 0; d < 3; ++d) {
+        json f = {{"figure", absl::StrCat(kNames[n], "/", kNames[d])},
+                  {"numerator", kNames[n]},
+                  {"denominator", kNames[d]}};
+        f["value"] = v[d] > 0 ? json(v[n] / v[d]) : json(nullptr);
+        figures.push_back(f);
+      }
+    }
+    row["figures"] = figures;
+    out.push_back(row);
+  }
+  return {{"from_us", from},
+          {"to_us", to},
+          {"requested", {{"since_us", since_us}, {"until_us", until_us}}},
+          {"rows", out},
+          {"definitions", "docs/utilization.md"}};
+}
+
+}  // namespace carve

@@ -1,0 +1,114 @@
+#include "runtime/tenancy.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+json UserRecord::ToJson() const {
+  return {{"name", name},
+          {"role", role},
+          {"tenant", tenant},
+          {"project", project},
+          {"created_us", created_us},
+          {"created_by", created_by},
+          {"removed", removed}};
+}
+
+UserRecord UserRecord::FromJson(const json& j) {
+  UserRecord u;
+  u.name = j.value("name", "");
+  u.role = j.value("role", "");
+  u.tenant = j.value("tenant", "");
+  u.project = j.value("project", "");
+  u.created_us = j.value("created_us", int64_t{0});
+  u.created_by = j.value("created_by", "");
+  u.removed = j.value("removed", false);
+  return u;
+}
+
+json TokenRecord::ToJson() const {
+  json j = {{"id", id},
+            {"description", description},
+            {"created_us", created_us},
+            {"expires_us", expires_us},
+            {"revoked", revoked}};
+  if (!user.empty()) j["user"] = user;
+  if (!name.empty()) j["name"] = name;
+  if (!role.empty()) j["role"] = role;
+  return j;
+}
+
+TokenRecord TokenRecord::FromJson(const json& j) {
+  TokenRecord t;
+  t.id = j.value("id", "");
+  t.user = j.value("user", "");
+  t.name = j.value("name", "");
+  t.role = j.value("role", "");
+  t.description = j.value("description", "");
+  t.created_us = j.value("created_us", int64_t{0});
+  t.expires_us = j.value("expires_us", int64_t{0});
+  t.revoked = j.value("revoked", false);
+  return t;
+}
+
+bool IsUserRole(const std::string& role) {
+  return role == "admin" || role == "tenant-admin" || role == "member" || role == "viewer";
+}
+
+bool Allowed(const Principal& who, Access access, const std::string& tenant,
+             const std::string& project) {
+  if (who.role == "admin") return true;
+  if (who.tenant.empty() || who.tenant != tenant) return false;
+  if (who.role == "tenant-admin") return true;
+  if (who.project.empty() || who.project != project) return false;
+  if (who.role == "member") return access != Access::kAdminister;
+  if (who.role == "viewer") return access == Access::kRead;
+  return false;
+}
+
+bool SeesEvent(const Principal& who, const json& details) {
+  if (who.role == "admin") return true;
+  if (!details.is_object()) return false;
+  std::string tenant = details.value("tenant", "");
+  if (tenant.empty()) return false;  // platform events: admins only
+  return Allowed(who, Access::kRead, tenant, details.value("project", ""));
+}
+
+json VisibleJobs(const json& jobs, const Principal& who) {
+  json out = json::array();
+  for (const json& j : jobs) {
+    const json& spec = j["spec"];
+    if (Allowed(who, Access::kRead, spec.value("tenant", "default"),
+                spec.value("project", "default"))) {
+      out.push_back(j);
+    }
+  }
+  return out;
+}
+
+json VisibleEvents(const json& events, const Principal& who) {
+  json out = json::array();
+  for (const json& e : events) {
+    if (SeesEvent(who, e["details"])) out.push_back(e);
+  }
+  return out;
+}
+
+json VisibleObjects(const std::string& kind, const json& objects, const Principal& who) {
+  if (who.role == "admin" || kind == "queue") return objects;
+  json out = json::array();
+  for (const json& o : objects) {
+    std::string tenant = kind == "tenant" ? o.value("name", "") : o.value("tenant", "default");
+    if (kind == "project" && o.value("name", "") == "default") tenant = who.tenant;
+    if (tenant == who.tenant) out.push_back(o);
+  }
+  return out;
+}
+
+std::string NoJobMessage(int64_t id) {
+  return absl::StrCat("no job ", id, "; `carve ls --all` lists jobs");
+}
+
+}  // namespace carve

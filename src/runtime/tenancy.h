@@ -1,0 +1,78 @@
+#ifndef CARVE_RUNTIME_TENANCY_H_
+#define CARVE_RUNTIME_TENANCY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace carve {
+
+// Who is calling: resolved from a bearer token. Roles:
+//   admin         everything
+//   tenant-admin  everything inside its tenant (jobs, users, tokens, audit, usage)
+//   member        submit, see and cancel its project's jobs
+//   viewer        read its project
+//   agent         the node agent endpoints only
+struct Principal {
+  std::string name;
+  std::string role;
+  std::string tenant;    // tenant-admin, member, viewer
+  std::string project;   // member, viewer
+  std::string token_id;  // the token used ("" for none)
+};
+
+// A person or service account. Stored as kind "user", id = name.
+struct UserRecord {
+  std::string name;
+  std::string role;  // admin | tenant-admin | member | viewer
+  std::string tenant;
+  std::string project;
+  int64_t created_us = 0;
+  std::string created_by;
+  bool removed = false;
+
+  nlohmann::json ToJson() const;
+  static UserRecord FromJson(const nlohmann::json& j);
+};
+
+// An API token. Stored as kind "token", id = hex SHA-256 of the secret (the secret itself is never
+// stored). `user` names a UserRecord; bootstrap tokens (admin.token, agent.token) carry their own
+// name and role instead.
+struct TokenRecord {
+  std::string id;  // public id: the first 12 hex digits of the hash
+  std::string user;
+  std::string name;  // bootstrap tokens: principal name
+  std::string role;  // bootstrap tokens: principal role
+  std::string description;
+  int64_t created_us = 0;
+  int64_t expires_us = 0;  // 0: never (bootstrap tokens only)
+  bool revoked = false;
+
+  nlohmann::json ToJson() const;
+  static TokenRecord FromJson(const nlohmann::json& j);
+};
+
+// What a caller wants to do with something that belongs to (tenant, project).
+enum class Access { kRead, kWrite, kAdminister };
+
+bool IsUserRole(const std::string& role);  // admin, tenant-admin, member, viewer
+// Whether `who` may do `access` on an object of `tenant`/`project` (project "" = tenant-wide).
+bool Allowed(const Principal& who, Access access, const std::string& tenant,
+             const std::string& project);
+// Whether `who` sees an event whose details name `tenant`/`project` ("" = platform event).
+bool SeesEvent(const Principal& who, const nlohmann::json& details);
+
+// What of a list `who` may see: jobs of its tenant/project, events naming them, its tenant and
+// its tenant's projects (queues are shared and listed to everyone).
+nlohmann::json VisibleJobs(const nlohmann::json& jobs, const Principal& who);
+nlohmann::json VisibleEvents(const nlohmann::json& events, const Principal& who);
+nlohmann::json VisibleObjects(const std::string& kind, const nlohmann::json& objects,
+                              const Principal& who);
+
+// The answer for a job that does not exist, and for one the caller may not see: the same bytes.
+std::string NoJobMessage(int64_t id);
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_TENANCY_H_
