@@ -49,6 +49,11 @@ class DeviceBackend {
     (void)index;
     return absl::UnimplementedError(name() + " cannot list device processes");
   }
+  // How busy GPU `index` is now, in milli-GPU (1000: a kernel ran all the last sample period).
+  virtual absl::StatusOr<int64_t> BusyMilli(int index) {
+    (void)index;
+    return absl::UnimplementedError(name() + " reports no device activity");
+  }
   // Where simulated devices keep their state (processes and memory jobs register); a no-op for
   // real devices.
   virtual void SetStateDir(const std::string& dir) { (void)dir; }

@@ -330,8 +330,9 @@ json Agent::Report() const {
   json body = {{"node", options_.node}, {"replicas", reps}};
   body["gpus"] = json::array();
   for (const DiscoveredGpu& g : gpus_) {
-    body["gpus"].push_back(
-        {{"index", g.index}, {"health", g.health}, {"health_reason", g.health_reason}});
+    json gpu = {{"index", g.index}, {"health", g.health}, {"health_reason", g.health_reason}};
+    if (auto busy = devices_->BusyMilli(g.index); busy.ok()) gpu["busy_milli"] = *busy;
+    body["gpus"].push_back(gpu);
   }
   return body;
 }

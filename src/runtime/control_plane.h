@@ -146,6 +146,8 @@ class ControlPlane {
   bool ObjectExists(const std::string& kind, const std::string& name) const;
   absl::Status LoadTenancy();
   absl::Status LoadUtilization();
+  // The agent's device activity samples (heartbeat "gpus": busy_milli), for `busy`.
+  void NoteActivity(const std::string& node, const nlohmann::json& gpus);
 
   Store* store_;
   const GpuCatalog* catalog_;

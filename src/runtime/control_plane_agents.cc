@@ -180,8 +180,12 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
       if (node == nodes_.end()) continue;
       node->second.quarantined[device] = why;
       batch.puts.push_back({"node", rep.node, node->second.ToJson().dump()});
+      json details = c;
+      details["job"] = job.id;
+      details["tenant"] = job.spec.tenant;
+      details["project"] = job.spec.project;
       Event(batch, "agent:" + rep.node, "device.quarantined",
-            absl::StrCat("node/", rep.node, "/gpu/", device), why, c);
+            absl::StrCat("node/", rep.node, "/gpu/", device), why, details);
     }
   }
   if (!job.displaced.empty() && !job.cancel_requested) {
@@ -242,6 +246,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
   }
   if (body.contains("gpus")) DeviceHealth(node->second, body["gpus"], batch);
+  if (body.contains("gpus")) NoteActivity(name, body["gpus"]);
   std::set<std::pair<int64_t, int>> reported;
   std::set<int64_t> running_jobs;
   for (const json& report : body.value("replicas", json::array())) {

@@ -1,5 +1,6 @@
 // Usage records per job and the utilization matrix (docs/utilization.md defines every figure).
 #include <algorithm>
+#include <array>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -224,6 +225,14 @@ absl::Status ControlPlane::LoadUtilization() {
   return absl::OkStatus();
 }
 
+void ControlPlane::NoteActivity(const std::string& node, const json& gpus) {
+  for (const json& g : gpus) {
+    if (!g.is_object() || !g.contains("busy_milli") || !g["busy_milli"].is_number()) continue;
+    int64_t busy = std::clamp<int64_t>(g["busy_milli"].get<int64_t>(), 0, 1000);
+    utilization_.activity[{node, g.value("index", -1)}] = busy;
+  }
+}
+
 absl::Status ControlPlane::AccrueUtilization() {
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return absl::UnavailableError("the server must be restarted");
@@ -299,18 +308,18 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
     if (h.current && h.job->state == "succeeded") held[key].second += t;
     cells[key];  // a row even when the ledger has none
   }
-  std::map<UtilizationLedger::Key, std::array<double, 6>> rows;
+  std::map<UtilizationLedger::Key, std::array<double, 7>> rows;
   for (const auto& [key, c] : cells) {
-    std::array<double, 6> v = {c.installed,     c.online, c.schedulable,
-                               held[key].first, c.busy,   held[key].second};
+    std::array<double, 7> v = {c.installed, c.online,         c.schedulable,  held[key].first,
+                               c.busy,      held[key].second, c.busy_reported};
     for (const auto& k :
          {key, UtilizationLedger::Key{key.first, "*"}, UtilizationLedger::Key{"*", "*"}}) {
       auto& r = rows[k];
       for (size_t i = 0; i < v.size(); ++i) r[i] += v[i];
     }
   }
-  static const char* kNames[] = {"installed", "online", "schedulable",
-                                 "allocated", "busy",   "productive"};
+  static const char* kNames[] = {"installed", "online",     "schedulable",  "allocated",
+                                 "busy",      "productive", "busy_reported"};
   json out = json::array();
   for (const auto& [key, v] : rows) {
     json row = {{"pool", key.first}, {"model", key.second}};
@@ -318,14 +327,15 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
     for (size_t i = 0; i < v.size(); ++i) hours[kNames[i]] = v[i] / kUsPerHour;
     row["gpu_hours"] = hours;
     json figures = json::array();
-    for (size_t n = 3; n < 6; ++n) {
-      for (size_t d = 0; d < 3; ++d) {
-        json f = {{"figure", absl::StrCat(kNames[n], "/", kNames[d])},
-                  {"numerator", kNames[n]},
-                  {"denominator", kNames[d]}};
-        f["value"] = v[d] > 0 ? json(v[n] / v[d]) : json(nullptr);
-        figures.push_back(f);
-      }
+    // Numerators over denominators, then how busy and how productive the allocated time was.
+    static const std::pair<size_t, size_t> kPairs[] = {
+        {3, 0}, {3, 1}, {3, 2}, {4, 0}, {4, 1}, {4, 2}, {5, 0}, {5, 1}, {5, 2}, {4, 3}, {5, 3}};
+    for (auto [n, d] : kPairs) {
+      json f = {{"figure", absl::StrCat(kNames[n], "/", kNames[d])},
+                {"numerator", kNames[n]},
+                {"denominator", kNames[d]}};
+      f["value"] = v[d] > 0 ? json(v[n] / v[d]) : json(nullptr);
+      figures.push_back(f);
     }
     row["figures"] = figures;
     out.push_back(row);

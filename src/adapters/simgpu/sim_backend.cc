@@ -48,6 +48,16 @@ class SimulatedBackend : public DeviceBackend {
   }
   void SetStateDir(const std::string& dir) override { state_dir_ = dir; }
 
+  // A simulated device is busy while a live process has registered on it.
+  absl::StatusOr<int64_t> BusyMilli(int index) override {
+    auto processes = Processes(index);
+    if (!processes.ok()) return processes.status();
+    for (const DeviceProcess& p : *processes) {
+      if (p.pid > 0) return 1000;
+    }
+    return 0;
+  }
+
   absl::StatusOr<std::vector<DeviceProcess>> Processes(int index) override {
     std::vector<DeviceProcess> out;
     if (state_dir_.empty()) return out;
