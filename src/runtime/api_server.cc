@@ -181,8 +181,9 @@ void ApiServer::Routes() {
           res.set_content(*data, "text/plain");
         });
   s.Get("/api/v1/nodes", [=, this](const httplib::Request& req, httplib::Response& res) {
-    if (!authed(req, res, "user")) return;
-    Reply(res, 200, control_->ListNodes());
+    auto who = authed(req, res, "user");
+    if (!who) return;
+    Reply(res, 200, VisibleNodes(control_->ListNodes(), *who));
   });
   s.Post("/api/v1/apply", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, "user");

@@ -96,6 +96,18 @@ json VisibleEvents(const json& events, const Principal& who) {
   return out;
 }
 
+json VisibleNodes(const json& nodes, const Principal& who) {
+  if (who.role == "admin") return nodes;
+  json out = nodes;
+  for (json& n : out) {
+    for (const char* key : {"quarantined", "fenced", "cordoned_gpus"}) {
+      if (!n.contains(key) || !n[key].is_object()) continue;
+      for (json& why : n[key]) why = "out of service";
+    }
+  }
+  return out;
+}
+
 json VisibleObjects(const std::string& kind, const json& objects, const Principal& who) {
   if (who.role == "admin" || kind == "queue") return objects;
   json out = json::array();

@@ -67,6 +67,9 @@ bool SeesEvent(const Principal& who, const nlohmann::json& details);
 // its tenant's projects (queues are shared and listed to everyone).
 nlohmann::json VisibleJobs(const nlohmann::json& jobs, const Principal& who);
 nlohmann::json VisibleEvents(const nlohmann::json& events, const Principal& who);
+// Nodes for non-admins: quarantine and fence reasons name other tenants' jobs, so only the fact
+// that a GPU is out remains.
+nlohmann::json VisibleNodes(const nlohmann::json& nodes, const Principal& who);
 nlohmann::json VisibleObjects(const std::string& kind, const nlohmann::json& objects,
                               const Principal& who);
 

@@ -430,3 +430,43 @@ TEST_F(AuthzTest, TokensExpireAndRevokedOrRemovedOnesStopWorking) {
 
 }  // namespace
 }  // namespace carve
+
+namespace carve {
+namespace {
+
+// A job's working directory, log and checkpoint directory are under its tenant's owner-only
+// directories on the agent; a workdir that tries to leave them is refused at submission.
+TEST_F(PlatformTest, JobsRunInTheirTenantsOwnerOnlyDirectories) {
+  ASSERT_TRUE(
+      Api()
+          .Post("/api/v1/apply",
+                json::array({{{"kind", "tenant"}, {"name", "acme"}},
+                             {{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}}}))
+          .ok());
+  json job = Submit({{"tenant", "acme"},
+                     {"project", "vision"},
+                     {"workdir", "runs/exp1"},
+                     {"command", {"sh", "-c", "pwd; echo ckpt=$CARVE_CHECKPOINT_DIR"}}});
+  json done = WaitFinal(job["id"]);
+  ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
+  std::string node = done["replicas"][0]["node"];
+  std::filesystem::path work =
+      std::filesystem::canonical(dir_ / "agents" / node / "work/tenants/acme/vision/runs/exp1");
+  std::string logs = Logs(job["id"]);
+  EXPECT_THAT(logs, HasSubstr(work.string() + "\n"));
+  EXPECT_THAT(logs, HasSubstr("/checkpoints/tenants/acme/job-"));
+  for (const std::filesystem::path& p :
+       {dir_ / "agents" / node / "work/tenants/acme", work, dir_ / "data/logs/tenants/acme"}) {
+    EXPECT_EQ(std::filesystem::status(p).permissions() & std::filesystem::perms::all,
+              std::filesystem::perms::owner_all)
+        << p;
+  }
+  for (const char* bad : {"/etc", "../other", "runs/../../x"}) {
+    auto r = Api().Post("/api/v1/jobs", {{"workdir", bad}, {"command", {"true"}}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("workdir")) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace carve

@@ -1,0 +1,95 @@
+// Roles, visibility filters and per-tenant paths.
+#include "runtime/tenancy.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/tenant_paths.h"
+
+namespace carve {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+TEST(TenancyTest, RolesReachOnlyTheirTenantAndProject) {
+  Principal admin{"a", "admin", "", "", ""};
+  Principal tadmin{"t", "tenant-admin", "acme", "", ""};
+  Principal member{"m", "member", "acme", "vision", ""};
+  Principal viewer{"v", "viewer", "acme", "vision", ""};
+  Principal agent{"g", "agent", "", "", ""};
+  EXPECT_TRUE(Allowed(admin, Access::kAdminister, "globex", "nlp"));
+  EXPECT_TRUE(Allowed(tadmin, Access::kAdminister, "acme", "audio"));
+  EXPECT_FALSE(Allowed(tadmin, Access::kRead, "globex", "nlp"));
+  EXPECT_TRUE(Allowed(member, Access::kWrite, "acme", "vision"));
+  EXPECT_FALSE(Allowed(member, Access::kRead, "acme", "audio"));
+  EXPECT_FALSE(Allowed(member, Access::kAdminister, "acme", "vision"));
+  EXPECT_TRUE(Allowed(viewer, Access::kRead, "acme", "vision"));
+  EXPECT_FALSE(Allowed(viewer, Access::kWrite, "acme", "vision"));
+  EXPECT_FALSE(Allowed(agent, Access::kRead, "acme", "vision"));
+  EXPECT_FALSE(Allowed(Principal{"x", "member", "", "", ""}, Access::kRead, "", ""));
+  EXPECT_TRUE(SeesEvent(member, {{"tenant", "acme"}, {"project", "vision"}}));
+  EXPECT_FALSE(SeesEvent(member, {{"tenant", "acme"}}));
+  EXPECT_TRUE(SeesEvent(tadmin, {{"tenant", "acme"}}));
+  EXPECT_FALSE(SeesEvent(tadmin, json::object()));  // platform events: admins only
+  EXPECT_EQ(NoJobMessage(7), "no job 7; `carve ls --all` lists jobs");
+}
+
+TEST(TenancyTest, NodesHideWhyAGpuIsOutFromNonAdmins) {
+  json nodes = json::array({{{"name", "n1"},
+                             {"quarantined", {{"0", "job 17: device-memory: 2048 MiB"}}},
+                             {"fenced", {{"1", 18}}}}});
+  json seen = VisibleNodes(nodes, Principal{"m", "member", "acme", "vision", ""});
+  EXPECT_EQ(seen[0]["quarantined"]["0"], "out of service");
+  EXPECT_EQ(seen[0]["fenced"]["1"], "out of service");
+  EXPECT_EQ(VisibleNodes(nodes, Principal{"a", "admin", "", "", ""}), nodes);
+}
+
+TEST(TenantPathsTest, WorkdirMustStayInsideTheTenantDirectory) {
+  EXPECT_TRUE(CheckWorkdir("").ok());
+  EXPECT_TRUE(CheckWorkdir("runs/exp1").ok());
+  EXPECT_TRUE(CheckWorkdir("a..b/c").ok());
+  for (const char* bad : {"/etc", "/", "~/x", "..", "../x", "a/../../b", "a/.."}) {
+    absl::Status s = CheckWorkdir(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("workdir")) << bad;
+  }
+}
+
+TEST(TenantPathsTest, DirectoriesAreOwnerOnlyAndSymlinksCannotEscape) {
+  fs::path root = fs::path(::testing::TempDir()) / absl::StrCat("tenant-paths-", getpid());
+  fs::remove_all(root);
+  std::string tenant = TenantDir(root.string(), "acme");
+  EXPECT_EQ(tenant, (root / "tenants/acme").string());
+  struct stat st {};
+  ASSERT_EQ(stat(tenant.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  auto work = ResolveWorkdir(tenant + "/vision", "runs/exp1");
+  ASSERT_TRUE(work.ok()) << work.status();
+  EXPECT_EQ(*work, fs::canonical(tenant + "/vision/runs/exp1").string());
+  ASSERT_EQ(stat(work->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  // A symlink planted inside the tenant's directory that points out of it is refused.
+  fs::create_directories(root / "elsewhere");
+  fs::create_symlink(root / "elsewhere", tenant + "/vision/out");
+  auto escaped = ResolveWorkdir(tenant + "/vision", "out/data");
+  ASSERT_FALSE(escaped.ok());
+  EXPECT_THAT(escaped.status().message(), HasSubstr("outside the tenant's directory"));
+  EXPECT_FALSE(fs::exists(root / "elsewhere/data"));
+  // One pointing inside stays allowed.
+  fs::create_symlink(tenant + "/vision/runs", tenant + "/vision/latest");
+  EXPECT_TRUE(ResolveWorkdir(tenant + "/vision", "latest/exp1").ok());
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace carve
