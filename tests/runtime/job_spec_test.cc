@@ -111,5 +111,19 @@ TEST(JobSpecTest, RoundTripsThroughJson) {
   EXPECT_EQ(again->ToJson(), spec->ToJson());
 }
 
+// Found by fuzz/job_spec_fuzz.cc: yaml-cpp's LoadAll never returned on this input.
+TEST(JobSpecTest, MultiDocumentYamlSplitsOnMarkersAndNeverHangs) {
+  EXPECT_TRUE(YamlDocumentsToJson(" ,cp:u 1\n").ok());
+  auto docs =
+      YamlDocumentsToJson("kind: tenant\nname: a\n---\nkind: tenant\nname: b\n--- {kind: queue}\n");
+  ASSERT_TRUE(docs.ok()) << docs.status();
+  ASSERT_EQ(docs->size(), 3u);
+  EXPECT_EQ((*docs)[1]["name"], "b");
+  EXPECT_EQ((*docs)[2]["kind"], "queue");
+  auto bad = YamlDocumentsToJson("a: 1\n---\nb: 2\nc: [\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("invalid YAML: line 5"));
+}
+
 }  // namespace
 }  // namespace carve
