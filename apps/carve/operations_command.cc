@@ -37,8 +37,25 @@ void AddRelayout(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+void AddScale(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto job = std::make_shared<std::string>();
+  auto replicas = std::make_shared<int>(0);
+  CLI::App* scale = app.add_subcommand(
+      "scale", "Set a running service's replica count (removed replicas are reclaimed)");
+  scale->add_option("job", *job, "Job id")->required();
+  scale->add_option("--replicas", *replicas, "Replicas to keep running")->required();
+  scale->callback([c, job, replicas] {
+    json j = Check(Client(*c).Post(absl::StrCat("/api/v1/jobs/", JobId(*job), "/scale"),
+                                   json{{"replicas", *replicas}}));
+    if (!Structured(*c, j)) std::cout << "job " << *job << ": " << j.value("reason", "") << "\n";
+  });
+}
+
 }  // namespace
 
-void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) { AddRelayout(app, c); }
+void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
+  AddRelayout(app, c);
+  AddScale(app, c);
+}
 
 }  // namespace carve::app

@@ -197,6 +197,23 @@ void ApiServer::Routes() {
            auto id = IdParam(req);
            respond(res, id.ok() ? control_->Renew(*id, *who) : absl::StatusOr<json>(id.status()));
          });
+  s.Post(R"(/api/v1/jobs/(\d+)/scale)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           auto id = IdParam(req);
+           auto body = Body(req);
+           if (!id.ok() || !body.ok()) {
+             ReplyError(res, !id.ok() ? id.status() : body.status());
+             return;
+           }
+           const json count = body->is_object() ? body->value("replicas", json()) : json();
+           if (!count.is_number_integer()) {
+             ReplyError(res, absl::InvalidArgumentError("expected {\"replicas\": N}"));
+             return;
+           }
+           respond(res, control_->Scale(*id, count.get<int>(), *who));
+         });
   s.Get(R"(/api/v1/jobs/(\d+)/logs)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
           if (!authed(req, res, "user")) return;

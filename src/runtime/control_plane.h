@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/model/cluster.h"
 #include "core/model/gpu_catalog.h"
 #include "nlohmann/json.hpp"
 #include "ports/store.h"
@@ -16,6 +17,9 @@
 #include "runtime/records.h"
 
 namespace carve {
+
+class Placer;
+struct ReplicaPlacement;
 
 // Who is calling: resolved from a bearer token.
 struct Principal {
@@ -50,6 +54,9 @@ class ControlPlane {
   nlohmann::json ListJobs(bool all) const;
   absl::StatusOr<nlohmann::json> Explain(int64_t id) const;
   absl::StatusOr<nlohmann::json> Cancel(int64_t id, const Principal& who);
+  // Sets a running service's (recovery policy failover) replica count: new replicas are placed
+  // one by one; removed ones are stopped and reclaimed with evidence while the rest keep serving.
+  absl::StatusOr<nlohmann::json> Scale(int64_t id, int replicas, const Principal& who);
   // Extends a running job's lease by its lease duration from now.
   absl::StatusOr<nlohmann::json> Renew(int64_t id, const Principal& who);
 
@@ -107,6 +114,26 @@ class ControlPlane {
   // Stops a running job because of the platform (`cause`); when its evidence is in it runs again
   // by its recovery policy. Returns false when it was not running.
   bool Displace(JobRecord& job, const std::string& cause, StoreBatch& batch);
+  // A service's replicas that `affected` selects are replaced alone while the others keep serving.
+  // Planned (a drain): each keeps running until its replacement runs. Unplanned: stopped at once
+  // (`lost`: the node is gone, no evidence will come). False when the whole job must recover
+  // instead: not a service, or (unplanned) no other replica serves.
+  bool ReplaceReplicas(JobRecord& job, const std::function<bool(const ReplicaRecord&)>& affected,
+                       const std::string& cause, bool planned, bool lost, StoreBatch& batch);
+  // Displace, but a service only moves its replicas on `node` (on GPU `gpu`; -1: any).
+  bool DisplaceOn(JobRecord& job, const std::string& node, int gpu, const std::string& cause,
+                  bool planned, StoreBatch& batch);
+  // Whether the agent must stop this replica now.
+  static bool MustStop(const JobRecord& job, const ReplicaRecord& rep);
+  // A replaced replica's evidence is in: it gives its devices back (or quarantines them).
+  void Retire(JobRecord& job, int replica, StoreBatch& batch);
+  // Devices whose reclaim checks failed leave the pool until an admin clears them. Returns
+  // whether the replica's reclaim was verified.
+  bool QuarantineFailedChecks(const JobRecord& job, const ReplicaRecord& rep, StoreBatch& batch);
+  // Places the unplaced replicas of running services, one by one, on `cluster`.
+  void PlaceReplacements(Cluster& cluster, Placer& placer, StoreBatch& batch);
+  // A placement as the replica's record: node and grants (profiles by name).
+  ReplicaRecord ToReplicaRecord(const Cluster& cluster, const ReplicaPlacement& p) const;
   // Queues `job` again as a new attempt, or ends it when its policy allows no more.
   void Recover(JobRecord& job, const std::string& cause, const std::string& fault_ref,
                StoreBatch& batch);

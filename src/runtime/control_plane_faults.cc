@@ -46,12 +46,14 @@ void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
     if (IsFinal(job.state)) continue;
     bool touched = false;
     for (const ReplicaRecord& r : job.replicas) {
-      if (r.node != node.name) continue;
+      if (r.node != node.name || r.state == "retired" || r.state == "lost") continue;
       touched = true;
       // Its processes may still run on the node: fence its devices until the node returns.
       for (const GrantRecord& g : r.grants) node.fenced[g.device] = id;
     }
     if (!touched) continue;
+    auto on_node = [&](const ReplicaRecord& r) { return r.node == node.name; };
+    if (ReplaceReplicas(job, on_node, fault, false, true, batch)) continue;  // the others serve
     Event(batch, "scheduler", "job.lost", absl::StrCat("job/", id), fault,
           {{"node", node.name}, {"attempt", job.attempt}});
     if (job.state == "reclaiming") {
@@ -110,7 +112,9 @@ absl::StatusOr<json> ControlPlane::Cordon(const std::string& name, const std::st
   if (action == "drain") {
     std::string cause = absl::StrCat("drain of ", target, " by ", who.name);
     for (auto& [id, job] : jobs_) {
-      if (job.Uses(name, gpu) && Displace(job, cause, batch)) moved.push_back(id);
+      if (job.Uses(name, gpu) && DisplaceOn(job, name, gpu, cause, true, batch)) {
+        moved.push_back(id);
+      }
     }
   }
   batch.puts.push_back({"node", name, node.ToJson().dump()});
@@ -150,7 +154,9 @@ void ControlPlane::DeviceHealth(NodeRecord& node, const json& gpus, StoreBatch& 
     json jobs = json::array();
     std::set<std::string> queues, tenants;
     for (auto& [id, job] : jobs_) {
-      if (!job.Uses(node.name, index) || !Displace(job, cause, batch)) continue;
+      if (!job.Uses(node.name, index) || !DisplaceOn(job, node.name, index, cause, false, batch)) {
+        continue;
+      }
       jobs.push_back(id);
       queues.insert(job.spec.queue);
       tenants.insert(job.spec.tenant);

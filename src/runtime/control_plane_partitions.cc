@@ -117,7 +117,7 @@ absl::StatusOr<json> ControlPlane::Relayout(const std::string& name, int gpu, co
   std::string cause = absl::StrCat("MIG re-layout of ", target, " by ", who.name);
   json moved = json::array();
   for (auto& [id, job] : jobs_) {
-    if (job.Uses(name, gpu) && Displace(job, cause, batch)) moved.push_back(id);
+    if (job.Uses(name, gpu) && DisplaceOn(job, name, gpu, cause, true, batch)) moved.push_back(id);
   }
   json record = {{"layout", *layout},
                  {"from", LayoutNames(InstancesJson(node.gpus[gpu].mig_instances))},

@@ -35,7 +35,7 @@ GrantRecord GrantFromJson(const json& j) {
 
 bool JobRecord::Uses(const std::string& node, int gpu) const {
   for (const ReplicaRecord& r : replicas) {
-    if (r.node != node) continue;
+    if (r.node != node || r.state == "retired") continue;
     if (gpu < 0) return true;
     for (const GrantRecord& g : r.grants) {
       if (g.device == gpu) return true;
@@ -61,7 +61,12 @@ json JobRecord::ToJson() const {
                {"ended_us", r.ended_us},
                {"enforcement", r.enforcement},
                {"timed_out", r.timed_out},
+               {"slot", r.slot},
                {"reclaim", r.reclaim}};
+    if (!r.retire.empty()) {
+      rj["retire"] = r.retire;
+      rj["planned"] = r.planned;
+    }
     rj["exit_code"] = r.exit_code ? json(*r.exit_code) : json(nullptr);
     rj["signal"] = r.signal ? json(*r.signal) : json(nullptr);
     reps.push_back(rj);
@@ -127,6 +132,9 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.ended_us = rj.value("ended_us", int64_t{0});
       rep.enforcement = rj.value("enforcement", "");
       rep.timed_out = rj.value("timed_out", false);
+      rep.slot = rj.value("slot", static_cast<int>(r.replicas.size()));
+      rep.retire = rj.value("retire", "");
+      rep.planned = rj.value("planned", false);
       rep.oom_killed = rj.value("oom_killed", false);
       if (rj.contains("reclaim")) rep.reclaim = rj["reclaim"];
       r.replicas.push_back(rep);

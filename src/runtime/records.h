@@ -30,9 +30,14 @@ struct GrantRecord {
 };
 
 struct ReplicaRecord {
-  std::string node;
+  std::string node;  // empty until placed
   std::vector<GrantRecord> grants;
-  std::string state = "pending";  // pending | running | exited
+  // pending | running | exited; for a replaced service replica also retired (its reclaim is in)
+  // or lost (its node went silent; its devices stay fenced)
+  std::string state = "pending";
+  int slot = 0;          // the place in the service this replica fills (0..replicas-1)
+  std::string retire;    // why it is being replaced; empty while it serves
+  bool planned = false;  // planned: stop it once its replacement runs (never below N)
   int64_t pid = 0;
   std::optional<int> exit_code;
   std::optional<int> signal;
@@ -66,7 +71,8 @@ struct JobRecord {
   std::string explanation;                            // last scheduling cycle's reason for waiting
   std::map<std::string, int> explanation_reasons;
 
-  // Whether a replica of the job holds a grant on `node` (on its GPU `gpu`; -1: any GPU).
+  // Whether a replica of the job holds a grant on `node` (on its GPU `gpu`; -1: any GPU);
+  // retired replicas hold nothing.
   bool Uses(const std::string& node, int gpu = -1) const;
 
   nlohmann::json ToJson() const;

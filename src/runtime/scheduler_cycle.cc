@@ -68,6 +68,23 @@ std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
 
 }  // namespace
 
+ReplicaRecord ControlPlane::ToReplicaRecord(const Cluster& cluster,
+                                            const ReplicaPlacement& p) const {
+  ReplicaRecord rep;
+  const Node& n = cluster.node(p.node);
+  rep.node = n.name;
+  for (const DeviceGrant& g : p.grants) {
+    GrantRecord gr{g.device, g.compute.units(), g.memory.units(), "", -1, false};
+    if (g.mig_profile >= 0) {
+      gr.profile = catalog_->model(n.devices[g.device].model).mig_profiles[g.mig_profile].name;
+      gr.start = g.mig_start;
+      gr.created = g.mig_created;
+    }
+    rep.grants.push_back(gr);
+  }
+  return rep;
+}
+
 absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return absl::UnavailableError("the server must be restarted");
@@ -117,7 +134,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
     auto request = ToJobRequest(job.spec, *catalog_);
     for (const ReplicaRecord& rep : job.replicas) {
       auto it = ids.find(rep.node);
-      if (it == ids.end() || !request.ok()) continue;
+      if (it == ids.end() || !request.ok() || rep.state == "retired") continue;
       ApplyReplica(cluster, {it->second, request->replica.resources,
                              ToGrants(cluster, it->second, rep.grants)});
     }
@@ -130,6 +147,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   auto policy = MakePolicy(options_.policy, PolicyOptions{workload});
   if (!policy.ok()) return policy.status();
   Placer placer(&cluster, policy->get(), static_cast<uint64_t>(now));
+  PlaceReplacements(cluster, placer, batch);  // running services first
   std::stable_sort(queued.begin(), queued.end(), [](const JobRecord* a, const JobRecord* b) {
     if (a->spec.priority != b->spec.priority) return a->spec.priority > b->spec.priority;
     if (a->created_us != b->created_us) return a->created_us < b->created_us;
@@ -167,20 +185,10 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
     json where = json::array();
     std::vector<std::string> nodes_used;
     for (const ReplicaPlacement& p : r.replicas) {
-      ReplicaRecord rep;
-      rep.node = cluster.node(p.node).name;
-      const Node& n = cluster.node(p.node);
+      ReplicaRecord rep = ToReplicaRecord(cluster, p);
+      rep.slot = static_cast<int>(job->replicas.size());
       json devices = json::array();
-      for (const DeviceGrant& g : p.grants) {
-        GrantRecord gr{g.device, g.compute.units(), g.memory.units(), "", -1, false};
-        if (g.mig_profile >= 0) {
-          gr.profile = catalog_->model(n.devices[g.device].model).mig_profiles[g.mig_profile].name;
-          gr.start = g.mig_start;
-          gr.created = g.mig_created;
-        }
-        rep.grants.push_back(gr);
-        devices.push_back(g.device);
-      }
+      for (const GrantRecord& g : rep.grants) devices.push_back(g.device);
       where.push_back({{"node", rep.node}, {"devices", devices}});
       nodes_used.push_back(rep.node);
       job->replicas.push_back(std::move(rep));
