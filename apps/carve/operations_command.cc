@@ -51,11 +51,38 @@ void AddScale(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+void AddMaintenance(CLI::App& app, std::shared_ptr<Connection> c) {
+  struct Flags {
+    std::string node, starts_in = "0s", lasts, reason;
+    bool cancel = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "maintenance", "Plan a node's maintenance window (drained while it lasts) or cancel it");
+  cmd->add_option("node", f->node, "Node name")->required();
+  cmd->add_option("--in", f->starts_in, "Starts in, e.g. 30m (default now)");
+  cmd->add_option("--for", f->lasts, "Lasts, e.g. 2h");
+  cmd->add_option("--reason", f->reason, "Why (recorded)");
+  cmd->add_flag("--cancel", f->cancel, "Cancel the planned window");
+  cmd->callback([c, f] {
+    json body = f->cancel
+                    ? json{{"cancel", true}}
+                    : json{{"starts_in", f->starts_in}, {"lasts", f->lasts}, {"reason", f->reason}};
+    json n = Check(Client(*c).Post("/api/v1/nodes/" + f->node + "/maintenance", body));
+    if (Structured(*c, n)) return;
+    std::cout << "node " << f->node << ": "
+              << (n["maintenance"].is_null() ? std::string("no maintenance window")
+                                             : n["maintenance"].dump())
+              << "\n";
+  });
+}
+
 }  // namespace
 
 void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
   AddRelayout(app, c);
   AddScale(app, c);
+  AddMaintenance(app, c);
 }
 
 }  // namespace carve::app

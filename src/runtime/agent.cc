@@ -329,6 +329,7 @@ json Agent::Report() const {
     body["gpus"].push_back({{"index", g.index},
                             {"health", g.health},
                             {"health_reason", g.health_reason},
+                            {"utilization_pct", g.utilization_pct},
                             {"mig_instances", instances}});
   }
   body["layouts"] = json::array();

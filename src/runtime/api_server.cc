@@ -249,6 +249,14 @@ void ApiServer::Routes() {
            respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(),
                                          static_cast<int>(IntParam(req, "gpu", -1)), *who));
          });
+  s.Post(R"(/api/v1/nodes/([^/]+)/maintenance)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           auto body = Body(req);
+           respond(res, body.ok() ? control_->Maintenance(req.matches[1].str(), *body, *who)
+                                  : absl::StatusOr<json>(body.status()));
+         });
   s.Post(R"(/api/v1/nodes/([^/]+)/gpus/(\d+)/layout)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, "user");

@@ -79,6 +79,10 @@ class ControlPlane {
   // placed in the first free slot), verify what the agent discovers, return the GPU to service.
   absl::StatusOr<nlohmann::json> Relayout(const std::string& node, int gpu,
                                           const nlohmann::json& body, const Principal& who);
+  // A maintenance window for a node: {starts_in: "10m" (default now), lasts: "2h", reason}, or
+  // {cancel: true}.
+  absl::StatusOr<nlohmann::json> Maintenance(const std::string& node, const nlohmann::json& body,
+                                             const Principal& who);
   // One event with its details (for a fault: the jobs, queues and tenants it touched).
   absl::StatusOr<nlohmann::json> Event(int64_t seq) const;
 
@@ -139,6 +143,14 @@ class ControlPlane {
                StoreBatch& batch);
   // The agent's view of its GPUs' health: an unhealthy device displaces only its own jobs.
   void DeviceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  // What the agent says of its GPUs' activity: utilization, and how long each replica's GPUs
+  // have been idle.
+  void Activity(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  // Time-driven stops and windows: unrenewed leases, jobs idle past their queue's idle_after,
+  // maintenance windows starting and ending.
+  void Timers(int64_t now, StoreBatch& batch);
+  // Lets `request` onto nodes whose maintenance starts after a job of `spec` must have ended.
+  void TolerateWindows(JobRequest& request, const JobSpec& spec, int64_t now) const;
   // Moves the node's re-layouts on with what its agent reported; adds what the agent must apply
   // to `layouts`.
   void AdvanceRelayouts(NodeRecord& node, const nlohmann::json& report, StoreBatch& batch,

@@ -238,7 +238,10 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     batch.puts.push_back({"node", name, node->second.ToJson().dump()});
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
   }
-  if (body.contains("gpus")) DeviceHealth(node->second, body["gpus"], batch);
+  if (body.contains("gpus")) {
+    DeviceHealth(node->second, body["gpus"], batch);
+    Activity(node->second, body["gpus"], batch);
+  }
   std::set<std::pair<int64_t, int>> reported;
   std::set<int64_t> running_jobs;
   for (const json& report : body.value("replicas", json::array())) {

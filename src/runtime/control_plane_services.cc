@@ -157,6 +157,7 @@ void ControlPlane::PlaceReplacements(Cluster& cluster, Placer& placer, StoreBatc
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok()) continue;
     request->replicas = 1;
+    TolerateWindows(*request, job.spec, now_());
     for (size_t i = 0; i < job.replicas.size(); ++i) {
       if (!job.replicas[i].node.empty() || job.replicas[i].state != "pending") continue;
       PlaceResult r = placer.Place(*request);

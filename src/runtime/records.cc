@@ -62,6 +62,7 @@ json JobRecord::ToJson() const {
                {"enforcement", r.enforcement},
                {"timed_out", r.timed_out},
                {"slot", r.slot},
+               {"idle_since_us", r.idle_since_us},
                {"reclaim", r.reclaim}};
     if (!r.retire.empty()) {
       rj["retire"] = r.retire;
@@ -87,6 +88,7 @@ json JobRecord::ToJson() const {
             {"outcome", outcome},
             {"attempt", attempt},
             {"lease_expires_us", lease_expires_us},
+            {"idle_flagged_us", idle_flagged_us},
             {"attempts", attempts},
             {"replicas", reps},
             {"explanation", explanation},
@@ -116,6 +118,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.outcome = j.value("outcome", "");
     r.attempt = j.value("attempt", 0);
     r.lease_expires_us = j.value("lease_expires_us", int64_t{0});
+    r.idle_flagged_us = j.value("idle_flagged_us", int64_t{0});
     r.attempts = j.value("attempts", json::array());
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
@@ -133,6 +136,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.enforcement = rj.value("enforcement", "");
       rep.timed_out = rj.value("timed_out", false);
       rep.slot = rj.value("slot", static_cast<int>(r.replicas.size()));
+      rep.idle_since_us = rj.value("idle_since_us", int64_t{0});
       rep.retire = rj.value("retire", "");
       rep.planned = rj.value("planned", false);
       rep.oom_killed = rj.value("oom_killed", false);
@@ -159,7 +163,8 @@ json GpuToJson(const DiscoveredGpu& g) {
           {"dynamic_layout", g.dynamic_layout},
           {"mig_instances", mig},
           {"health", g.health},
-          {"health_reason", g.health_reason}};
+          {"health_reason", g.health_reason},
+          {"utilization_pct", g.utilization_pct}};
 }
 
 absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
@@ -178,6 +183,7 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
     }
     g.health = j.value("health", "healthy");
     g.health_reason = j.value("health_reason", "");
+    g.utilization_pct = j.value("utilization_pct", -1);
     return g;
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("gpus: ", e.what()));
@@ -221,6 +227,7 @@ json NodeRecord::ToJson() const {
   json mismatch = json::object();
   for (const auto& [index, m] : layout_mismatch) mismatch[std::to_string(index)] = m;
   return {{"name", name},
+          {"maintenance", maintenance},
           {"relayouts", relayout},
           {"layout_mismatch", mismatch},
           {"cpu_milli", cpu_milli},
@@ -262,6 +269,7 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     for (const auto& [index, why] : quarantined.items()) {
       n.quarantined[std::stoi(index)] = why.get<std::string>();
     }
+    n.maintenance = j.value("maintenance", json());
     const json relayouts = j.value("relayouts", json::object());
     for (const auto& [index, r] : relayouts.items()) n.relayouts[std::stoi(index)] = r;
     const json mismatch = j.value("layout_mismatch", json::object());

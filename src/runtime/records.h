@@ -47,6 +47,7 @@ struct ReplicaRecord {
   bool timed_out = false;
   bool oom_killed = false;
   nlohmann::json reclaim;  // the agent's reclaim record: status, checks with observed values
+  int64_t idle_since_us = 0;  // its GPUs showed no activity since then (0: active or unknown)
 };
 
 struct JobRecord {
@@ -65,6 +66,7 @@ struct JobRecord {
   std::string displaced;  // why the platform stopped it to run it again (drain, device fault)
   std::string outcome;    // while reclaiming: the state the job ends in
   int64_t lease_expires_us = 0;  // 0: no lease
+  int64_t idle_flagged_us = 0;   // when it was flagged for holding GPUs without using them
   int attempt = 0;               // 0 for the first run; +1 per retry, requeue or failover
   nlohmann::json attempts = nlohmann::json::array();  // earlier attempts: node, end, cause
   std::vector<ReplicaRecord> replicas;                // empty until scheduled
@@ -99,6 +101,10 @@ struct NodeRecord {
   // GPU index -> the MIG instances the agent discovered that differ from the recorded layout; not
   // adopted (the GPU is quarantined) until an admin re-lays it out or clears the quarantine.
   std::map<int, nlohmann::json> layout_mismatch;
+  // A maintenance window: {start_us, end_us, by, reason, phase: scheduled | active}; null: none.
+  // Before it starts only jobs that will end by then (max_runtime) land here; during it the node
+  // is drained and takes no work.
+  nlohmann::json maintenance;
 
   // The GPU's state for scheduling and display: available, cordoned, draining, reconfiguring,
   // quarantined or fenced.

@@ -20,9 +20,14 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
   for (const auto& [name, rec] : nodes) {
     Node n;
     n.name = name;
-    n.state = rec.state != "ready"       ? NodeState::kNotReady
-              : !rec.cordoned_by.empty() ? NodeState::kCordoned
-                                         : NodeState::kReady;
+    std::string window = rec.maintenance.is_object() ? rec.maintenance.value("phase", "") : "";
+    n.state = rec.state != "ready"                             ? NodeState::kNotReady
+              : !rec.cordoned_by.empty() || window == "active" ? NodeState::kCordoned
+                                                               : NodeState::kReady;
+    if (window == "scheduled") {  // only jobs that end before it starts (TolerateWindows)
+      n.taints.push_back(
+          {"carve.io/maintenance", std::to_string(rec.maintenance.value("start_us", int64_t{0}))});
+    }
     n.capacity.cpu = CpuMilli(rec.cpu_milli);
     n.capacity.memory = MemMib(rec.memory_mib);
     for (const auto& [k, v] : rec.labels) n.labels[k] = v;
@@ -99,18 +104,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
           absl::StrCat("no heartbeat for ", (now - node.last_heartbeat_us) / 1000, " ms"));
     NodeLost(node, now, batch);
   }
-  // Leases that ran out: stop the job so its GPUs come back.
-  for (auto& [id, job] : jobs_) {
-    if (job.state != "running" || job.cancel_requested || job.lease_expires_us == 0 ||
-        now <= job.lease_expires_us) {
-      continue;
-    }
-    job.cancel_requested = true;
-    job.cancelled_by = "the platform: its " + job.spec.Lease() + " lease expired unrenewed";
-    job.reason = "stopping: lease expired";
-    Event(batch, "scheduler", "job.lease-expired", absl::StrCat("job/", id), job.cancelled_by);
-    Touch(job, batch);
-  }
+  Timers(now, batch);  // leases, idle GPUs, maintenance windows
   // Cancelled before any replica started: nothing to stop.
   for (auto& [id, job] : jobs_) {
     if (IsFinal(job.state) || !job.cancel_requested) continue;
@@ -157,6 +151,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   for (JobRecord* job : queued) {
     auto request = ToJobRequest(job->spec, *catalog_);
     if (!request.ok()) continue;  // validated at submission; the catalog cannot shrink
+    TolerateWindows(*request, job->spec, now);
     PlaceResult r = placer.Place(*request);
     std::string subject = absl::StrCat("job/", job->id);
     if (!r.placed) {

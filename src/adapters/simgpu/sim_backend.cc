@@ -42,6 +42,8 @@ class SimulatedBackend : public DeviceBackend {
     if (state_dir_.empty()) return out;
     for (DiscoveredGpu& g : out) {
       ReadAppliedLayout(g);
+      g.utilization_pct = 0;
+      std::ifstream(state_dir_ + "/" + g.uuid + "/utilization") >> g.utilization_pct;
       std::ifstream in(state_dir_ + "/" + g.uuid + "/health");
       std::string health;
       if (!(in >> health)) continue;
