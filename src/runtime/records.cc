@@ -236,6 +236,7 @@ json NodeRecord::ToJson() const {
           {"backend", backend},
           {"gpus", gpu_list},
           {"state", state},
+          {"lost_us", lost_us},
           {"registered_us", registered_us},
           {"last_heartbeat_us", last_heartbeat_us},
           {"quarantined", quarantine},
@@ -258,6 +259,7 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
       n.gpus.push_back(*gpu);
     }
     n.state = j.value("state", "ready");
+    n.lost_us = j.value("lost_us", int64_t{0});
     n.registered_us = j.value("registered_us", int64_t{0});
     n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});
     n.cordoned_by = j.value("cordoned_by", "");

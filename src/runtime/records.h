@@ -88,7 +88,8 @@ struct NodeRecord {
   std::map<std::string, std::string> labels;
   std::string backend;  // "nvml" | "simulated"
   std::vector<DiscoveredGpu> gpus;
-  std::string state = "ready";  // ready | not-ready | cordoned
+  std::string state = "ready";  // ready | not-ready | dead (declared by an admin)
+  int64_t lost_us = 0;          // when its jobs were declared lost (0: not while it is silent)
   int64_t registered_us = 0;
   int64_t last_heartbeat_us = 0;
   std::map<int, std::string> quarantined;    // GPU index -> why (a failed reclaim check)

@@ -97,15 +97,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   if (broken_) return absl::UnavailableError("the server must be restarted");
   int64_t now = now_();
   StoreBatch batch;
-  // Liveness: a silent node is not-ready and the replicas it ran are lost.
-  for (auto& [name, node] : nodes_) {
-    if (node.state != "ready" || now - node.last_heartbeat_us <= options_.node_timeout_us) continue;
-    node.state = "not-ready";
-    batch.puts.push_back({"node", name, node.ToJson().dump()});
-    Event(batch, "scheduler", "node.not-ready", "node/" + name,
-          absl::StrCat("no heartbeat for ", (now - node.last_heartbeat_us) / 1000, " ms"));
-    NodeLost(node, now, batch);
-  }
+  Liveness(now, batch);
   Timers(now, batch);  // leases, idle GPUs, maintenance windows
   // Cancelled before any replica started: nothing to stop.
   for (auto& [id, job] : jobs_) {
