@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "client_connection.h"
+#include "client_common.h"
 #include "ports/store.h"
 #include "runtime/job_spec.h"
 

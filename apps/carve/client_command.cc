@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client_connection.h"
+#include "client_common.h"
 #include "platform_command.h"
 #include "runtime/api_client.h"
 #include "runtime/job_spec.h"
@@ -22,15 +22,13 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Age(int64_t since_us) {
-  if (since_us == 0) return "-";
-  int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-  int64_t s = (now - since_us) / 1'000'000;
-  if (s < 120) return absl::StrCat(s, "s");
-  if (s < 7200) return absl::StrCat(s / 60, "m");
-  return absl::StrCat(s / 3600, "h");
+// What `carve nodes` shows: ready, not-ready, cordoned, or maintenance (active or planned).
+std::string NodeState(const json& n) {
+  const json window = n.value("maintenance", json());
+  if (window.is_object() && window.value("phase", "") == "active") return "maintenance";
+  if (!n.value("cordoned_by", "").empty()) return "cordoned";
+  if (window.is_object()) return n.value("state", "") + "*";  // a window is planned
+  return n.value("state", "");
 }
 
 std::string GpuSummary(const json& spec) {
@@ -52,16 +50,6 @@ void PrintJobs(const json& jobs) {
         j.value("name", "").substr(0, 20), j.value("state", ""), j["spec"].value("kind", ""),
         GpuSummary(j["spec"]), node, Age(j.value("created_us", int64_t{0})), j.value("reason", ""));
   }
-}
-
-int64_t JobId(const std::string& text) {
-  try {
-    size_t used = 0;
-    int64_t id = std::stoll(text, &used);
-    if (used == text.size() && id > 0) return id;
-  } catch (...) {
-  }
-  Die(absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a job id (a number)")));
 }
 
 struct SubmitFlags {
@@ -214,18 +202,27 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
       }
       std::vector<std::string> parts;
       for (const auto& [k, count] : kinds) parts.push_back(absl::StrCat(count, "x ", k));
-      std::cout << absl::StrFormat(
-          "%-10s %-10s %-34s %-8s %-9s %d\n", n.value("name", ""),
-          (n.value("cordoned_by", "").empty() ? n.value("state", "") : std::string("cordoned")),
-          parts.empty() ? "-" : absl::StrJoin(parts, ", "),
-          absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
-          absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),
-          n.value("replicas", int64_t{0}));
+      std::cout << absl::StrFormat("%-10s %-10s %-34s %-8s %-9s %d\n", n.value("name", ""),
+                                   NodeState(n), parts.empty() ? "-" : absl::StrJoin(parts, ", "),
+                                   absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
+                                   absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),
+                                   n.value("replicas", int64_t{0}));
       for (const json& g : n["gpus"]) {
         if (g.value("health", "healthy") != "healthy") {
           std::cout << "           " << g.value("health", "") << " gpu " << g.value("index", 0)
                     << ": " << g.value("health_reason", "") << "\n";
         }
+      }
+      for (const json& g : n["gpus"]) {
+        std::string state = g.value("state", "available");
+        if (state != "available" && state != "quarantined") {
+          std::cout << "           " << state << " gpu " << g.value("index", 0) << "\n";
+        }
+      }
+      const json window = n.value("maintenance", json());
+      if (window.is_object()) {
+        std::cout << "           maintenance " << window.value("phase", "") << ": "
+                  << window.value("reason", "") << " (by " << window.value("by", "") << ")\n";
       }
       const json quarantined = n.value("quarantined", json::object());
       for (const auto& [index, why] : quarantined.items()) {
@@ -348,6 +345,7 @@ void AddClientCommands(CLI::App& app) {
   AddQueries(app, c);
   AddLogs(app, c);
   AddConfig(app, c);
+  AddOperationsCommands(app, c);
   AddAdminCommands(app, c);
 }
 

@@ -29,6 +29,7 @@ struct DiscoveredGpu {
   std::vector<DiscoveredMigInstance> mig_instances;
   std::string health = "healthy";  // "healthy" | "suspect" | "unhealthy"
   std::string health_reason;       // e.g. "XID 79"
+  int utilization_pct = -1;        // device activity over the last sample (-1: unknown)
 };
 
 // A compute process on a device, as the driver (or the simulation) sees it.
@@ -49,10 +50,28 @@ class DeviceBackend {
     (void)index;
     return absl::UnimplementedError(name() + " cannot list device processes");
   }
-  // How busy GPU `index` is now, in milli-GPU (1000: a kernel ran all the last sample period).
-  virtual absl::StatusOr<int64_t> BusyMilli(int index) {
+  // Replaces GPU `index`'s MIG instances with `layout` (each instance's profile and start; uuids
+  // are ignored). Changes nothing and fails while a compute process runs on the GPU or when the
+  // layout is not valid for the model.
+  virtual absl::Status ApplyMigLayout(int index, const std::vector<DiscoveredMigInstance>& layout) {
     (void)index;
-    return absl::UnimplementedError(name() + " reports no device activity");
+    (void)layout;
+    return absl::UnimplementedError(name() + " cannot change MIG layouts");
+  }
+  // Dynamic partitions: creates an instance of `profile` at memory slice `start` on GPU `index`
+  // and returns its UUID, or destroys the instance at `start`. The GPU's other instances keep
+  // running. Discover() lists the instances that exist.
+  virtual absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,
+                                                        int start) {
+    (void)index;
+    (void)profile;
+    (void)start;
+    return absl::UnimplementedError(name() + " cannot create MIG instances");
+  }
+  virtual absl::Status DestroyMigInstance(int index, int start) {
+    (void)index;
+    (void)start;
+    return absl::UnimplementedError(name() + " cannot destroy MIG instances");
   }
   // Where simulated devices keep their state (processes and memory jobs register); a no-op for
   // real devices.
@@ -63,7 +82,12 @@ class DeviceBackend {
 // DIR/<gpu uuid>/<owner>.<pid> holding the MiB it uses ("<MiB>" or "<MiB> leak"). The process
 // counts while <pid> lives; a "leak" entry keeps its memory after the process is gone, modelling a
 // driver that did not free it. A file DIR/<gpu uuid>/health ("unhealthy XID 79") injects a
-// device fault. The agent puts DIR in CARVE_SIM_GPU_DIR.
+// device fault. A file DIR/<uuid>/utilization ("80") is the device's activity in percent (0 when
+// absent). A file DIR/<uuid>/mig-layout (one "profile@start" per line, then "generation N")
+// holds a layout applied with ApplyMigLayout; it replaces the description's layout, and its
+// instances get new UUIDs per generation, as a driver gives recreated instances. A dynamic
+// instance is a file DIR/<uuid>/instances/<start> holding its profile. The agent puts
+// DIR in CARVE_SIM_GPU_DIR.
 
 // NVML through dlopen("libnvidia-ml.so.1"); Unavailable (with why) when the library or a GPU is
 // missing. No NVML headers or library are needed to build.

@@ -106,10 +106,7 @@ std::map<std::string, std::string> Agent::GpuEnv(const json& a) const {
       for (const auto& m : gpu->mig_instances) {
         if (m.profile == g["profile"] && m.start == g.value("start", -1)) uuid = m.uuid;
       }
-      // A dynamic instance is named the way the simulated backend names its instances.
-      if (uuid.empty())
-        uuid = absl::StrCat("MIG-sim-", options_.node, "-", device, "-", g.value("start", 0));
-      visible.push_back(uuid);
+      if (!uuid.empty()) visible.push_back(uuid);
       continue;
     }
     visible.push_back(gpu->uuid);
@@ -153,7 +150,6 @@ void Agent::Launch(const json& a) {
     spec.argv.push_back(arg);
   }
   spec.env = a.value("env", std::map<std::string, std::string>{});
-  for (const auto& [k, v] : GpuEnv(a)) spec.env[k] = v;
   spec.env["CARVE_JOB_ID"] = std::to_string(r.job);
   spec.env["CARVE_REPLICA"] = std::to_string(r.index);
   spec.env["CARVE_NODE"] = options_.node;
@@ -170,6 +166,16 @@ void Agent::Launch(const json& a) {
     }
   }
   r.grants = a.value("grants", json::array());
+  // Dynamic partitions are created for the replica before it starts (and destroyed by Reclaim).
+  std::string create_error;
+  for (const json& g : r.grants) {
+    if (!g.value("created", false) || !create_error.empty()) continue;
+    auto uuid = devices_->CreateMigInstance(g.value("device", -1), g.value("profile", ""),
+                                            g.value("start", -1));
+    if (!uuid.ok()) create_error = std::string(uuid.status().message());
+  }
+  if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;
+  for (const auto& [k, v] : GpuEnv(a)) spec.env[k] = v;
   spec.workdir = workdir.ok() ? *workdir : "";
   spec.log_path = r.log_path;
   // Unique on this machine: several agents (and several Carve installations) may share it.
@@ -179,7 +185,10 @@ void Agent::Launch(const json& a) {
   r.started_us = NowUs();
   int64_t max_runtime = a.value("max_runtime_us", int64_t{0});
   r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;
-  auto handle = workdir.ok() ? launcher_->Launch(spec) : workdir.status();
+  auto handle = !workdir.ok() ? absl::StatusOr<ProcessHandle>(workdir.status())
+                : !create_error.empty()
+                    ? absl::StatusOr<ProcessHandle>(absl::FailedPreconditionError(create_error))
+                    : launcher_->Launch(spec);
   if (handle.ok()) {
     r.handle = *handle;
     r.launched = true;
@@ -264,12 +273,7 @@ json Agent::Reclaim(Replica r) {
   for (const json& g : r.grants) {
     int device = g.value("device", -1);
     if (g.contains("profile")) {
-      // A dynamic instance is destroyed with the replica (simulated: it exists only in its grant).
-      if (g.value("created", false)) {
-        check("partition-destroyed", true,
-              absl::StrCat(g.value("profile", ""), " at slice ", g.value("start", 0), " destroyed"),
-              device);
-      }
+      if (g.value("created", false)) CheckDestroyed(g, check);
       continue;
     }
     auto processes = devices_->Processes(device);
@@ -305,6 +309,28 @@ json Agent::Reclaim(Replica r) {
           {"time_us", NowUs()}};
 }
 
+template <typename Check>
+void Agent::CheckDestroyed(const json& grant, Check& check) {
+  // A dynamic instance made for the replica is destroyed with it; the driver must agree.
+  int device = grant.value("device", -1);
+  int start = grant.value("start", -1);
+  std::string what = absl::StrCat(grant.value("profile", ""), " at slice ", start);
+  absl::Status destroyed = devices_->DestroyMigInstance(device, start);
+  auto gpus = devices_->Discover();
+  bool gone = gpus.ok();
+  if (gpus.ok()) {
+    for (const DiscoveredGpu& g : *gpus) {
+      for (const DiscoveredMigInstance& m : g.mig_instances)
+        gone &= !(g.index == device && m.start == start);
+    }
+  }
+  check("partition-destroyed", gone,
+        gone         ? what + " destroyed; the device lists no instance there"
+        : !gpus.ok() ? what + ": cannot list instances: " + std::string(gpus.status().message())
+                     : what + " still exists (" + std::string(destroyed.message()) + ")",
+        device);
+}
+
 json Agent::Report() const {
   json reps = json::array();
   for (const auto& [key, r] : replicas_) {
@@ -330,10 +356,18 @@ json Agent::Report() const {
   json body = {{"node", options_.node}, {"replicas", reps}};
   body["gpus"] = json::array();
   for (const DiscoveredGpu& g : gpus_) {
-    json gpu = {{"index", g.index}, {"health", g.health}, {"health_reason", g.health_reason}};
-    if (auto busy = devices_->BusyMilli(g.index); busy.ok()) gpu["busy_milli"] = *busy;
-    body["gpus"].push_back(gpu);
+    json instances = json::array();
+    for (const DiscoveredMigInstance& m : g.mig_instances) {
+      instances.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
+    }
+    body["gpus"].push_back({{"index", g.index},
+                            {"health", g.health},
+                            {"health_reason", g.health_reason},
+                            {"utilization_pct", g.utilization_pct},
+                            {"mig_instances", instances}});
   }
+  body["layouts"] = json::array();
+  for (const auto& [gpu, result] : layout_results_) body["layouts"].push_back(result);
   return body;
 }
 
@@ -369,8 +403,34 @@ absl::Status Agent::Tick() {
     }
   }
   for (const json& a : answer->value("assignments", json::array())) Launch(a);
+  const json layouts = answer->value("layouts", json::array());
+  for (const json& l : layouts) ApplyLayout(l);
+  if (layouts.empty()) layout_results_.clear();
   SaveState();
   return absl::OkStatus();
+}
+
+void Agent::ApplyLayout(const json& request) {
+  int gpu = request.value("gpu", -1);
+  std::string id = request.value("request", "");
+  if (auto done = layout_results_.find(gpu);
+      done != layout_results_.end() && done->second.value("request", "") == id) {
+    return;
+  }
+  std::vector<DiscoveredMigInstance> layout;
+  for (const json& slot : request.value("layout", json::array())) {
+    std::string text = slot.get<std::string>();
+    size_t at = text.find('@');
+    if (at == std::string::npos) continue;  // the server sends resolved profile@start
+    layout.push_back({"", text.substr(0, at), std::atoi(text.c_str() + at + 1)});
+  }
+  absl::Status s = devices_->ApplyMigLayout(gpu, layout);
+  if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;
+  layout_results_[gpu] = {{"gpu", gpu},
+                          {"request", id},
+                          {"ok", s.ok()},
+                          {"error", std::string(s.message())},
+                          {"time_us", NowUs()}};
 }
 
 void Agent::SaveState() const {

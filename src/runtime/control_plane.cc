@@ -289,7 +289,8 @@ absl::StatusOr<std::string> ControlPlane::ReadLog(int64_t job, int replica, int6
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job);
     if (it == jobs_.end()) return absl::NotFoundError(NoJobMessage(job));
-    if (replica < 0 || replica >= it->second.spec.replicas) {
+    int replicas = std::max(it->second.spec.replicas, static_cast<int>(it->second.replicas.size()));
+    if (replica < 0 || replica >= replicas) {
       return absl::NotFoundError(absl::StrCat("job ", job, " has no replica ", replica));
     }
     path = LogPath(job, replica);

@@ -36,14 +36,14 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  // Quarantines and modes set with `carve apply` outlive what the agent discovers.
-  if (auto old = nodes_.find(node->name); old != nodes_.end()) {
-    node->quarantined = old->second.quarantined;
-  }
   for (const auto& [index, mode] : mode_overrides_[node->name]) {
     if (index < static_cast<int>(node->gpus.size())) node->gpus[index].mode = mode;
   }
   StoreBatch batch;
+  // Quarantines, cordons, fences and recorded layouts outlive what the agent discovers.
+  if (auto old = nodes_.find(node->name); old != nodes_.end()) {
+    CarryOver(old->second, *node, batch);
+  }
   bool known = nodes_.count(node->name) > 0;
   batch.puts.push_back({"node", node->name, node->ToJson().dump()});
   Event(batch, "agent:" + node->name, known ? "node.re-registered" : "node.registered",
@@ -65,6 +65,11 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     rep.pid = report.value("pid", int64_t{0});
     rep.started_us = report.value("started_us", now_());
     rep.enforcement = report.value("enforcement", "");
+    if (job.state == "running") {
+      Event(batch, "agent:" + node, "job.replica-started", subject,
+            absl::StrCat("replica ", r, " (slot ", rep.slot, ") running on ", node),
+            {{"replica", r}, {"pid", rep.pid}});
+    }
     if (job.state == "scheduled") {
       job.state = "running";
       job.started_us = rep.started_us;
@@ -81,7 +86,11 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
   if (rep.state == "exited" && rep.reclaim.is_null() && report.contains("reclaim")) {
     rep.reclaim = report["reclaim"];
     rep.oom_killed = report.value("oom_killed", false);
-    FinishIfDone(job, batch);
+    if (!rep.retire.empty()) {
+      Retire(job, r, batch);
+    } else {
+      FinishIfDone(job, batch);
+    }
     Touch(job, batch);
     return;
   }
@@ -102,7 +111,11 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
               ? absl::StrCat("replica ", r, " exited with code ", *rep.exit_code)
               : absl::StrCat("replica ", r, " was killed by signal ", rep.signal.value_or(0)),
           {{"replica", r}, {"timed_out", rep.timed_out}});
-    FinishIfDone(job, batch);
+    if (!rep.retire.empty()) {
+      if (!rep.reclaim.is_null()) Retire(job, r, batch);
+    } else {
+      FinishIfDone(job, batch);
+    }
     Touch(job, batch);
   }
 }
@@ -130,7 +143,7 @@ std::string ControlPlane::EndCause(const ReplicaRecord& rep, const std::string& 
 
 void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   for (const ReplicaRecord& rep : job.replicas) {
-    if (rep.state != "exited") return;
+    if (rep.retire.empty() && rep.state != "exited") return;
   }
   std::string subject = absl::StrCat("job/", job.id);
   if (job.state != "reclaiming") {
@@ -141,6 +154,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   }
   json statuses = json::array();
   for (const ReplicaRecord& rep : job.replicas) {
+    if (!rep.retire.empty()) continue;  // replaced: its own evidence retired it
     if (rep.reclaim.is_null()) return;  // evidence still to come
     statuses.push_back(rep.reclaim.value("status", ""));
   }
@@ -149,6 +163,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   bool timed_out = false;
   for (size_t r = 0; r < job.replicas.size(); ++r) {
     const ReplicaRecord& rep = job.replicas[r];
+    if (!rep.retire.empty()) continue;
     timed_out |= rep.timed_out;
     if (rep.exit_code && *rep.exit_code == 0 && !rep.oom_killed) continue;
     failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.memory)));
@@ -169,24 +184,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   // Evidence is in: devices whose checks failed leave the pool until an admin clears them.
   bool verified = true;
   for (const ReplicaRecord& rep : job.replicas) {
-    if (rep.reclaim.value("status", "") == "verified") continue;
-    verified = false;
-    for (const json& c : rep.reclaim.value("checks", json::array())) {
-      if (c.value("ok", true) || !c.contains("device")) continue;
-      int device = c["device"];
-      std::string why =
-          absl::StrCat("job ", job.id, ": ", c.value("name", ""), ": ", c.value("observed", ""));
-      auto node = nodes_.find(rep.node);
-      if (node == nodes_.end()) continue;
-      node->second.quarantined[device] = why;
-      batch.puts.push_back({"node", rep.node, node->second.ToJson().dump()});
-      json details = c;
-      details["job"] = job.id;
-      details["tenant"] = job.spec.tenant;
-      details["project"] = job.spec.project;
-      Event(batch, "agent:" + rep.node, "device.quarantined",
-            absl::StrCat("node/", rep.node, "/gpu/", device), why, details);
-    }
+    if (rep.retire.empty()) verified &= QuarantineFailedChecks(job, rep, batch);
   }
   if (!job.displaced.empty() && !job.cancel_requested) {
     Recover(job, job.displaced, job.displaced, batch);
@@ -240,13 +238,16 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
   }
   StoreBatch batch;
   node->second.last_heartbeat_us = now_();
-  if (node->second.state == "not-ready") {
+  if (node->second.state == "not-ready" || node->second.state == "dead") {
     node->second.state = "ready";
+    node->second.lost_us = 0;
     batch.puts.push_back({"node", name, node->second.ToJson().dump()});
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
   }
-  if (body.contains("gpus")) DeviceHealth(node->second, body["gpus"], batch);
-  if (body.contains("gpus")) NoteActivity(name, body["gpus"]);
+  if (body.contains("gpus")) {
+    DeviceHealth(node->second, body["gpus"], batch);
+    Activity(node->second, body["gpus"], batch);
+  }
   std::set<std::pair<int64_t, int>> reported;
   std::set<int64_t> running_jobs;
   for (const json& report : body.value("replicas", json::array())) {
@@ -281,10 +282,12 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     ApplyReport(job, r, report, name, batch);
     bool failed_sibling = false;
     for (const ReplicaRecord& rep : job.replicas) {
-      failed_sibling |= rep.state == "exited" && !(rep.exit_code && *rep.exit_code == 0);
+      failed_sibling |=
+          rep.retire.empty() && rep.state == "exited" && !(rep.exit_code && *rep.exit_code == 0);
     }
     if (report.value("state", "") == "running" &&
-        (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() || failed_sibling)) {
+        (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() || failed_sibling ||
+         MustStop(job, job.replicas[r]))) {
       stops.push_back({{"job", id}, {"replica", r}});
     }
   }
@@ -298,7 +301,9 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
       }
     }
   }
-  json out = {{"assignments", assignments}, {"stop", stops}};
+  json layouts = json::array();
+  AdvanceRelayouts(node->second, body, batch, layouts);
+  json out = {{"assignments", assignments}, {"stop", stops}, {"layouts", layouts}};
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return out;
 }

@@ -23,10 +23,12 @@ void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::
     return;
   }
   json held = json::array();  // what the attempt held, for usage records
+  json reclaim = json::array();
   for (const ReplicaRecord& r : job.replicas) {
     json grants = json::array();
     for (const GrantRecord& g : r.grants) grants.push_back(GrantToJson(g));
     held.push_back({{"node", r.node}, {"grants", grants}});
+    reclaim.push_back(r.reclaim);
   }
   job.attempts.push_back({{"attempt", job.attempt},
                           {"cause", cause},
@@ -34,7 +36,8 @@ void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::
                           {"scheduled_us", job.scheduled_us},
                           {"ended_us", now_()},
                           {"replicas", held},
-                          {"fault", fault_ref}});
+                          {"fault", fault_ref},
+                          {"reclaim", reclaim}});
   ++job.attempt;
   job.state = "queued";
   job.replicas.clear();
@@ -45,18 +48,68 @@ void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::
         job.reason, {{"attempt", job.attempt}, {"policy", policy}, {"cause", fault_ref}});
 }
 
+void ControlPlane::Liveness(int64_t now, StoreBatch& batch) {
+  for (auto& [name, node] : nodes_) {
+    int64_t silent = now - node.last_heartbeat_us;
+    if (node.state == "ready" && silent > options_.node_timeout_us) {
+      node.state = "not-ready";
+      batch.puts.push_back({"node", name, node.ToJson().dump()});
+      Event(batch, "scheduler", "node.not-ready", "node/" + name,
+            absl::StrCat("no heartbeat for ", silent / 1000, " ms; its jobs are lost after ",
+                         (options_.node_timeout_us + options_.lost_after_us) / 1000,
+                         " ms of silence"));
+    }
+    if (node.state == "not-ready" && node.lost_us == 0 &&
+        silent > options_.node_timeout_us + options_.lost_after_us) {
+      node.lost_us = now;
+      NodeLost(node, now, batch);
+    }
+  }
+}
+
+absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Principal& who) {
+  if (who.role != "admin") return absl::PermissionDeniedError("only admins declare nodes dead");
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError("no node \"" + name + "\"");
+  NodeRecord& node = it->second;
+  if (node.state == "ready") {
+    return absl::FailedPreconditionError("node " + name +
+                                         " is heartbeating; drain it instead of declaring it dead");
+  }
+  StoreBatch batch;
+  int64_t now = now_();
+  if (node.lost_us == 0) {
+    node.lost_us = now;
+    NodeLost(node, now, batch);
+  }
+  json unfenced = json::array();
+  for (const auto& [gpu, job] : node.fenced) unfenced.push_back({{"gpu", gpu}, {"job", job}});
+  node.fenced.clear();
+  node.state = "dead";
+  batch.puts.push_back({"node", name, node.ToJson().dump()});
+  Event(batch, "user:" + who.name, "node.declared-dead", "node/" + name,
+        "declared dead by " + who.name + "; its devices are unfenced on that word",
+        {{"unfenced", unfenced}});
+  json out = node.ToJson();
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
+}
+
 void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
   std::string fault = absl::StrCat("node ", node.name, " stopped heartbeating");
   for (auto& [id, job] : jobs_) {
     if (IsFinal(job.state)) continue;
     bool touched = false;
     for (const ReplicaRecord& r : job.replicas) {
-      if (r.node != node.name) continue;
+      if (r.node != node.name || r.state == "retired" || r.state == "lost") continue;
       touched = true;
       // Its processes may still run on the node: fence its devices until the node returns.
       for (const GrantRecord& g : r.grants) node.fenced[g.device] = id;
     }
     if (!touched) continue;
+    auto on_node = [&](const ReplicaRecord& r) { return r.node == node.name; };
+    if (ReplaceReplicas(job, on_node, fault, false, true, batch)) continue;  // the others serve
     Event(batch, "scheduler", "job.lost", absl::StrCat("job/", id), fault,
           {{"node", node.name}, {"attempt", job.attempt}});
     if (job.state == "reclaiming") {
@@ -115,7 +168,9 @@ absl::StatusOr<json> ControlPlane::Cordon(const std::string& name, const std::st
   if (action == "drain") {
     std::string cause = absl::StrCat("drain of ", target, " by ", who.name);
     for (auto& [id, job] : jobs_) {
-      if (job.Uses(name, gpu) && Displace(job, cause, batch)) moved.push_back(id);
+      if (job.Uses(name, gpu) && DisplaceOn(job, name, gpu, cause, true, batch)) {
+        moved.push_back(id);
+      }
     }
   }
   batch.puts.push_back({"node", name, node.ToJson().dump()});
@@ -155,7 +210,9 @@ void ControlPlane::DeviceHealth(NodeRecord& node, const json& gpus, StoreBatch& 
     json jobs = json::array();
     std::set<std::string> queues, tenants;
     for (auto& [id, job] : jobs_) {
-      if (!job.Uses(node.name, index) || !Displace(job, cause, batch)) continue;
+      if (!job.Uses(node.name, index) || !DisplaceOn(job, node.name, index, cause, false, batch)) {
+        continue;
+      }
       jobs.push_back(id);
       queues.insert(job.spec.queue);
       tenants.insert(job.spec.tenant);

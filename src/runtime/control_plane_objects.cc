@@ -100,7 +100,7 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
     }
     std::set<std::string> fields = {"kind", "name", "description"};
     if (kind == "project") fields.insert("tenant");
-    if (kind == "queue") fields.insert({"pool", "quota", "weight"});
+    if (kind == "queue") fields.insert({"pool", "quota", "weight", "idle_after", "idle_action"});
     if (absl::Status s = CheckFields(i, d, fields); !s.ok()) return s;
     if (kind == "project") {
       std::string tenant = d.value("tenant", "");
@@ -110,6 +110,15 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
     }
     if (kind == "queue" && d.contains("quota")) {
       if (absl::Status s = CheckQuota(i, d["quota"]); !s.ok()) return s;
+    }
+    if (kind == "queue" && d.contains("idle_after")) {
+      auto after = d["idle_after"].is_string() ? ParseDurationUs(d["idle_after"])
+                                               : absl::InvalidArgumentError("must be a duration");
+      if (!after.ok()) return Invalid(i, "idle_after", after.status().message());
+    }
+    if (kind == "queue" && d.contains("idle_action") && d["idle_action"] != "flag" &&
+        d["idle_action"] != "stop") {
+      return Invalid(i, "idle_action", "must be flag or stop");
     }
     if (kind == "queue" && d.contains("weight") &&
         (!d["weight"].is_number() || d["weight"].get<double>() <= 0)) {
@@ -128,6 +137,19 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
         if (g.contains("state") && node.quarantined.erase(gpu.index) > 0) {
           Event(batch, "user:" + who.name, "device.cleared",
                 absl::StrCat("node/", name, "/gpu/", gpu.index), "quarantine cleared by an admin");
+        }
+        if (g.contains("state") && node.layout_mismatch.count(gpu.index)) {
+          // Clearing a layout mismatch adopts what the agent discovered.
+          json found = node.layout_mismatch[gpu.index];
+          node.layout_mismatch.erase(gpu.index);
+          gpu.mig_instances.clear();
+          for (const json& m : found) {
+            gpu.mig_instances.push_back(
+                {m.value("uuid", ""), m.value("profile", ""), m.value("start", 0)});
+          }
+          Event(batch, "user:" + who.name, "device.layout-adopted",
+                absl::StrCat("node/", name, "/gpu/", gpu.index),
+                "the discovered MIG layout was adopted by an admin", {{"instances", found}});
         }
         if (!g.contains("mode")) continue;
         gpu.mode = g["mode"];

@@ -225,14 +225,6 @@ absl::Status ControlPlane::LoadUtilization() {
   return absl::OkStatus();
 }
 
-void ControlPlane::NoteActivity(const std::string& node, const json& gpus) {
-  for (const json& g : gpus) {
-    if (!g.is_object() || !g.contains("busy_milli") || !g["busy_milli"].is_number()) continue;
-    int64_t busy = std::clamp<int64_t>(g["busy_milli"].get<int64_t>(), 0, 1000);
-    utilization_.activity[{node, g.value("index", -1)}] = busy;
-  }
-}
-
 absl::Status ControlPlane::AccrueUtilization() {
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return absl::UnavailableError("the server must be restarted");
@@ -253,9 +245,8 @@ absl::Status ControlPlane::AccrueUtilization() {
                     !node.fenced.count(g.index) && !node.quarantined.count(g.index) &&
                     g.health == "healthy";
       per_us.schedulable = usable ? 1 : 0;
-      auto busy = u.activity.find({name, g.index});
-      if (online && busy != u.activity.end()) {
-        per_us.busy = static_cast<double>(busy->second) / 1000.0;
+      if (online && g.utilization_pct >= 0) {  // the agent's latest activity sample
+        per_us.busy = std::min(100, g.utilization_pct) / 100.0;
         per_us.busy_reported = 1;
       }
       u.Accrue({Pool(node), id.ok() ? catalog_->model(*id).name : g.model}, u.last_us, now, per_us);

@@ -252,17 +252,17 @@ static std::vector<std::pair<int, std::string>> SplitYamlDocuments(const std::st
 absl::StatusOr<json> YamlDocumentsToJson(const std::string& yaml_text) {
   json out = json::array();
   for (const auto& [first_line, text] : SplitYamlDocuments(yaml_text)) {
-    YAML::Node doc;
+    json j;
     try {
-      doc = YAML::Load(text);
+      j = YamlNodeToJson(YAML::Load(text));
     } catch (const YAML::Exception& e) {
-      if (e.mark.is_null())
+      if (e.mark.is_null()) {
         return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", e.what()));
+      }
       return absl::InvalidArgumentError(absl::StrCat("invalid YAML: line ",
                                                      first_line + e.mark.line, ", column ",
                                                      e.mark.column + 1, ": ", e.msg));
     }
-    json j = YamlNodeToJson(doc);
     if (j.is_array()) {
       for (json& item : j) out.push_back(std::move(item));
     } else if (!j.is_null()) {

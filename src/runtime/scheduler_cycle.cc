@@ -20,9 +20,14 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
   for (const auto& [name, rec] : nodes) {
     Node n;
     n.name = name;
-    n.state = rec.state != "ready"       ? NodeState::kNotReady
-              : !rec.cordoned_by.empty() ? NodeState::kCordoned
-                                         : NodeState::kReady;
+    std::string window = rec.maintenance.is_object() ? rec.maintenance.value("phase", "") : "";
+    n.state = rec.state != "ready"                             ? NodeState::kNotReady
+              : !rec.cordoned_by.empty() || window == "active" ? NodeState::kCordoned
+                                                               : NodeState::kReady;
+    if (window == "scheduled") {  // only jobs that end before it starts (TolerateWindows)
+      n.taints.push_back(
+          {"carve.io/maintenance", std::to_string(rec.maintenance.value("start_us", int64_t{0}))});
+    }
     n.capacity.cpu = CpuMilli(rec.cpu_milli);
     n.capacity.memory = MemMib(rec.memory_mib);
     for (const auto& [k, v] : rec.labels) n.labels[k] = v;
@@ -35,10 +40,13 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
                                          : DeviceHealth::kUnhealthy;
       d.dynamic_layout = g.dynamic_layout;
       if (rec.quarantined.count(g.index)) d.state = DeviceState::kQuarantined;
-      if (rec.fenced.count(g.index) || rec.cordoned_gpus.count(g.index)) {
+      if (rec.fenced.count(g.index) || rec.cordoned_gpus.count(g.index) ||
+          rec.relayouts.count(g.index)) {
         d.state = DeviceState::kCordoned;
       }
-      for (const DiscoveredMigInstance& m : g.mig_instances) {
+      // On a dynamic GPU the instances are the grants' (created per replica).
+      for (const DiscoveredMigInstance& m :
+           g.dynamic_layout ? std::vector<DiscoveredMigInstance>{} : g.mig_instances) {
         auto profile = catalog->FindProfile(d.model, m.profile);
         if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});
       }
@@ -67,32 +75,30 @@ std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
 
 }  // namespace
 
+ReplicaRecord ControlPlane::ToReplicaRecord(const Cluster& cluster,
+                                            const ReplicaPlacement& p) const {
+  ReplicaRecord rep;
+  const Node& n = cluster.node(p.node);
+  rep.node = n.name;
+  for (const DeviceGrant& g : p.grants) {
+    GrantRecord gr{g.device, g.compute.units(), g.memory.units(), "", -1, false};
+    if (g.mig_profile >= 0) {
+      gr.profile = catalog_->model(n.devices[g.device].model).mig_profiles[g.mig_profile].name;
+      gr.start = g.mig_start;
+      gr.created = g.mig_created;
+    }
+    rep.grants.push_back(gr);
+  }
+  return rep;
+}
+
 absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return absl::UnavailableError("the server must be restarted");
   int64_t now = now_();
   StoreBatch batch;
-  // Liveness: a silent node is not-ready and the replicas it ran are lost.
-  for (auto& [name, node] : nodes_) {
-    if (node.state != "ready" || now - node.last_heartbeat_us <= options_.node_timeout_us) continue;
-    node.state = "not-ready";
-    batch.puts.push_back({"node", name, node.ToJson().dump()});
-    Event(batch, "scheduler", "node.not-ready", "node/" + name,
-          absl::StrCat("no heartbeat for ", (now - node.last_heartbeat_us) / 1000, " ms"));
-    NodeLost(node, now, batch);
-  }
-  // Leases that ran out: stop the job so its GPUs come back.
-  for (auto& [id, job] : jobs_) {
-    if (job.state != "running" || job.cancel_requested || job.lease_expires_us == 0 ||
-        now <= job.lease_expires_us) {
-      continue;
-    }
-    job.cancel_requested = true;
-    job.cancelled_by = "the platform: its " + job.spec.Lease() + " lease expired unrenewed";
-    job.reason = "stopping: lease expired";
-    Event(batch, "scheduler", "job.lease-expired", absl::StrCat("job/", id), job.cancelled_by);
-    Touch(job, batch);
-  }
+  Liveness(now, batch);
+  Timers(now, batch);  // leases, idle GPUs, maintenance windows
   // Cancelled before any replica started: nothing to stop.
   for (auto& [id, job] : jobs_) {
     if (IsFinal(job.state) || !job.cancel_requested) continue;
@@ -116,7 +122,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
     auto request = ToJobRequest(job.spec, *catalog_);
     for (const ReplicaRecord& rep : job.replicas) {
       auto it = ids.find(rep.node);
-      if (it == ids.end() || !request.ok()) continue;
+      if (it == ids.end() || !request.ok() || rep.state == "retired") continue;
       ApplyReplica(cluster, {it->second, request->replica.resources,
                              ToGrants(cluster, it->second, rep.grants)});
     }
@@ -129,6 +135,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   auto policy = MakePolicy(options_.policy, PolicyOptions{workload});
   if (!policy.ok()) return policy.status();
   Placer placer(&cluster, policy->get(), static_cast<uint64_t>(now));
+  PlaceReplacements(cluster, placer, batch);  // running services first
   std::stable_sort(queued.begin(), queued.end(), [](const JobRecord* a, const JobRecord* b) {
     if (a->spec.priority != b->spec.priority) return a->spec.priority > b->spec.priority;
     if (a->created_us != b->created_us) return a->created_us < b->created_us;
@@ -138,6 +145,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   for (JobRecord* job : queued) {
     auto request = ToJobRequest(job->spec, *catalog_);
     if (!request.ok()) continue;  // validated at submission; the catalog cannot shrink
+    TolerateWindows(*request, job->spec, now);
     PlaceResult r = placer.Place(*request);
     std::string subject = absl::StrCat("job/", job->id);
     if (!r.placed) {
@@ -166,20 +174,10 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
     json where = json::array();
     std::vector<std::string> nodes_used;
     for (const ReplicaPlacement& p : r.replicas) {
-      ReplicaRecord rep;
-      rep.node = cluster.node(p.node).name;
-      const Node& n = cluster.node(p.node);
+      ReplicaRecord rep = ToReplicaRecord(cluster, p);
+      rep.slot = static_cast<int>(job->replicas.size());
       json devices = json::array();
-      for (const DeviceGrant& g : p.grants) {
-        GrantRecord gr{g.device, g.compute.units(), g.memory.units(), "", -1, false};
-        if (g.mig_profile >= 0) {
-          gr.profile = catalog_->model(n.devices[g.device].model).mig_profiles[g.mig_profile].name;
-          gr.start = g.mig_start;
-          gr.created = g.mig_created;
-        }
-        rep.grants.push_back(gr);
-        devices.push_back(g.device);
-      }
+      for (const GrantRecord& g : rep.grants) devices.push_back(g.device);
       where.push_back({{"node", rep.node}, {"devices", devices}});
       nodes_used.push_back(rep.node);
       job->replicas.push_back(std::move(rep));

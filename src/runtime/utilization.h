@@ -37,7 +37,6 @@ struct UtilizationLedger {
   int64_t persisted_us = 0;
   std::map<int64_t, std::map<Key, UtilizationCell>> buckets;
   std::set<int64_t> dirty;
-  std::map<std::pair<std::string, int>, int64_t> activity;  // (node, gpu) -> busy milli
 
   // Adds `cell` spread over [from, to) into the buckets it covers.
   void Accrue(const Key& key, int64_t from, int64_t to, const UtilizationCell& per_us);

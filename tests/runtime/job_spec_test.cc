@@ -120,6 +120,8 @@ TEST(JobSpecTest, MultiDocumentYamlSplitsOnMarkersAndNeverHangs) {
   ASSERT_EQ(docs->size(), 3u);
   EXPECT_EQ((*docs)[1]["name"], "b");
   EXPECT_EQ((*docs)[2]["kind"], "queue");
+  // Also found by the fuzz target: a map as a key threw out of the parser.
+  EXPECT_FALSE(YamlDocumentsToJson("? {a: 1}\n: b\n").ok());
   auto bad = YamlDocumentsToJson("a: 1\n---\nb: 2\nc: [\n");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("invalid YAML: line 5"));

@@ -122,7 +122,7 @@ TEST_F(UsageTest, MatrixAndUsageHaveExactFigures) {
                          {"resources", {{"mode", "partition"}, {"profile", "3g.40gb"}}}});
   ASSERT_EQ(*cp_->ScheduleOnce(), 2);
   ASSERT_TRUE(
-      cp_->Heartbeat({{"node", "n1"}, {"gpus", {{{"index", 0}, {"busy_milli", 500}}}}}, kAgent)
+      cp_->Heartbeat({{"node", "n1"}, {"gpus", {{{"index", 0}, {"utilization_pct", 50}}}}}, kAgent)
           .ok());
   now_ = kT0 + kMin;
   ASSERT_TRUE(cp_->AccrueUtilization().ok());

@@ -40,12 +40,6 @@ struct Memory {
   unsigned long long used;
 };
 
-// nvmlUtilization_t: percent of the last sample period the device (memory) was busy.
-struct Utilization {
-  unsigned int gpu;
-  unsigned int memory;
-};
-
 // nvmlDeviceAttributes_t, filled by nvmlDeviceGetAttributes_v2 (for a MIG device: its instance).
 struct DeviceAttributes {
   unsigned int multiprocessorCount;
@@ -89,7 +83,6 @@ using DeviceGetGpuInstanceByIdFn = Return (*)(Device, unsigned int, GpuInstance*
 using GpuInstanceGetInfoFn = Return (*)(GpuInstance, GpuInstanceInfo*);
 // nvmlDeviceGetRetiredPagesPendingStatus(device, nvmlEnableState_t*): the enum is an int.
 using DeviceGetRetiredPagesPendingStatusFn = Return (*)(Device, int*);
-using DeviceGetUtilizationRatesFn = Return (*)(Device, Utilization*);
 using DeviceGetRemappedRowsFn = Return (*)(Device, unsigned int* corrected,
                                            unsigned int* uncorrected, unsigned int* pending,
                                            unsigned int* failure);

@@ -50,7 +50,6 @@ class NvmlLibrary {
     nvml::GpuInstanceGetInfoFn get_gi_info = nullptr;
     nvml::DeviceGetRetiredPagesPendingStatusFn get_retired_pending = nullptr;
     nvml::DeviceGetRemappedRowsFn get_remapped_rows = nullptr;
-    nvml::DeviceGetUtilizationRatesFn get_utilization = nullptr;
   };
 
   static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Open(const std::string& path);
@@ -111,7 +110,6 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string
   load(f.get_gi_info, "nvmlGpuInstanceGetInfo", false);
   load(f.get_retired_pending, "nvmlDeviceGetRetiredPagesPendingStatus", false);
   load(f.get_remapped_rows, "nvmlDeviceGetRemappedRows", false);
-  load(f.get_utilization, "nvmlDeviceGetUtilizationRates", false);
   if (missing != nullptr) {
     return absl::UnavailableError(
         absl::StrCat("NVML unavailable: ", path, " has no ", missing, " (driver too old?)"));
@@ -145,23 +143,6 @@ class NvmlBackend : public DeviceBackend {
       : lib_(std::move(lib)), catalog_(GpuCatalog::BuiltIn()) {}
 
   std::string name() const override { return "nvml"; }
-
-  // The driver's utilization sample: percent of time a kernel ran, as milli-GPU.
-  absl::StatusOr<int64_t> BusyMilli(int index) override {
-    const NvmlLibrary::Functions& f = lib_->fn();
-    if (f.get_utilization == nullptr) {
-      return absl::UnimplementedError("this NVML has no nvmlDeviceGetUtilizationRates");
-    }
-    nvml::Device device = nullptr;
-    nvml::Return r = f.get_handle(static_cast<unsigned int>(index), &device);
-    nvml::Utilization u{};
-    if (r == nvml::kSuccess) r = f.get_utilization(device, &u);
-    if (r != nvml::kSuccess) {
-      return absl::UnavailableError(
-          absl::StrCat("nvmlDeviceGetUtilizationRates: ", lib_->Error(r)));
-    }
-    return static_cast<int64_t>(u.gpu) * 10;
-  }
 
   absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override {
     unsigned int count = 0;

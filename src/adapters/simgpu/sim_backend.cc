@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "core/model/gpu_catalog.h"
 #include "ports/devices.h"
 
@@ -31,13 +33,18 @@ constexpr int kMaxGpusPerEntry = 1024;
 
 class SimulatedBackend : public DeviceBackend {
  public:
-  explicit SimulatedBackend(std::vector<DiscoveredGpu> gpus) : gpus_(std::move(gpus)) {}
+  SimulatedBackend(std::vector<DiscoveredGpu> gpus, std::string node)
+      : gpus_(std::move(gpus)), node_(std::move(node)), catalog_(GpuCatalog::BuiltIn()) {}
   std::string name() const override { return "simulated"; }
   // A file DIR/<uuid>/health ("unhealthy XID 79", "suspect ...") injects a device fault.
   absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override {
     std::vector<DiscoveredGpu> out = gpus_;
     if (state_dir_.empty()) return out;
     for (DiscoveredGpu& g : out) {
+      ReadAppliedLayout(g);
+      if (g.dynamic_layout) ReadDynamicInstances(g);
+      g.utilization_pct = 0;
+      std::ifstream(state_dir_ + "/" + g.uuid + "/utilization") >> g.utilization_pct;
       std::ifstream in(state_dir_ + "/" + g.uuid + "/health");
       std::string health;
       if (!(in >> health)) continue;
@@ -48,23 +55,10 @@ class SimulatedBackend : public DeviceBackend {
   }
   void SetStateDir(const std::string& dir) override { state_dir_ = dir; }
 
-  // A simulated device is busy while a live process has registered on it.
-  absl::StatusOr<int64_t> BusyMilli(int index) override {
-    auto processes = Processes(index);
-    if (!processes.ok()) return processes.status();
-    for (const DeviceProcess& p : *processes) {
-      if (p.pid > 0) return 1000;
-    }
-    return 0;
-  }
-
   absl::StatusOr<std::vector<DeviceProcess>> Processes(int index) override {
     std::vector<DeviceProcess> out;
     if (state_dir_.empty()) return out;
-    const DiscoveredGpu* gpu = nullptr;
-    for (const DiscoveredGpu& g : gpus_) {
-      if (g.index == index) gpu = &g;
-    }
+    const DiscoveredGpu* gpu = Find(index);
     if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
     std::error_code ec;
     for (const auto& entry :
@@ -87,7 +81,142 @@ class SimulatedBackend : public DeviceBackend {
     return out;
   }
 
+  absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,
+                                                int start) override {
+    const DiscoveredGpu* gpu = Find(index);
+    if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
+    if (!gpu->dynamic_layout || state_dir_.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("GPU ", index, " is not dynamic"));
+    }
+    GpuModelId model = *catalog_.Find(gpu->model);
+    std::vector<MigSlot> slots;
+    DiscoveredGpu current = *gpu;
+    ReadDynamicInstances(current);
+    for (const DiscoveredMigInstance& m : current.mig_instances) {
+      slots.push_back({*catalog_.FindProfile(model, m.profile), m.start});
+    }
+    absl::StatusOr<int> id = catalog_.FindProfile(model, profile);
+    if (!id.ok()) return id.status();
+    slots.push_back({*id, start});
+    if (absl::Status s = CheckMigLayout(catalog_.model(model), slots); !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create ", profile, "@", start,
+                                                        " on GPU ", index, ": ", s.message()));
+    }
+    std::string dir = state_dir_ + "/" + gpu->uuid + "/instances";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::ofstream(dir + "/" + std::to_string(start)) << profile << "\n";
+    return InstanceUuid(index, start);
+  }
+
+  absl::Status DestroyMigInstance(int index, int start) override {
+    const DiscoveredGpu* gpu = Find(index);
+    if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
+    std::error_code ec;
+    if (!std::filesystem::remove(absl::StrCat(state_dir_, "/", gpu->uuid, "/instances/", start),
+                                 ec)) {
+      return absl::NotFoundError(absl::StrCat("GPU ", index, " has no instance at slice ", start));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ApplyMigLayout(int index,
+                              const std::vector<DiscoveredMigInstance>& layout) override {
+    const DiscoveredGpu* gpu = Find(index);
+    if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
+    if (state_dir_.empty()) return absl::FailedPreconditionError("no state directory");
+    GpuModelId model = *catalog_.Find(gpu->model);  // checked when the description was read
+    if (!catalog_.model(model).mig_capable()) {
+      return absl::FailedPreconditionError(absl::StrCat(gpu->model, " has no MIG"));
+    }
+    std::vector<MigSlot> slots;
+    for (const DiscoveredMigInstance& m : layout) {
+      absl::StatusOr<int> profile = catalog_.FindProfile(model, m.profile);
+      if (!profile.ok()) return profile.status();
+      slots.push_back({*profile, m.start});
+    }
+    if (absl::Status s = CheckMigLayout(catalog_.model(model), slots); !s.ok()) return s;
+    absl::StatusOr<std::vector<DeviceProcess>> procs = Processes(index);
+    if (!procs.ok()) return procs.status();
+    for (const DeviceProcess& p : *procs) {
+      if (p.pid > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("GPU ", index, " is in use by pid ", p.pid, " (", p.owner, ")"));
+      }
+    }
+    DiscoveredGpu current = *gpu;
+    ReadAppliedLayout(current);
+    std::string dir = state_dir_ + "/" + gpu->uuid;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    {
+      std::ofstream out(dir + "/mig-layout.tmp");
+      for (const DiscoveredMigInstance& m : layout) out << m.profile << "@" << m.start << "\n";
+      out << "generation " << generation_[index] + 1 << "\n";
+      if (!out) return absl::InternalError(absl::StrCat(dir, ": cannot write the layout"));
+    }
+    std::filesystem::rename(dir + "/mig-layout.tmp", dir + "/mig-layout", ec);
+    if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
+    return absl::OkStatus();
+  }
+
  private:
+  const DiscoveredGpu* Find(int index) const {
+    for (const DiscoveredGpu& g : gpus_) {
+      if (g.index == index) return &g;
+    }
+    return nullptr;
+  }
+
+  std::string InstanceUuid(int index, int start) const {
+    return absl::StrCat("MIG-sim-", node_, "-", index, "-", start);
+  }
+
+  // The instances created on a dynamic GPU.
+  void ReadDynamicInstances(DiscoveredGpu& g) const {
+    std::error_code ec;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(state_dir_ + "/" + g.uuid + "/instances", ec)) {
+      int start = 0;
+      std::string profile;
+      if (!absl::SimpleAtoi(entry.path().filename().string(), &start)) continue;
+      std::ifstream(entry.path()) >> profile;
+      g.mig_instances.push_back({InstanceUuid(g.index, start), profile, start});
+    }
+    std::sort(g.mig_instances.begin(), g.mig_instances.end(),
+              [](const DiscoveredMigInstance& a, const DiscoveredMigInstance& b) {
+                return a.start < b.start;
+              });
+  }
+
+  // A layout applied earlier (by this agent or, to model a change outside Carve, by hand).
+  void ReadAppliedLayout(DiscoveredGpu& g) {
+    std::ifstream in(state_dir_ + "/" + g.uuid + "/mig-layout");
+    if (!in) return;
+    std::vector<DiscoveredMigInstance> instances;
+    int generation = 0;
+    std::string line;
+    while (std::getline(in, line)) {
+      absl::string_view view = line;
+      if (absl::ConsumePrefix(&view, "generation ")) {
+        (void)absl::SimpleAtoi(view, &generation);
+        continue;
+      }
+      std::vector<std::string> parts = absl::StrSplit(line, '@');
+      int start = 0;
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &start)) continue;
+      instances.push_back({"", parts[0], start});
+    }
+    generation_[g.index] = generation;
+    for (DiscoveredMigInstance& m : instances) {
+      m.uuid = absl::StrCat("MIG-sim-", node_, "-", g.index, "-", m.start, "-g", generation);
+    }
+    g.mig_instances = std::move(instances);
+    g.mode = "partition";
+    g.mig_enabled = true;
+    g.dynamic_layout = false;
+  }
+
   static bool Zombie(int64_t pid) {
     std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
     std::string line;
@@ -97,7 +226,10 @@ class SimulatedBackend : public DeviceBackend {
   }
 
   std::vector<DiscoveredGpu> gpus_;
+  std::string node_;
+  GpuCatalog catalog_;
   std::string state_dir_;
+  std::map<int, int> generation_;  // GPU index -> generation of its applied layout
 };
 
 // Reads one description; every error names the source, the entry and the field.
@@ -290,7 +422,7 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> FromText(const std::string& text,
   absl::StatusOr<std::vector<DiscoveredGpu>> gpus =
       DescriptionParser(source, node_name).Parse(text);
   if (!gpus.ok()) return gpus.status();
-  return std::make_unique<SimulatedBackend>(*std::move(gpus));
+  return std::make_unique<SimulatedBackend>(*std::move(gpus), node_name);
 }
 
 }  // namespace

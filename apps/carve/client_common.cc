@@ -1,6 +1,6 @@
-// The CLI's connection to the server: flags, environment and carve-data/ fallbacks.
-#include "client_connection.h"
+#include "client_common.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -19,6 +19,27 @@ std::string ReadFirstLine(const std::string& path) {
   std::string line;
   std::getline(in, line);
   return line;
+}
+
+void YamlEmit(YAML::Emitter& out, const json& j) {
+  if (j.is_object()) {
+    out << YAML::BeginMap;
+    for (const auto& [k, v] : j.items()) {
+      out << YAML::Key << k << YAML::Value;
+      YamlEmit(out, v);
+    }
+    out << YAML::EndMap;
+  } else if (j.is_array()) {
+    out << YAML::BeginSeq;
+    for (const json& v : j) YamlEmit(out, v);
+    out << YAML::EndSeq;
+  } else if (j.is_string()) {
+    out << j.get<std::string>();
+  } else if (j.is_null()) {
+    out << YAML::Null;
+  } else {
+    out << j.dump();
+  }
 }
 
 }  // namespace
@@ -50,27 +71,6 @@ json Check(absl::StatusOr<json> r) {
   return *r;
 }
 
-void YamlEmit(YAML::Emitter& out, const json& j) {
-  if (j.is_object()) {
-    out << YAML::BeginMap;
-    for (const auto& [k, v] : j.items()) {
-      out << YAML::Key << k << YAML::Value;
-      YamlEmit(out, v);
-    }
-    out << YAML::EndMap;
-  } else if (j.is_array()) {
-    out << YAML::BeginSeq;
-    for (const json& v : j) YamlEmit(out, v);
-    out << YAML::EndSeq;
-  } else if (j.is_string()) {
-    out << j.get<std::string>();
-  } else if (j.is_null()) {
-    out << YAML::Null;
-  } else {
-    out << j.dump();
-  }
-}
-
 // Prints `j` as JSON or YAML when asked; returns false when the caller should print a table.
 bool Structured(const Connection& c, const json& j) {
   if (c.output == "json") {
@@ -87,6 +87,27 @@ bool Structured(const Connection& c, const json& j) {
     Die(absl::InvalidArgumentError("-o must be table, json or yaml"));
   }
   return false;
+}
+
+std::string Age(int64_t since_us) {
+  if (since_us == 0) return "-";
+  int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  int64_t s = (now - since_us) / 1'000'000;
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 7200) return absl::StrCat(s / 60, "m");
+  return absl::StrCat(s / 3600, "h");
+}
+
+int64_t JobId(const std::string& text) {
+  try {
+    size_t used = 0;
+    int64_t id = std::stoll(text, &used);
+    if (used == text.size() && id > 0) return id;
+  } catch (...) {
+  }
+  Die(absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a job id (a number)")));
 }
 
 }  // namespace carve::app

@@ -1,0 +1,100 @@
+// Operations on the fleet beyond cordon and drain: MIG re-layouts and service scaling.
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client_common.h"
+
+namespace carve::app {
+
+using json = nlohmann::json;
+
+namespace {
+
+void AddRelayout(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto relayout_node = std::make_shared<std::string>();
+  auto relayout_gpu = std::make_shared<int>(-1);
+  auto layout = std::make_shared<std::string>();
+  CLI::App* relayout = app.add_subcommand(
+      "relayout", "Change one GPU's MIG layout: drain it, verify, apply, verify, return it");
+  relayout->add_option("node", *relayout_node, "Node name")->required();
+  relayout->add_option("--gpu", *relayout_gpu, "GPU index")->required();
+  relayout->add_option("--layout", *layout, "Instances, e.g. 3g.40gb@0,2g.20gb,1g.10gb")
+      ->required();
+  relayout->callback([c, relayout_node, relayout_gpu, layout] {
+    json slots = json::array();
+    for (absl::string_view s : absl::StrSplit(*layout, ',', absl::SkipEmpty())) {
+      slots.push_back(std::string(s));
+    }
+    json r = Check(Client(*c).Post(
+        absl::StrCat("/api/v1/nodes/", *relayout_node, "/gpus/", *relayout_gpu, "/layout"),
+        json{{"layout", slots}}));
+    if (Structured(*c, r)) return;
+    std::cout << "GPU " << *relayout_gpu << " of " << *relayout_node << ": " << r.value("phase", "")
+              << " for layout " << absl::StrJoin(r["layout"].get<std::vector<std::string>>(), ", ")
+              << "; jobs moved: " << r["jobs_moved"].dump() << "\n";
+  });
+}
+
+void AddScale(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto job = std::make_shared<std::string>();
+  auto replicas = std::make_shared<int>(0);
+  CLI::App* scale = app.add_subcommand(
+      "scale", "Set a running service's replica count (removed replicas are reclaimed)");
+  scale->add_option("job", *job, "Job id")->required();
+  scale->add_option("--replicas", *replicas, "Replicas to keep running")->required();
+  scale->callback([c, job, replicas] {
+    json j = Check(Client(*c).Post(absl::StrCat("/api/v1/jobs/", JobId(*job), "/scale"),
+                                   json{{"replicas", *replicas}}));
+    if (!Structured(*c, j)) std::cout << "job " << *job << ": " << j.value("reason", "") << "\n";
+  });
+}
+
+void AddMaintenance(CLI::App& app, std::shared_ptr<Connection> c) {
+  struct Flags {
+    std::string node, starts_in = "0s", lasts, reason;
+    bool cancel = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "maintenance", "Plan a node's maintenance window (drained while it lasts) or cancel it");
+  cmd->add_option("node", f->node, "Node name")->required();
+  cmd->add_option("--in", f->starts_in, "Starts in, e.g. 30m (default now)");
+  cmd->add_option("--for", f->lasts, "Lasts, e.g. 2h");
+  cmd->add_option("--reason", f->reason, "Why (recorded)");
+  cmd->add_flag("--cancel", f->cancel, "Cancel the planned window");
+  cmd->callback([c, f] {
+    json body = f->cancel
+                    ? json{{"cancel", true}}
+                    : json{{"starts_in", f->starts_in}, {"lasts", f->lasts}, {"reason", f->reason}};
+    json n = Check(Client(*c).Post("/api/v1/nodes/" + f->node + "/maintenance", body));
+    if (Structured(*c, n)) return;
+    std::cout << "node " << f->node << ": "
+              << (n["maintenance"].is_null() ? std::string("no maintenance window")
+                                             : n["maintenance"].dump())
+              << "\n";
+  });
+}
+
+void AddDeclareDead(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto node = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "declare-dead", "Declare a silent node dead: its jobs are lost and its devices unfenced");
+  cmd->add_option("node", *node, "Node name")->required();
+  cmd->callback([c, node] {
+    json n = Check(Client(*c).Post("/api/v1/nodes/" + *node + "/dead", json::object()));
+    if (!Structured(*c, n)) std::cout << "node " << *node << ": " << n.value("state", "") << "\n";
+  });
+}
+
+}  // namespace
+
+void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
+  AddDeclareDead(app, c);
+  AddRelayout(app, c);
+  AddScale(app, c);
+  AddMaintenance(app, c);
+}
+
+}  // namespace carve::app
