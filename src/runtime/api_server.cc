@@ -171,10 +171,11 @@ void ApiServer::Routes() {
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, "user");
            if (!who) return;
-           auto id = IdParam(req);
+           auto id = job_access(req, res, *who, Access::kWrite);
+           if (!id) return;
            auto body = Body(req);
-           if (!id.ok() || !body.ok()) {
-             ReplyError(res, !id.ok() ? id.status() : body.status());
+           if (!body.ok()) {
+             ReplyError(res, body.status());
              return;
            }
            const json count = body->is_object() ? body->value("replicas", json()) : json();

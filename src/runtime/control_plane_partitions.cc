@@ -158,8 +158,9 @@ void ControlPlane::AdvanceRelayouts(NodeRecord& node, const json& report, StoreB
     std::string subject = absl::StrCat("node/", node.name, "/gpu/", gpu);
     std::string phase = r.value("phase", "");
     if (phase == "draining") {
-      bool busy = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& entry) {
-        return !IsFinal(entry.second.state) && entry.second.Uses(node.name, gpu);
+      // (index = gpu: clang 14, which builds scripts/fuzz, cannot capture a binding.)
+      bool busy = std::any_of(jobs_.begin(), jobs_.end(), [&, index = gpu](const auto& entry) {
+        return !IsFinal(entry.second.state) && entry.second.Uses(node.name, index);
       });
       if (busy) continue;  // its jobs are still stopping or their evidence is not in
       if (node.quarantined.count(gpu)) {

@@ -197,6 +197,36 @@ TEST_F(AuthzTest, EveryEndpointEveryRoleOwnAndOtherTenant) {
        none,
        {200, 200, 200, 200, 403, 401},
        {200, 404, 404, 404, 403, 401}},
+      {"scale",
+       "POST",
+       job("/scale"),
+       [](bool) {
+         return json{{"replicas", 2}}.dump();
+       },
+       {409, 409, 409, 403, 403, 401},
+       {409, 404, 404, 404, 403, 401}},
+      {"declare dead",
+       "POST",
+       fixed("/api/v1/nodes/no-such-node/dead"),
+       empty,
+       {404, 403, 403, 403, 403, 401},
+       {404, 403, 403, 403, 403, 401}},
+      {"maintenance",
+       "POST",
+       fixed("/api/v1/nodes/no-such-node/maintenance"),
+       [](bool) {
+         return json{{"start", "1h"}, {"duration", "1h"}}.dump();
+       },
+       {400, 403, 403, 403, 403, 401},
+       {400, 403, 403, 403, 403, 401}},
+      {"relayout",
+       "POST",
+       fixed("/api/v1/nodes/no-such-node/gpus/0/layout"),
+       [](bool) {
+         return json{{"layout", {"3g.40gb@0"}}}.dump();
+       },
+       {404, 403, 403, 403, 403, 401},
+       {404, 403, 403, 403, 403, 401}},
       {"cordon",
        "POST",
        fixed("/api/v1/nodes/no-such-node/cordon"),
