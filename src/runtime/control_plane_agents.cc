@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"
+#include "runtime/protocol_checks.h"
 #include "runtime/tenant_paths.h"
 
 namespace carve {
@@ -230,6 +231,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
   if (who.role != "agent" && who.role != "admin") {
     return absl::PermissionDeniedError("only agents send heartbeats");
   }
+  if (absl::Status s = CheckHeartbeatBody(body); !s.ok()) return s;
   std::string name = body.value("node", "");
   std::unique_lock<std::mutex> lock(mu_);
   auto node = nodes_.find(name);

@@ -17,9 +17,9 @@ namespace carve {
 struct Principal {
   std::string name;
   std::string role;
-  std::string tenant;    // tenant-admin, member, viewer
-  std::string project;   // member, viewer
-  std::string token_id;  // the token used ("" for none)
+  std::string tenant = {};    // tenant-admin, member, viewer
+  std::string project = {};   // member, viewer
+  std::string token_id = {};  // the token used ("" for none); {} keeps Principal{name, role} valid
 };
 
 // A person or service account. Stored as kind "user", id = name.
