@@ -59,6 +59,20 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
   for (size_t i = 0; i < docs.size(); ++i) {
     const json& d = docs[i];
     if (!d.is_object()) return Invalid(i, "document", "must be a map");
+    // Types first (fuzz/api_fuzz.cc found a kind that was a map throwing out of here).
+    for (const char* key : {"kind", "name", "tenant", "description"}) {
+      if (d.contains(key) && !d[key].is_string()) return Invalid(i, key, "must be a string");
+    }
+    if (d.contains("gpus")) {
+      const json& gpus = d["gpus"];
+      bool ok = gpus.is_array();
+      for (size_t k = 0; ok && k < gpus.size(); ++k) {
+        const json& g = gpus[k];
+        ok = g.is_object() && g.value("index", json(0)).is_number_integer() &&
+             g.value("mode", json("")).is_string();
+      }
+      if (!ok) return Invalid(i, "gpus", "must be a list of {index: N, mode: M, state: S}");
+    }
     std::string kind = d.value("kind", "");
     std::string name = d.value("name", "");
     if (kind == "node") {

@@ -454,6 +454,11 @@ TEST_F(AuthzTest, TokensExpireAndRevokedOrRemovedOnesStopWorking) {
       Call("POST", "/api/v1/users", token_,
            json{{"name", "y"}, {"role", "member"}, {"tenant", "acme"}, {"project", "nlp"}}.dump());
   EXPECT_EQ(cross.status, 400);
+  Response typed = Call("POST", "/api/v1/apply", token_, R"([{"kind": {"gpus": "4"}}])");
+  EXPECT_EQ(typed.status, 400);
+  EXPECT_THAT(typed.body, HasSubstr("kind: must be a string"));
+  Response beat = Call("POST", "/api/v1/agents/heartbeat", tokens_[kAgent], "[1]");
+  EXPECT_EQ(beat.status, 400);
   EXPECT_THAT(cross.body, HasSubstr("no project \\\"nlp\\\""));
   EXPECT_EQ(Snapshot(), before);
 }
