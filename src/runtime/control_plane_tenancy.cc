@@ -316,11 +316,16 @@ absl::Status ControlPlane::CheckJob(int64_t id, const Principal& who, Access acc
 
 absl::Status ControlPlane::AuthorizeSubmit(json& body, const Principal& who) const {
   if (!body.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
+  for (const char* key : {"tenant", "project", "workdir"}) {  // (a fuzz finding: a list threw)
+    if (body.contains(key) && !body[key].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(key, ": must be a string"));
+    }
+  }
   if (!body.contains("tenant") && !who.tenant.empty()) body["tenant"] = who.tenant;
   if (!body.contains("project") && !who.project.empty()) body["project"] = who.project;
   std::string tenant = body.value("tenant", "default");
   std::string project = body.value("project", "default");
-  if (body.contains("workdir") && body["workdir"].is_string()) {
+  if (body.contains("workdir")) {
     if (absl::Status s = CheckWorkdir(body["workdir"].get<std::string>()); !s.ok()) return s;
   }
   if (!Allowed(who, Access::kWrite, tenant, project)) {

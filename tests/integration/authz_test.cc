@@ -457,6 +457,9 @@ TEST_F(AuthzTest, TokensExpireAndRevokedOrRemovedOnesStopWorking) {
   Response typed = Call("POST", "/api/v1/apply", token_, R"([{"kind": {"gpus": "4"}}])");
   EXPECT_EQ(typed.status, 400);
   EXPECT_THAT(typed.body, HasSubstr("kind: must be a string"));
+  Response listed = Call("POST", "/api/v1/jobs", tokens_[kTenantAdmin], R"({"project": ["x"]})");
+  EXPECT_EQ(listed.status, 400);
+  EXPECT_THAT(listed.body, HasSubstr("project: must be a string"));
   Response beat = Call("POST", "/api/v1/agents/heartbeat", tokens_[kAgent], "[1]");
   EXPECT_EQ(beat.status, 400);
   EXPECT_THAT(cross.body, HasSubstr("no project \\\"nlp\\\""));
