@@ -67,6 +67,7 @@ struct JobRecord {
   std::string outcome;    // while reclaiming: the state the job ends in
   int64_t lease_expires_us = 0;  // 0: no lease
   int64_t idle_flagged_us = 0;   // when it was flagged for holding GPUs without using them
+  int64_t not_before_us = 0;     // a retry's backoff: not scheduled before then
   int attempt = 0;               // 0 for the first run; +1 per retry, requeue or failover
   nlohmann::json attempts = nlohmann::json::array();  // earlier attempts: node, end, cause
   std::vector<ReplicaRecord> replicas;                // empty until scheduled

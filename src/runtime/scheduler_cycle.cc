@@ -117,7 +117,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   Workload workload;
   std::vector<JobRecord*> queued;
   for (auto& [id, job] : jobs_) {
-    if (job.state == "queued") queued.push_back(&job);
+    if (job.state == "queued" && job.not_before_us <= now) queued.push_back(&job);
     if (IsFinal(job.state) || job.replicas.empty()) continue;
     auto request = ToJobRequest(job.spec, *catalog_);
     for (const ReplicaRecord& rep : job.replicas) {
