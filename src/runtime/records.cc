@@ -229,6 +229,7 @@ json NodeRecord::ToJson() const {
   json mismatch = json::object();
   for (const auto& [index, m] : layout_mismatch) mismatch[std::to_string(index)] = m;
   return {{"name", name},
+          {"instance_faults", instance_faults},
           {"maintenance", maintenance},
           {"relayouts", relayout},
           {"layout_mismatch", mismatch},
@@ -274,6 +275,7 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
       n.quarantined[std::stoi(index)] = why.get<std::string>();
     }
     n.maintenance = j.value("maintenance", json());
+    n.instance_faults = j.value("instance_faults", std::map<std::string, json>{});
     const json relayouts = j.value("relayouts", json::object());
     for (const auto& [index, r] : relayouts.items()) n.relayouts[std::stoi(index)] = r;
     const json mismatch = j.value("layout_mismatch", json::object());

@@ -103,6 +103,9 @@ struct NodeRecord {
   // GPU index -> the MIG instances the agent discovered that differ from the recorded layout; not
   // adopted (the GPU is quarantined) until an admin re-lays it out or clears the quarantine.
   std::map<int, nlohmann::json> layout_mismatch;
+  // "GPU/START" -> {profile, health, reason}: MIG instances reported unhealthy while their GPU is
+  // not; nothing is placed on them until they report healthy again.
+  std::map<std::string, nlohmann::json> instance_faults;
   // A maintenance window: {start_us, end_us, by, reason, phase: scheduled | active}; null: none.
   // Before it starts only jobs that will end by then (max_runtime) land here; during it the node
   // is drained and takes no work.
