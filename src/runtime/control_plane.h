@@ -197,6 +197,9 @@ class ControlPlane {
   // A re-registering node: keeps what outlives the agent (cordons, fences, quarantines,
   // re-layouts) and reports a MIG layout that differs from the recorded one instead of adopting it.
   void CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatch& batch);
+  // The agent's view of its MIG instances' health: an unhealthy instance displaces only the jobs
+  // on it and takes no new work; its GPU's other instances keep running.
+  void InstanceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
   static std::string EndCause(const ReplicaRecord& rep, const std::string& memory);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;

@@ -248,6 +248,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
   }
   if (body.contains("gpus")) {
     DeviceHealth(node->second, body["gpus"], batch);
+    InstanceHealth(node->second, body["gpus"], batch);
     Activity(node->second, body["gpus"], batch);
   }
   std::set<std::pair<int64_t, int>> reported;

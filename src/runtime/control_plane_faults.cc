@@ -1,4 +1,5 @@
 // Faults and planned disruptions: node loss, drains, unhealthy devices, and recovery by policy.
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +45,11 @@ void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::
   job.outcome.clear();
   job.displaced.clear();
   job.reason = absl::StrCat(policy, ": attempt ", job.attempt + 1, " after ", cause);
+  if (policy == "checkpoint-retry") {  // back off: 1 s, 2 s, 4 s, ... at most a minute
+    int64_t backoff = int64_t{1'000'000} << std::min(job.attempt - 1, 6);
+    job.not_before_us = now_() + std::min<int64_t>(backoff, 60'000'000);
+    absl::StrAppend(&job.reason, "; retries after a ", backoff / 1'000'000, " s backoff");
+  }
   Event(batch, "scheduler", policy == "failover" ? "job.failover" : "job.retrying", subject,
         job.reason, {{"attempt", job.attempt}, {"policy", policy}, {"cause", fault_ref}});
 }
