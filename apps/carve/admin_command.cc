@@ -39,7 +39,9 @@ int64_t TimeFlag(const std::string& flag, const std::string& text) {
     duration.back() = 'h';
     scale = 24;
   }
-  if (auto ago = ParseDurationUs(duration); ago.ok()) return NowUs() - *ago * scale;
+  if (auto ago = ParseDurationUs(duration); ago.ok() && *ago <= NowUs() / scale) {
+    return NowUs() - *ago * scale;
+  }
   Die(absl::InvalidArgumentError(absl::StrCat(
       flag, " \"", text, "\": write a time (2026-11-30T10:00:00Z, 2026-11-30, @UNIXSECONDS) or ",
       "how long ago (24h, 7d)")));

@@ -37,6 +37,9 @@ absl::StatusOr<int64_t> Lifetime(const std::string& text) {
   if (text.back() == 'd') {
     auto days = ParseDurationUs(text.substr(0, text.size() - 1) + "h");
     if (!days.ok()) return absl::InvalidArgumentError("expires_in: write it as 30d, 12h or 90m");
+    if (*days > kMaxTokenLifeUs / 24) {
+      return absl::InvalidArgumentError("expires_in: a token lives at most 366d");
+    }
     us = *days * 24;
   } else {
     auto d = ParseDurationUs(text);

@@ -127,5 +127,13 @@ TEST(JobSpecTest, MultiDocumentYamlSplitsOnMarkersAndNeverHangs) {
   EXPECT_THAT(bad.status().message(), HasSubstr("invalid YAML: line 5"));
 }
 
+// Found by fuzz/job_spec_fuzz.cc: a long duration overflowed int64 (undefined behaviour).
+TEST(JobSpecTest, DurationsTooLongAreErrorsNotOverflows) {
+  EXPECT_EQ(*ParseDurationUs("1h30m"), 5'400'000'000);
+  EXPECT_FALSE(ParseDurationUs("4444444444h").ok());
+  EXPECT_FALSE(ParseDurationUs("9999999999h9999999999h9999999999h").ok());
+  EXPECT_TRUE(ParseDurationUs("277777777h").ok());  // about 31,700 years
+}
+
 }  // namespace
 }  // namespace carve
