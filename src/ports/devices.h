@@ -49,6 +49,14 @@ class DeviceBackend {
     (void)index;
     return absl::UnimplementedError(name() + " cannot list device processes");
   }
+  // Replaces GPU `index`'s MIG instances with `layout` (each instance's profile and start; uuids
+  // are ignored). Changes nothing and fails while a compute process runs on the GPU or when the
+  // layout is not valid for the model.
+  virtual absl::Status ApplyMigLayout(int index, const std::vector<DiscoveredMigInstance>& layout) {
+    (void)index;
+    (void)layout;
+    return absl::UnimplementedError(name() + " cannot change MIG layouts");
+  }
   // Where simulated devices keep their state (processes and memory jobs register); a no-op for
   // real devices.
   virtual void SetStateDir(const std::string& dir) { (void)dir; }
@@ -58,7 +66,10 @@ class DeviceBackend {
 // DIR/<gpu uuid>/<owner>.<pid> holding the MiB it uses ("<MiB>" or "<MiB> leak"). The process
 // counts while <pid> lives; a "leak" entry keeps its memory after the process is gone, modelling a
 // driver that did not free it. A file DIR/<gpu uuid>/health ("unhealthy XID 79") injects a
-// device fault. The agent puts DIR in CARVE_SIM_GPU_DIR.
+// device fault. A file DIR/<uuid>/mig-layout (one "profile@start" per line, then "generation N")
+// holds a layout applied with ApplyMigLayout; it replaces the description's layout, and its
+// instances get new UUIDs per generation, as a driver gives recreated instances. The agent puts
+// DIR in CARVE_SIM_GPU_DIR.
 
 // NVML through dlopen("libnvidia-ml.so.1"); Unavailable (with why) when the library or a GPU is
 // missing. No NVML headers or library are needed to build.

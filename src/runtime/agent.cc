@@ -322,9 +322,17 @@ json Agent::Report() const {
   json body = {{"node", options_.node}, {"replicas", reps}};
   body["gpus"] = json::array();
   for (const DiscoveredGpu& g : gpus_) {
-    body["gpus"].push_back(
-        {{"index", g.index}, {"health", g.health}, {"health_reason", g.health_reason}});
+    json instances = json::array();
+    for (const DiscoveredMigInstance& m : g.mig_instances) {
+      instances.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
+    }
+    body["gpus"].push_back({{"index", g.index},
+                            {"health", g.health},
+                            {"health_reason", g.health_reason},
+                            {"mig_instances", instances}});
   }
+  body["layouts"] = json::array();
+  for (const auto& [gpu, result] : layout_results_) body["layouts"].push_back(result);
   return body;
 }
 
@@ -360,8 +368,34 @@ absl::Status Agent::Tick() {
     }
   }
   for (const json& a : answer->value("assignments", json::array())) Launch(a);
+  const json layouts = answer->value("layouts", json::array());
+  for (const json& l : layouts) ApplyLayout(l);
+  if (layouts.empty()) layout_results_.clear();
   SaveState();
   return absl::OkStatus();
+}
+
+void Agent::ApplyLayout(const json& request) {
+  int gpu = request.value("gpu", -1);
+  std::string id = request.value("request", "");
+  if (auto done = layout_results_.find(gpu);
+      done != layout_results_.end() && done->second.value("request", "") == id) {
+    return;
+  }
+  std::vector<DiscoveredMigInstance> layout;
+  for (const json& slot : request.value("layout", json::array())) {
+    std::string text = slot.get<std::string>();
+    size_t at = text.find('@');
+    if (at == std::string::npos) continue;  // the server sends resolved profile@start
+    layout.push_back({"", text.substr(0, at), std::atoi(text.c_str() + at + 1)});
+  }
+  absl::Status s = devices_->ApplyMigLayout(gpu, layout);
+  if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;
+  layout_results_[gpu] = {{"gpu", gpu},
+                          {"request", id},
+                          {"ok", s.ok()},
+                          {"error", std::string(s.message())},
+                          {"time_us", NowUs()}};
 }
 
 void Agent::SaveState() const {

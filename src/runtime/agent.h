@@ -81,6 +81,9 @@ class Agent {
   nlohmann::json Reclaim(Replica r);
   void StartReclaim(Replica& r);
   void StopAsync(const ProcessHandle& handle);
+  // Applies a MIG layout the server asked for, once per request; the result is reported until the
+  // server stops asking.
+  void ApplyLayout(const nlohmann::json& request);
   void ShipLogs();
   nlohmann::json Report() const;
   void SaveState() const;
@@ -93,6 +96,7 @@ class Agent {
   std::vector<DiscoveredGpu> gpus_;
   std::map<std::pair<int64_t, int>, Replica> replicas_;  // touched only by the loop thread
   std::vector<std::future<void>> stopping_;              // stops in progress
+  std::map<int, nlohmann::json> layout_results_;         // GPU index -> last applied layout
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -232,6 +232,15 @@ void ApiServer::Routes() {
            respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(),
                                          static_cast<int>(IntParam(req, "gpu", -1)), *who));
          });
+  s.Post(R"(/api/v1/nodes/([^/]+)/gpus/(\d+)/layout)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           auto body = Body(req);
+           int gpu = std::atoi(req.matches[2].str().c_str());
+           respond(res, body.ok() ? control_->Relayout(req.matches[1].str(), gpu, *body, *who)
+                                  : absl::StatusOr<json>(body.status()));
+         });
   s.Get(R"(/api/v1/events/(\d+))", [=, this](const httplib::Request& req, httplib::Response& res) {
     if (!authed(req, res, "user")) return;
     auto seq = IdParam(req);

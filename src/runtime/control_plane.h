@@ -67,6 +67,11 @@ class ControlPlane {
   // With `gpu` >= 0 only that GPU: cordon keeps new work off it, drain also moves its jobs.
   absl::StatusOr<nlohmann::json> Cordon(const std::string& node, const std::string& action, int gpu,
                                         const Principal& who);
+  // A planned MIG re-layout of one GPU: drain it (only it), wait for verified reclamation, have
+  // the agent apply `body.layout` (["3g.40gb@0", "1g.10gb", ...]; a profile without @start is
+  // placed in the first free slot), verify what the agent discovers, return the GPU to service.
+  absl::StatusOr<nlohmann::json> Relayout(const std::string& node, int gpu,
+                                          const nlohmann::json& body, const Principal& who);
   // One event with its details (for a fault: the jobs, queues and tenants it touched).
   absl::StatusOr<nlohmann::json> Event(int64_t seq) const;
 
@@ -107,6 +112,13 @@ class ControlPlane {
                StoreBatch& batch);
   // The agent's view of its GPUs' health: an unhealthy device displaces only its own jobs.
   void DeviceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  // Moves the node's re-layouts on with what its agent reported; adds what the agent must apply
+  // to `layouts`.
+  void AdvanceRelayouts(NodeRecord& node, const nlohmann::json& report, StoreBatch& batch,
+                        nlohmann::json& layouts);
+  // A re-registering node: keeps what outlives the agent (cordons, fences, quarantines,
+  // re-layouts) and reports a MIG layout that differs from the recorded one instead of adopting it.
+  void CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatch& batch);
   static std::string EndCause(const ReplicaRecord& rep, const std::string& memory);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;

@@ -35,14 +35,14 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  // Quarantines and modes set with `carve apply` outlive what the agent discovers.
-  if (auto old = nodes_.find(node->name); old != nodes_.end()) {
-    node->quarantined = old->second.quarantined;
-  }
   for (const auto& [index, mode] : mode_overrides_[node->name]) {
     if (index < static_cast<int>(node->gpus.size())) node->gpus[index].mode = mode;
   }
   StoreBatch batch;
+  // Quarantines, cordons, fences and recorded layouts outlive what the agent discovers.
+  if (auto old = nodes_.find(node->name); old != nodes_.end()) {
+    CarryOver(old->second, *node, batch);
+  }
   bool known = nodes_.count(node->name) > 0;
   batch.puts.push_back({"node", node->name, node->ToJson().dump()});
   Event(batch, "agent:" + node->name, known ? "node.re-registered" : "node.registered",
@@ -288,7 +288,9 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
       }
     }
   }
-  json out = {{"assignments", assignments}, {"stop", stops}};
+  json layouts = json::array();
+  AdvanceRelayouts(node->second, body, batch, layouts);
+  json out = {{"assignments", assignments}, {"stop", stops}, {"layouts", layouts}};
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return out;
 }

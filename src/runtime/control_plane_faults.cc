@@ -22,11 +22,14 @@ void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::
     Event(batch, "scheduler", "job." + job.state, subject, job.reason, {{"cause", fault_ref}});
     return;
   }
+  json reclaim = json::array();
+  for (const ReplicaRecord& r : job.replicas) reclaim.push_back(r.reclaim);
   job.attempts.push_back({{"attempt", job.attempt},
                           {"cause", cause},
                           {"node", node},
                           {"ended_us", now_()},
-                          {"fault", fault_ref}});
+                          {"fault", fault_ref},
+                          {"reclaim", reclaim}});
   ++job.attempt;
   job.state = "queued";
   job.replicas.clear();

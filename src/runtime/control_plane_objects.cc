@@ -129,6 +129,19 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
           Event(batch, "user:" + who.name, "device.cleared",
                 absl::StrCat("node/", name, "/gpu/", gpu.index), "quarantine cleared by an admin");
         }
+        if (g.contains("state") && node.layout_mismatch.count(gpu.index)) {
+          // Clearing a layout mismatch adopts what the agent discovered.
+          json found = node.layout_mismatch[gpu.index];
+          node.layout_mismatch.erase(gpu.index);
+          gpu.mig_instances.clear();
+          for (const json& m : found) {
+            gpu.mig_instances.push_back(
+                {m.value("uuid", ""), m.value("profile", ""), m.value("start", 0)});
+          }
+          Event(batch, "user:" + who.name, "device.layout-adopted",
+                absl::StrCat("node/", name, "/gpu/", gpu.index),
+                "the discovered MIG layout was adopted by an admin", {{"instances", found}});
+        }
         if (!g.contains("mode")) continue;
         gpu.mode = g["mode"];
         gpu.dynamic_layout = gpu.mode == "partition" && gpu.mig_instances.empty();

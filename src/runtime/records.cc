@@ -1,5 +1,6 @@
 #include "runtime/records.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace carve {
@@ -47,7 +48,11 @@ json JobRecord::ToJson() const {
   json reps = json::array();
   for (const ReplicaRecord& r : replicas) {
     json g = json::array();
-    for (const GrantRecord& gr : r.grants) g.push_back(GrantToJson(gr));
+    for (const GrantRecord& gr : r.grants) {
+      g.push_back(GrantToJson(gr));
+      if (!gr.profile.empty())
+        g.back()["partition"] = PartitionId(r.node, gr.device, gr.profile, gr.start);
+    }
     json rj = {{"node", r.node},
                {"grants", g},
                {"state", r.state},
@@ -171,6 +176,22 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
   }
 }
 
+std::string PartitionId(const std::string& node, int gpu, const std::string& profile, int start) {
+  return absl::StrCat(node, "/gpu", gpu, "/", profile, "@", start);
+}
+
+std::string NodeRecord::GpuState(int index) const {
+  if (quarantined.count(index)) return "quarantined";
+  if (auto r = relayouts.find(index); r != relayouts.end()) {
+    return r->second.value("phase", "") == "reconfiguring" ? "reconfiguring" : "draining";
+  }
+  if (fenced.count(index)) return "fenced";
+  if (cordoned_gpus.count(index)) {
+    return absl::StrContains(cordoned_gpus.at(index), "(drain)") ? "draining" : "cordoned";
+  }
+  return "available";
+}
+
 json NodeRecord::ToJson() const {
   json quarantine = json::object();
   for (const auto& [index, why] : quarantined) quarantine[std::to_string(index)] = why;
@@ -179,8 +200,21 @@ json NodeRecord::ToJson() const {
   json fence = json::object();
   for (const auto& [index, job] : fenced) fence[std::to_string(index)] = job;
   json gpu_list = json::array();
-  for (const DiscoveredGpu& g : gpus) gpu_list.push_back(GpuToJson(g));
+  for (const DiscoveredGpu& g : gpus) {
+    json gj = GpuToJson(g);
+    for (json& m : gj["mig_instances"]) {
+      m["id"] = PartitionId(name, g.index, m["profile"], m["start"]);
+    }
+    gj["state"] = GpuState(g.index);
+    gpu_list.push_back(std::move(gj));
+  }
+  json relayout = json::object();
+  for (const auto& [index, r] : relayouts) relayout[std::to_string(index)] = r;
+  json mismatch = json::object();
+  for (const auto& [index, m] : layout_mismatch) mismatch[std::to_string(index)] = m;
   return {{"name", name},
+          {"relayouts", relayout},
+          {"layout_mismatch", mismatch},
           {"cpu_milli", cpu_milli},
           {"memory_mib", memory_mib},
           {"labels", labels},
@@ -220,6 +254,10 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     for (const auto& [index, why] : quarantined.items()) {
       n.quarantined[std::stoi(index)] = why.get<std::string>();
     }
+    const json relayouts = j.value("relayouts", json::object());
+    for (const auto& [index, r] : relayouts.items()) n.relayouts[std::stoi(index)] = r;
+    const json mismatch = j.value("layout_mismatch", json::object());
+    for (const auto& [index, m] : mismatch.items()) n.layout_mismatch[std::stoi(index)] = m;
     const json fenced = j.value("fenced", json::object());
     for (const auto& [index, job] : fenced.items()) {
       n.fenced[std::stoi(index)] = job.get<int64_t>();

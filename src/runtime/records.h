@@ -87,12 +87,25 @@ struct NodeRecord {
   std::string cordoned_by;                   // no new work while set ("admin", "admin (drain)")
   std::map<int, std::string> cordoned_gpus;  // GPU index -> who: no new work on that GPU
   std::map<int, int64_t> fenced;  // GPU index -> job lost with the node; kept out until it returns
+  // GPU index -> a planned MIG re-layout in progress: {layout: ["profile@start"...], by, phase:
+  // draining | reconfiguring | failed, requested_us, error}.
+  std::map<int, nlohmann::json> relayouts;
+  // GPU index -> the MIG instances the agent discovered that differ from the recorded layout; not
+  // adopted (the GPU is quarantined) until an admin re-lays it out or clears the quarantine.
+  std::map<int, nlohmann::json> layout_mismatch;
+
+  // The GPU's state for scheduling and display: available, cordoned, draining, reconfiguring,
+  // quarantined or fenced.
+  std::string GpuState(int index) const;
 
   nlohmann::json ToJson() const;
   static absl::StatusOr<NodeRecord> FromJson(const nlohmann::json& j);
 };
 
 nlohmann::json GpuToJson(const DiscoveredGpu& g);
+// A partition's id: its node, GPU and placement ("a100-0/gpu1/3g.40gb@4"). It names the same
+// instance across agent restarts and driver upgrades, whatever UUID the driver gives it.
+std::string PartitionId(const std::string& node, int gpu, const std::string& profile, int start);
 nlohmann::json GrantToJson(const GrantRecord& g);
 GrantRecord GrantFromJson(const nlohmann::json& j);
 absl::StatusOr<DiscoveredGpu> GpuFromJson(const nlohmann::json& j);

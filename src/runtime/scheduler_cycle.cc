@@ -35,7 +35,8 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
                                          : DeviceHealth::kUnhealthy;
       d.dynamic_layout = g.dynamic_layout;
       if (rec.quarantined.count(g.index)) d.state = DeviceState::kQuarantined;
-      if (rec.fenced.count(g.index) || rec.cordoned_gpus.count(g.index)) {
+      if (rec.fenced.count(g.index) || rec.cordoned_gpus.count(g.index) ||
+          rec.relayouts.count(g.index)) {
         d.state = DeviceState::kCordoned;
       }
       for (const DiscoveredMigInstance& m : g.mig_instances) {

@@ -153,6 +153,36 @@ class PlatformTest : public ::testing::Test {
     return job;
   }
 
+  // Polls `done` every 50 ms for up to `seconds`; true once it holds.
+  template <typename Pred>
+  bool Eventually(Pred done, int seconds = 20) {
+    for (int i = 0; i < seconds * 20; ++i) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  }
+
+  json Job(int64_t id) { return *Api().Get(absl::StrCat("/api/v1/jobs/", id)); }
+
+  json Node(const std::string& name) {
+    const json nodes = *Api().Get("/api/v1/nodes");
+    for (const json& n : nodes) {
+      if (n["name"] == name) return n;
+    }
+    return json();
+  }
+
+  // Events of `type` (all of them when empty), oldest first.
+  json EventsOf(const std::string& type) {
+    json out = json::array();
+    const json events = *Api().Get("/api/v1/events?after=0&limit=100000");
+    for (const json& e : events) {
+      if (type.empty() || e["type"] == type) out.push_back(e);
+    }
+    return out;
+  }
+
   std::string Logs(int64_t id) {
     auto text = Api().GetText(absl::StrCat("/api/v1/jobs/", id, "/logs"));
     return text.ok() ? *text : text.status().ToString();

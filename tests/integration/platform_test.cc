@@ -77,12 +77,12 @@ TEST_F(PlatformTest, AgentRestartKeepsAndReadoptsItsJobs) {
       (*Api().Get(absl::StrCat("/api/v1/jobs/", job["id"].get<int64_t>())))["replicas"][0]["pid"];
   Kill(agents_[0], SIGTERM);
   ASSERT_FALSE(Dead(static_cast<pid_t>(pid))) << "stopping the agent killed its job";
-  agents_[0] =
-      Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
-             (dir_ / "data/agent.token").string(), "--node", kNodes[0].first, "--devices",
-             (dir_ / absl::StrCat(kNodes[0].first, ".yaml")).string(), "--cpu", "16", "--memory",
-             "64Gi", "--data", (dir_ / "agents" / kNodes[0].first).string(), "--heartbeat-ms", "100"},
-            (dir_ / "gpu-a.log").string());
+  agents_[0] = Spawn(
+      {CARVE_BINARY, "agent", "--server", url_, "--token-file",
+       (dir_ / "data/agent.token").string(), "--node", kNodes[0].first, "--devices",
+       (dir_ / absl::StrCat(kNodes[0].first, ".yaml")).string(), "--cpu", "16", "--memory", "64Gi",
+       "--data", (dir_ / "agents" / kNodes[0].first).string(), "--heartbeat-ms", "100"},
+      (dir_ / "gpu-a.log").string());
   json done = WaitFinal(job["id"]);
   EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
   EXPECT_EQ(done["replicas"][0]["exit_code"], 0);

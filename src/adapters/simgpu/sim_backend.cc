@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "core/model/gpu_catalog.h"
 #include "ports/devices.h"
 
@@ -31,13 +33,15 @@ constexpr int kMaxGpusPerEntry = 1024;
 
 class SimulatedBackend : public DeviceBackend {
  public:
-  explicit SimulatedBackend(std::vector<DiscoveredGpu> gpus) : gpus_(std::move(gpus)) {}
+  SimulatedBackend(std::vector<DiscoveredGpu> gpus, std::string node)
+      : gpus_(std::move(gpus)), node_(std::move(node)), catalog_(GpuCatalog::BuiltIn()) {}
   std::string name() const override { return "simulated"; }
   // A file DIR/<uuid>/health ("unhealthy XID 79", "suspect ...") injects a device fault.
   absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override {
     std::vector<DiscoveredGpu> out = gpus_;
     if (state_dir_.empty()) return out;
     for (DiscoveredGpu& g : out) {
+      ReadAppliedLayout(g);
       std::ifstream in(state_dir_ + "/" + g.uuid + "/health");
       std::string health;
       if (!(in >> health)) continue;
@@ -51,10 +55,7 @@ class SimulatedBackend : public DeviceBackend {
   absl::StatusOr<std::vector<DeviceProcess>> Processes(int index) override {
     std::vector<DeviceProcess> out;
     if (state_dir_.empty()) return out;
-    const DiscoveredGpu* gpu = nullptr;
-    for (const DiscoveredGpu& g : gpus_) {
-      if (g.index == index) gpu = &g;
-    }
+    const DiscoveredGpu* gpu = Find(index);
     if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
     std::error_code ec;
     for (const auto& entry :
@@ -77,7 +78,82 @@ class SimulatedBackend : public DeviceBackend {
     return out;
   }
 
+  absl::Status ApplyMigLayout(int index,
+                              const std::vector<DiscoveredMigInstance>& layout) override {
+    const DiscoveredGpu* gpu = Find(index);
+    if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
+    if (state_dir_.empty()) return absl::FailedPreconditionError("no state directory");
+    GpuModelId model = *catalog_.Find(gpu->model);  // checked when the description was read
+    if (!catalog_.model(model).mig_capable()) {
+      return absl::FailedPreconditionError(absl::StrCat(gpu->model, " has no MIG"));
+    }
+    std::vector<MigSlot> slots;
+    for (const DiscoveredMigInstance& m : layout) {
+      absl::StatusOr<int> profile = catalog_.FindProfile(model, m.profile);
+      if (!profile.ok()) return profile.status();
+      slots.push_back({*profile, m.start});
+    }
+    if (absl::Status s = CheckMigLayout(catalog_.model(model), slots); !s.ok()) return s;
+    absl::StatusOr<std::vector<DeviceProcess>> procs = Processes(index);
+    if (!procs.ok()) return procs.status();
+    for (const DeviceProcess& p : *procs) {
+      if (p.pid > 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("GPU ", index, " is in use by pid ", p.pid, " (", p.owner, ")"));
+      }
+    }
+    DiscoveredGpu current = *gpu;
+    ReadAppliedLayout(current);
+    std::string dir = state_dir_ + "/" + gpu->uuid;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    {
+      std::ofstream out(dir + "/mig-layout.tmp");
+      for (const DiscoveredMigInstance& m : layout) out << m.profile << "@" << m.start << "\n";
+      out << "generation " << generation_[index] + 1 << "\n";
+      if (!out) return absl::InternalError(absl::StrCat(dir, ": cannot write the layout"));
+    }
+    std::filesystem::rename(dir + "/mig-layout.tmp", dir + "/mig-layout", ec);
+    if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
+    return absl::OkStatus();
+  }
+
  private:
+  const DiscoveredGpu* Find(int index) const {
+    for (const DiscoveredGpu& g : gpus_) {
+      if (g.index == index) return &g;
+    }
+    return nullptr;
+  }
+
+  // A layout applied earlier (by this agent or, to model a change outside Carve, by hand).
+  void ReadAppliedLayout(DiscoveredGpu& g) {
+    std::ifstream in(state_dir_ + "/" + g.uuid + "/mig-layout");
+    if (!in) return;
+    std::vector<DiscoveredMigInstance> instances;
+    int generation = 0;
+    std::string line;
+    while (std::getline(in, line)) {
+      absl::string_view view = line;
+      if (absl::ConsumePrefix(&view, "generation ")) {
+        (void)absl::SimpleAtoi(view, &generation);
+        continue;
+      }
+      std::vector<std::string> parts = absl::StrSplit(line, '@');
+      int start = 0;
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &start)) continue;
+      instances.push_back({"", parts[0], start});
+    }
+    generation_[g.index] = generation;
+    for (DiscoveredMigInstance& m : instances) {
+      m.uuid = absl::StrCat("MIG-sim-", node_, "-", g.index, "-", m.start, "-g", generation);
+    }
+    g.mig_instances = std::move(instances);
+    g.mode = "partition";
+    g.mig_enabled = true;
+    g.dynamic_layout = false;
+  }
+
   static bool Zombie(int64_t pid) {
     std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
     std::string line;
@@ -87,7 +163,10 @@ class SimulatedBackend : public DeviceBackend {
   }
 
   std::vector<DiscoveredGpu> gpus_;
+  std::string node_;
+  GpuCatalog catalog_;
   std::string state_dir_;
+  std::map<int, int> generation_;  // GPU index -> generation of its applied layout
 };
 
 // Reads one description; every error names the source, the entry and the field.
@@ -280,7 +359,7 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> FromText(const std::string& text,
   absl::StatusOr<std::vector<DiscoveredGpu>> gpus =
       DescriptionParser(source, node_name).Parse(text);
   if (!gpus.ok()) return gpus.status();
-  return std::make_unique<SimulatedBackend>(*std::move(gpus));
+  return std::make_unique<SimulatedBackend>(*std::move(gpus), node_name);
 }
 
 }  // namespace

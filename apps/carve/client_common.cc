@@ -1,0 +1,113 @@
+#include "client_common.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "yaml-cpp/yaml.h"
+
+namespace carve::app {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+void YamlEmit(YAML::Emitter& out, const json& j) {
+  if (j.is_object()) {
+    out << YAML::BeginMap;
+    for (const auto& [k, v] : j.items()) {
+      out << YAML::Key << k << YAML::Value;
+      YamlEmit(out, v);
+    }
+    out << YAML::EndMap;
+  } else if (j.is_array()) {
+    out << YAML::BeginSeq;
+    for (const json& v : j) YamlEmit(out, v);
+    out << YAML::EndSeq;
+  } else if (j.is_string()) {
+    out << j.get<std::string>();
+  } else if (j.is_null()) {
+    out << YAML::Null;
+  } else {
+    out << j.dump();
+  }
+}
+
+}  // namespace
+
+[[noreturn]] void Die(const absl::Status& s) {
+  std::cerr << "carve: " << s.message() << "\n";
+  std::exit(absl::IsInvalidArgument(s) ? 2 : 1);
+}
+
+// Flags, then CARVE_SERVER / CARVE_TOKEN, then what `carve dev` wrote to ./carve-data.
+ApiClient Client(const Connection& c) {
+  std::string server = c.server;
+  if (server.empty() && std::getenv("CARVE_SERVER")) server = std::getenv("CARVE_SERVER");
+  if (server.empty()) server = ReadFirstLine("carve-data/server");
+  if (server.empty()) server = "http://127.0.0.1:7070";
+  std::string token = c.token;
+  if (token.empty() && std::getenv("CARVE_TOKEN")) token = std::getenv("CARVE_TOKEN");
+  if (token.empty()) token = ReadFirstLine("carve-data/admin.token");
+  if (token.empty()) {
+    Die(absl::UnauthenticatedError(
+        "no token: pass --token, set CARVE_TOKEN, or run from the directory where `carve dev` "
+        "wrote carve-data/admin.token"));
+  }
+  return ApiClient(server, token);
+}
+
+json Check(absl::StatusOr<json> r) {
+  if (!r.ok()) Die(r.status());
+  return *r;
+}
+
+// Prints `j` as JSON or YAML when asked; returns false when the caller should print a table.
+bool Structured(const Connection& c, const json& j) {
+  if (c.output == "json") {
+    std::cout << j.dump(2) << "\n";
+    return true;
+  }
+  if (c.output == "yaml") {
+    YAML::Emitter out;
+    YamlEmit(out, j);
+    std::cout << out.c_str() << "\n";
+    return true;
+  }
+  if (c.output != "table") {
+    Die(absl::InvalidArgumentError("-o must be table, json or yaml"));
+  }
+  return false;
+}
+
+std::string Age(int64_t since_us) {
+  if (since_us == 0) return "-";
+  int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  int64_t s = (now - since_us) / 1'000'000;
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 7200) return absl::StrCat(s / 60, "m");
+  return absl::StrCat(s / 3600, "h");
+}
+
+int64_t JobId(const std::string& text) {
+  try {
+    size_t used = 0;
+    int64_t id = std::stoll(text, &used);
+    if (used == text.size() && id > 0) return id;
+  } catch (...) {
+  }
+  Die(absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a job id (a number)")));
+}
+
+}  // namespace carve::app

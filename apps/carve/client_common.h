@@ -1,0 +1,42 @@
+// What every CLI command that talks to the server shares: the connection flags, the client,
+// error exits and output formats.
+#ifndef CARVE_APPS_CARVE_CLIENT_COMMON_H_
+#define CARVE_APPS_CARVE_CLIENT_COMMON_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "runtime/api_client.h"
+
+namespace carve::app {
+
+// --server, --token and -o, shared by every client command.
+struct Connection {
+  std::string server;
+  std::string token;
+  std::string output = "table";
+};
+
+// Prints the error and exits: 2 for bad input, 1 otherwise.
+[[noreturn]] void Die(const absl::Status& s);
+// Flags, then CARVE_SERVER / CARVE_TOKEN, then what `carve dev` wrote to ./carve-data.
+ApiClient Client(const Connection& c);
+// The value, or Die.
+nlohmann::json Check(absl::StatusOr<nlohmann::json> r);
+// Prints `j` as JSON or YAML when asked; returns false when the caller should print a table.
+bool Structured(const Connection& c, const nlohmann::json& j);
+// "42s", "5m", "3h" since a time in microseconds; "-" for 0.
+std::string Age(int64_t since_us);
+// A job id from the command line, or Die.
+int64_t JobId(const std::string& text);
+
+// Command groups beside AddClientCommands, each in its own file.
+void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c);  // relayout, scale
+
+}  // namespace carve::app
+
+#endif  // CARVE_APPS_CARVE_CLIENT_COMMON_H_

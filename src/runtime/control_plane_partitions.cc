@@ -1,0 +1,249 @@
+// The partition lifecycle: planned per-GPU MIG re-layouts, and layouts that changed behind
+// Carve's back (reported, never silently adopted).
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+// "profile@start" per instance, sorted by start: the form layouts are compared and shown in.
+std::vector<std::string> LayoutNames(const json& instances) {
+  std::vector<std::pair<int, std::string>> slots;
+  for (const json& m : instances) {
+    slots.push_back(
+        {m.value("start", 0), absl::StrCat(m.value("profile", ""), "@", m.value("start", 0))});
+  }
+  std::sort(slots.begin(), slots.end());
+  std::vector<std::string> out;
+  for (auto& [start, name] : slots) out.push_back(std::move(name));
+  return out;
+}
+
+json InstancesJson(const std::vector<DiscoveredMigInstance>& instances) {
+  json out = json::array();
+  for (const DiscoveredMigInstance& m : instances) {
+    out.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
+  }
+  return out;
+}
+
+// The requested layout as valid slots for `model`; entries without "@start" take the first free
+// start, larger profiles first so they find room.
+absl::StatusOr<std::vector<std::string>> ResolveLayout(const GpuCatalog& catalog, GpuModelId id,
+                                                       const json& layout) {
+  const GpuModel& model = catalog.model(id);
+  if (!layout.is_array()) {
+    return absl::InvalidArgumentError(
+        "layout: expected a list such as [\"3g.40gb@0\", \"1g.10gb\"]");
+  }
+  std::vector<MigSlot> fixed;
+  std::vector<std::pair<int, int>> floating;  // (-slices, profile)
+  for (const json& item : layout) {
+    if (!item.is_string()) return absl::InvalidArgumentError("layout: entries are strings");
+    std::vector<std::string> parts = absl::StrSplit(item.get<std::string>(), '@');
+    auto profile = catalog.FindProfile(id, parts[0]);
+    if (!profile.ok()) return absl::InvalidArgumentError("layout: " + profile.status().ToString());
+    if (parts.size() == 1) {
+      floating.push_back({-model.mig_profiles[*profile].memory_slices, *profile});
+      continue;
+    }
+    int start = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &start)) {
+      return absl::InvalidArgumentError(absl::StrCat("layout: \"", item.get<std::string>(),
+                                                     "\" is not profile or profile@start"));
+    }
+    fixed.push_back({*profile, start});
+  }
+  if (absl::Status s = CheckMigLayout(model, fixed); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("layout: ", s.message()));
+  }
+  std::sort(floating.begin(), floating.end());
+  for (const auto& [size, profile] : floating) {
+    std::vector<int> starts = FreeMigStarts(model, fixed, profile);
+    if (starts.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layout: no room left for ", model.mig_profiles[profile].name, " on ", model.name));
+    }
+    fixed.push_back({profile, starts.front()});
+  }
+  json named = json::array();
+  for (const MigSlot& s : fixed) {
+    named.push_back({{"profile", model.mig_profiles[s.profile].name}, {"start", s.start}});
+  }
+  return LayoutNames(named);
+}
+
+}  // namespace
+
+absl::StatusOr<json> ControlPlane::Relayout(const std::string& name, int gpu, const json& body,
+                                            const Principal& who) {
+  if (who.role != "admin") return absl::PermissionDeniedError("only admins change MIG layouts");
+  if (!body.is_object() || !body.contains("layout")) {
+    return absl::InvalidArgumentError(
+        "expected {\"layout\": [\"profile@start\" or \"profile\", ...]}");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError("no node \"" + name + "\"");
+  NodeRecord& node = it->second;
+  if (gpu < 0 || gpu >= static_cast<int>(node.gpus.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", name, " has no GPU ", gpu));
+  }
+  GpuModelId model = *catalog_->Find(node.gpus[gpu].model);  // checked at registration
+  if (!catalog_->model(model).mig_capable()) {
+    return absl::InvalidArgumentError(node.gpus[gpu].model + " does not support MIG");
+  }
+  auto layout = ResolveLayout(*catalog_, model, body["layout"]);
+  if (!layout.ok()) return layout.status();
+  if (auto r = node.relayouts.find(gpu);
+      r != node.relayouts.end() && r->second.value("phase", "") != "failed") {
+    return absl::FailedPreconditionError(absl::StrCat("GPU ", gpu, " of ", name,
+                                                      " is already being re-laid out (",
+                                                      r->second.value("phase", ""), ")"));
+  }
+  StoreBatch batch;
+  // Re-laying out a GPU whose layout changed behind Carve's back is how an admin settles it.
+  if (node.layout_mismatch.erase(gpu) > 0) node.quarantined.erase(gpu);
+  std::string target = absl::StrCat("GPU ", gpu, " of node ", name);
+  std::string cause = absl::StrCat("MIG re-layout of ", target, " by ", who.name);
+  json moved = json::array();
+  for (auto& [id, job] : jobs_) {
+    if (job.Uses(name, gpu) && Displace(job, cause, batch)) moved.push_back(id);
+  }
+  json record = {{"layout", *layout},
+                 {"from", LayoutNames(InstancesJson(node.gpus[gpu].mig_instances))},
+                 {"by", who.name},
+                 {"phase", "draining"},
+                 {"request", absl::StrCat(now_())},
+                 {"requested_us", now_()},
+                 {"jobs_moved", moved}};
+  node.relayouts[gpu] = record;
+  batch.puts.push_back({"node", name, node.ToJson().dump()});
+  Event(batch, "user:" + who.name, "device.relayout-requested",
+        absl::StrCat("node/", name, "/gpu/", gpu),
+        absl::StrCat("draining ", target, " for layout ", absl::StrJoin(*layout, ", "), "; ",
+                     moved.size(), " jobs moved by policy"),
+        record);
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return record;
+}
+
+void ControlPlane::AdvanceRelayouts(NodeRecord& node, const json& report, StoreBatch& batch,
+                                    json& layouts) {
+  for (auto& [gpu, r] : node.relayouts) {
+    std::string subject = absl::StrCat("node/", node.name, "/gpu/", gpu);
+    std::string phase = r.value("phase", "");
+    if (phase == "draining") {
+      bool busy = std::any_of(jobs_.begin(), jobs_.end(), [&](const auto& entry) {
+        return !IsFinal(entry.second.state) && entry.second.Uses(node.name, gpu);
+      });
+      if (busy) continue;  // its jobs are still stopping or their evidence is not in
+      if (node.quarantined.count(gpu)) {
+        r["phase"] = "failed";
+        r["error"] = "reclaim was not verified: " + node.quarantined[gpu];
+        Event(batch, "scheduler", "device.relayout-failed", subject, r["error"], r);
+        batch.puts.push_back({"node", node.name, node.ToJson().dump()});
+        continue;
+      }
+      r["phase"] = phase = "reconfiguring";
+      r["reclaimed_us"] = now_();
+      Event(batch, "scheduler", "device.reconfiguring", subject,
+            "every job off the GPU with verified reclamation; applying the layout", r);
+      batch.puts.push_back({"node", node.name, node.ToJson().dump()});
+    }
+    if (phase != "reconfiguring") continue;
+    layouts.push_back({{"gpu", gpu}, {"layout", r["layout"]}, {"request", r["request"]}});
+    json result;
+    for (const json& l : report.value("layouts", json::array())) {
+      if (l.value("gpu", -1) == gpu && l.value("request", "") == r.value("request", "")) result = l;
+    }
+    if (result.is_null()) continue;  // not applied yet
+    json discovered = json::array();
+    for (const json& g : report.value("gpus", json::array())) {
+      if (g.value("index", -1) == gpu) discovered = g.value("mig_instances", json::array());
+    }
+    std::vector<std::string> wanted = r["layout"];
+    if (!result.value("ok", false) || LayoutNames(discovered) != wanted) {
+      r["phase"] = "failed";
+      r["error"] = !result.value("ok", false)
+                       ? "the agent could not apply it: " + result.value("error", "")
+                       : "the agent reports " + absl::StrJoin(LayoutNames(discovered), ", ");
+      Event(batch, "agent:" + node.name, "device.relayout-failed", subject, r["error"], r);
+      batch.puts.push_back({"node", node.name, node.ToJson().dump()});
+      continue;
+    }
+    DiscoveredGpu& g = node.gpus[gpu];
+    g.mig_instances.clear();
+    for (const json& m : discovered) {
+      g.mig_instances.push_back({m.value("uuid", ""), m.value("profile", ""), m.value("start", 0)});
+    }
+    g.mode = "partition";
+    g.mig_enabled = true;
+    g.dynamic_layout = false;
+    mode_overrides_[node.name][gpu] = "partition";
+    json ids = json::array();
+    for (const DiscoveredMigInstance& m : g.mig_instances) {
+      ids.push_back({{"id", PartitionId(node.name, gpu, m.profile, m.start)}, {"uuid", m.uuid}});
+    }
+    r["phase"] = "done";
+    r["partitions"] = ids;
+    r["done_us"] = now_();
+    Event(batch, "agent:" + node.name, "device.relayout-done", subject,
+          absl::StrCat("layout ", absl::StrJoin(wanted, ", "), " verified; GPU back in service"),
+          r);
+    batch.puts.push_back({"node-modes", node.name, json(mode_overrides_[node.name]).dump()});
+  }
+  bool done = std::erase_if(node.relayouts, [](const auto& entry) {
+                return entry.second.value("phase", "") == "done";
+              }) > 0;
+  if (done) batch.puts.push_back({"node", node.name, node.ToJson().dump()});
+}
+
+void ControlPlane::CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatch& batch) {
+  fresh.quarantined = old.quarantined;
+  fresh.fenced = old.fenced;
+  fresh.cordoned_by = old.cordoned_by;
+  fresh.cordoned_gpus = old.cordoned_gpus;
+  fresh.relayouts = old.relayouts;
+  fresh.layout_mismatch = old.layout_mismatch;
+  for (DiscoveredGpu& g : fresh.gpus) {
+    if (g.index >= static_cast<int>(old.gpus.size())) continue;
+    const DiscoveredGpu& was = old.gpus[g.index];
+    if (was.mode != "partition" || was.dynamic_layout || fresh.relayouts.count(g.index)) continue;
+    json recorded = InstancesJson(was.mig_instances);
+    json discovered = InstancesJson(g.mig_instances);
+    if (LayoutNames(recorded) == LayoutNames(discovered)) {  // same ids, maybe new UUIDs
+      if (fresh.layout_mismatch.erase(g.index) > 0) {
+        fresh.quarantined.erase(g.index);
+        Event(batch, "agent:" + fresh.name, "device.layout-restored",
+              absl::StrCat("node/", fresh.name, "/gpu/", g.index),
+              "the discovered MIG layout matches the recorded one again");
+      }
+      continue;
+    }
+    // Not adopted: keep the recorded layout and keep the GPU out until an admin decides.
+    g.mig_instances = was.mig_instances;
+    g.dynamic_layout = false;
+    std::string why = absl::StrCat(
+        "MIG layout mismatch: recorded ", absl::StrJoin(LayoutNames(recorded), ", "),
+        "; discovered ", absl::StrJoin(LayoutNames(discovered), ", "),
+        " (re-lay it out with `carve relayout`, or clear the quarantine to adopt what was found)");
+    if (fresh.layout_mismatch.count(g.index) && fresh.quarantined.count(g.index)) continue;
+    fresh.layout_mismatch[g.index] = discovered;
+    fresh.quarantined[g.index] = why;
+    Event(batch, "agent:" + fresh.name, "device.layout-mismatch",
+          absl::StrCat("node/", fresh.name, "/gpu/", g.index), why,
+          {{"recorded", LayoutNames(recorded)}, {"discovered", LayoutNames(discovered)}});
+  }
+}
+
+}  // namespace carve
