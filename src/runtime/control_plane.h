@@ -162,6 +162,7 @@ class ControlPlane {
   std::map<std::pair<std::string, std::string>, nlohmann::json> objects_;  // (kind, name)
   std::map<std::string, std::map<int, std::string>> mode_overrides_;       // node -> gpu -> mode
   std::map<int64_t, nlohmann::json> waits_;  // the last cycle's explanation per waiting job
+  std::map<int64_t, int64_t> nominated_;     // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   bool broken_ = false;
 };

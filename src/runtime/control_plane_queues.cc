@@ -99,7 +99,8 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
     if (job.state == "queued") {
       in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
                             MaxRuntimeUs(job.spec), std::move(*request),
-                            ParseTopology(job.spec.topology).value_or(Topology::kAny)});
+                            ParseTopology(job.spec.topology).value_or(Topology::kAny),
+                            nominated_.count(id) ? nominated_.at(id) : 0});
       continue;
     }
     auto holds = held.find(id);
@@ -114,6 +115,7 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
   Decisions d = Schedule(in);
   for (const Bind& b : d.binds) {
     waits_.erase(b.job);
+    nominated_.erase(b.job);
     BindJob(jobs_.at(b.job), b.replicas, cluster, b.backfilled, now, batch);
   }
   for (const Preemption& p : d.preemptions) {
@@ -125,6 +127,7 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
           {{"preemptor", p.preemptor}, {"kind", p.kind}, {"queue", p.victim_queue}});
     Displace(victim, p.reason, batch);
     preemptor.victims.push_back({{"job", p.victim}, {"reason", p.reason}});
+    nominated_.emplace(p.preemptor, now);
     Touch(preemptor, batch);
   }
   for (const WaitExplanation& w : d.waits) {

@@ -55,19 +55,21 @@ std::unique_ptr<Reservation> Reservation::Make(const Cluster& cluster,
   return std::make_unique<Reservation>(future, policy, job_id, job, start == kNoEnd ? -1 : start);
 }
 
-bool Reservation::Admit(const std::vector<ReplicaPlacement>& replicas, int64_t end_us) {
-  if (start_us_ >= 0 && end_us <= start_us_) return true;
+bool Reservation::Allows(const std::vector<ReplicaPlacement>& replicas, int64_t end_us) {
+  if (start_us_ > 0 && end_us <= start_us_) return true;
+  Record(replicas, kNoEnd);
+  PlaceResult r = placer_.Place(request_);
+  if (r.placed) placer_.Release(r.replicas);
+  placer_.Release(replicas);
+  return r.placed;
+}
+
+void Reservation::Record(const std::vector<ReplicaPlacement>& replicas, int64_t end_us) {
+  if (start_us_ > 0 && end_us <= start_us_) return;
   for (const ReplicaPlacement& p : replicas) {
     ApplyReplica(future_, p);
     placer_.Invalidate(p.node);
   }
-  PlaceResult r = placer_.Place(request_);
-  if (r.placed) {
-    placer_.Release(r.replicas);
-    return true;
-  }
-  placer_.Release(replicas);
-  return false;
 }
 
 }  // namespace carve

@@ -37,8 +37,10 @@ class Reservation {
   // max runtime.
   int64_t start_us() const { return start_us_; }
   // Whether a job holding `replicas` from now until `end_us` (kNoEnd: unknown) leaves the
-  // reserved start intact; if so and it outlives the start, the future cluster records it.
-  bool Admit(const std::vector<ReplicaPlacement>& replicas, int64_t end_us);
+  // reserved start intact. Changes nothing.
+  bool Allows(const std::vector<ReplicaPlacement>& replicas, int64_t end_us);
+  // The job started: if it outlives the reserved start, the future cluster holds it too.
+  void Record(const std::vector<ReplicaPlacement>& replicas, int64_t end_us);
 
  private:
   Cluster future_;

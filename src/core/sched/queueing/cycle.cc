@@ -28,7 +28,8 @@ class Cycle {
         ledger_(in.queues),
         capacity_(ClusterCapacity(cluster_)) {
     for (const RunningJob& r : in_.running) {
-      VictimCandidate c{&r, PlacementCharge(cluster_, r.request, r.replicas), r.stopping};
+      VictimCandidate c{&r, PlacementCharge(cluster_, r.request, r.replicas), r.stopping,
+                        r.stopping ? r.preempted_by : 0};
       ledger_.Charge(r.queue, c.charge);
       candidates_.push_back(std::move(c));
       if (r.preempted_by != 0) preempted_for_[r.id] = r.preempted_by;
@@ -48,11 +49,17 @@ class Cycle {
   };
 
   OrderKey KeyOf(const PendingJob& job, const std::string& queue) const {
-    return {EffectivePriority(job.priority, job.submitted_us, in_.now_us, in_.options.aging),
+    return {job.nominated_us,
+            EffectivePriority(job.priority, job.submitted_us, in_.now_us, in_.options.aging),
             ledger_.DominantShare(queue, capacity_), job.submitted_us, job.id};
   }
   void Process(const PendingJob& job, const OrderKey& key);
   PlaceResult Place(const PendingJob& job);
+  // The reservation that starting `replicas` until `end` would break, or null.
+  const Reservation* Blocker(const std::vector<ReplicaPlacement>& replicas, int64_t end) {
+    if (reservation_ && !reservation_->Allows(replicas, end)) return reservation_.get();
+    return nullptr;
+  }
   bool TryPreempt(const PendingJob& job, const ResourceList& demand, WaitExplanation& wait);
   void Reserve(const PendingJob& job, WaitExplanation& wait);
   std::string QuotaFix(const std::string& queue, const QuotaVerdict& v) const;
@@ -65,6 +72,15 @@ class Cycle {
   std::vector<VictimCandidate> candidates_;
   absl::flat_hash_map<Shape, FitReport> failed_;
   std::unique_ptr<Reservation> reservation_;
+  // Preemptors' claims for the rest of the cycle: each one's placement once what stops for it is
+  // gone, held in the cluster next to those jobs (their devices count twice until the cycle
+  // ends), so no later job, preemptor or not, takes what it counted on.
+  struct Claim {
+    std::vector<ReplicaPlacement> placement;
+    std::vector<const std::vector<ReplicaPlacement>*> released;
+  };
+  std::vector<Claim> claims_;
+  void Unclaim();
   bool reservation_tried_ = false;
   std::vector<std::pair<int64_t, OrderKey>> waiting_;
   std::vector<int64_t> bound_ends_;           // per bind: its declared end, or kNoEnd
@@ -95,11 +111,24 @@ Decisions Cycle::Run() {
       heads.push({KeyOf(*jobs[head.pos + 1], head.queue), head.queue, head.pos + 1});
     }
   }
+  Unclaim();
   if (reservation_) {
     out_.reserved_job = reservation_->job();
     out_.reserved_start_us = reservation_->start_us();
   }
   return std::move(out_);
+}
+
+// Gives the claims back, leaving the cluster with the running jobs and the binds only.
+void Cycle::Unclaim() {
+  for (auto it = claims_.rbegin(); it != claims_.rend(); ++it) {
+    for (const auto* r : it->released) placer_.Release(*r);
+    placer_.Release(it->placement);
+    for (const auto* r : it->released) {
+      for (const ReplicaPlacement& p : *r) ApplyReplica(cluster_, p);
+    }
+  }
+  claims_.clear();
 }
 
 PlaceResult Cycle::Place(const PendingJob& job) {
@@ -123,14 +152,15 @@ void Cycle::Process(const PendingJob& job, const OrderKey& key) {
   QuotaVerdict quota = ledger_.Check(job.queue, demand);
   PlaceResult placed = Place(job);
   bool ordered_out = false;
+  const Reservation* blocker = nullptr;
   if (placed.placed) {
     ResourceList charge = PlacementCharge(cluster_, job.request, placed.replicas);
     if (quota.fits) quota = ledger_.Check(job.queue, charge);  // models known now
     int64_t end = job.max_runtime_us > 0 ? in_.now_us + job.max_runtime_us : kNoEnd;
-    if (quota.fits && reservation_ && !reservation_->Admit(placed.replicas, end)) {
-      ordered_out = true;
-    }
+    if (quota.fits) blocker = Blocker(placed.replicas, end);
+    ordered_out = blocker != nullptr;
     if (quota.fits && !ordered_out) {
+      if (reservation_) reservation_->Record(placed.replicas, end);
       ledger_.Charge(job.queue, charge);
       out_.binds.push_back(
           {job.id, std::move(placed.replicas), std::move(charge), reservation_ != nullptr});
@@ -165,15 +195,20 @@ void Cycle::Process(const PendingJob& job, const OrderKey& key) {
   if (ordered_out) {
     GateFacts order;
     order.gate = Gate::kOrder;
-    order.reserved_job = reservation_->job();
-    order.reserved_start_us = reservation_->start_us();
-    order.summary = absl::StrCat(
-        "starting now would delay job ", reservation_->job(), ", which holds the reservation",
-        reservation_->start_us() >= 0 ? absl::StrCat(" from ", reservation_->start_us())
-                                      : std::string());
+    order.reserved_job = blocker->job();
+    order.reserved_start_us = blocker->start_us();
+    if (blocker != reservation_.get()) {
+      order.summary =
+          absl::StrCat("starting now would take what job ", blocker->job(), " preempted jobs for");
+      wait.fix = absl::StrCat("starts after job ", blocker->job());
+    } else {
+      order.summary = absl::StrCat(
+          "starting now would delay job ", blocker->job(), ", which holds the reservation",
+          blocker->start_us() >= 0 ? absl::StrCat(" from ", blocker->start_us()) : std::string());
+      wait.fix = absl::StrCat("starts after job ", blocker->job(),
+                              ", or now with a max runtime that ends before its reserved start");
+    }
     wait.gates.push_back(std::move(order));
-    wait.fix = absl::StrCat("starts after job ", reservation_->job(),
-                            ", or now with a max runtime that ends before its reserved start");
   }
   if (!ordered_out && in_.options.preemption && TryPreempt(job, demand, wait)) {
     // Waiting for its victims to stop.
@@ -208,6 +243,7 @@ bool Cycle::TryPreempt(const PendingJob& job, const ResourceList& demand, WaitEx
   g.gate = Gate::kPreemption;
   for (size_t k = 0; k < set.victims.size(); ++k) {
     candidates_[set.victims[k]].stopping = true;
+    candidates_[set.victims[k]].claimed_by = job.id;
     const RunningJob& v = *candidates_[set.victims[k]].job;
     preempted_for_[v.id] = job.id;
     std::string reason =
@@ -227,6 +263,30 @@ bool Cycle::TryPreempt(const PendingJob& job, const ResourceList& demand, WaitEx
   g.summary = g.victims.empty()
                   ? "waiting for stopping jobs to release their resources"
                   : absl::StrCat("waiting for ", g.victims.size(), " preempted job(s) to stop");
+  // The preemptor's claim for the rest of the cycle: its quota, and room in the cluster once
+  // what stops for it is gone (later jobs may not take either).
+  // The quota of what stops for it passes to it now; the devices stay held until they stop.
+  std::vector<const std::vector<ReplicaPlacement>*> released;
+  for (VictimCandidate& c : candidates_) {
+    if (!c.stopping || (c.claimed_by != job.id && c.claimed_by != 0) || c.uncharged) continue;
+    released.push_back(&c.job->replicas);
+    c.claimed_by = job.id;
+    c.uncharged = true;
+    ledger_.Charge(c.job->queue, c.charge, -1);
+  }
+  ledger_.Charge(job.queue, demand);
+  for (const auto* r : released) placer_.Release(*r);
+  for (const ReplicaPlacement& p : set.placement) {
+    ApplyReplica(cluster_, p);
+    placer_.Invalidate(p.node);
+  }
+  for (const auto* r : released) {
+    for (const ReplicaPlacement& p : *r) {
+      ApplyReplica(cluster_, p);
+      placer_.Invalidate(p.node);
+    }
+  }
+  claims_.push_back({set.placement, std::move(released)});
   // Preemption supersedes the gates above: they lift once the victims have stopped.
   wait.fix = "starts once its victims have stopped and their devices are reclaimed";
   wait.gates.push_back(std::move(g));

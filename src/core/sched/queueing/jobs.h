@@ -21,6 +21,8 @@ struct PendingJob {
   int64_t max_runtime_us = 0;  // declared limit; 0: none (it can only backfill around nothing)
   JobRequest request;
   Topology topology = Topology::kAny;
+  // When it preempted jobs (in an earlier cycle) to start, if it has not started since; 0: never.
+  int64_t nominated_us = 0;
 };
 
 struct RunningJob {

@@ -17,6 +17,8 @@ int64_t EffectivePriority(int64_t priority, int64_t submitted_us, int64_t now_us
 }
 
 bool Before(const OrderKey& a, const OrderKey& b) {
+  if ((a.nominated_us != 0) != (b.nominated_us != 0)) return a.nominated_us != 0;
+  if (a.nominated_us != b.nominated_us) return a.nominated_us < b.nominated_us;
   if (a.effective_priority != b.effective_priority) {
     return a.effective_priority > b.effective_priority;
   }
@@ -26,6 +28,7 @@ bool Before(const OrderKey& a, const OrderKey& b) {
 }
 
 std::string WhyBefore(const OrderKey& a, const OrderKey& b) {
+  if (a.nominated_us != b.nominated_us) return "it preempted jobs to start and goes first";
   if (a.effective_priority != b.effective_priority) {
     return absl::StrFormat("priority %d > %d", a.effective_priority, b.effective_priority);
   }

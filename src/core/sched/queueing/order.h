@@ -31,10 +31,15 @@ struct AgingOptions {
 int64_t EffectivePriority(int64_t priority, int64_t submitted_us, int64_t now_us,
                           const AgingOptions& aging);
 
-// The position of one pending job in the scheduling order. The order is total: effective
-// priority (higher first), then the weighted dominant share of its queue (lower first), then
-// submission time (earlier first), then id (lower first).
+// The position of one pending job in the scheduling order. The order is total: nominated
+// first (earliest nomination first), then effective priority (higher first), then the weighted
+// dominant share of its queue (lower first), then submission time (earlier first), then id (lower
+// first).
 struct OrderKey {
+  // When it preempted jobs in an earlier cycle to start (0: it did not). Such jobs go first, in
+  // the order they preempted, so what their victims release is theirs (as a nominated pod in
+  // Kubernetes): a preemption makes its preemptor fit, never another job.
+  int64_t nominated_us = 0;
   int64_t effective_priority = 0;
   double share = 0;
   int64_t submitted_us = 0;

@@ -13,27 +13,44 @@ class FitProbe {
            const std::vector<VictimCandidate>& candidates)
       : cluster_(cluster), placer_(placer), ledger_(ledger), p_(p), candidates_(candidates) {}
 
+  std::vector<ReplicaPlacement> placement;  // of the last probe that fit
+
   bool Fits(const std::vector<size_t>& set) {
     std::vector<size_t> gone = set;
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (candidates_[i].stopping) gone.push_back(i);
+      const VictimCandidate& c = candidates_[i];
+      if (c.stopping && (c.claimed_by == 0 || c.claimed_by == p_.job->id)) gone.push_back(i);
     }
     for (size_t i : gone) {
       placer_.Release(candidates_[i].job->replicas);
-      ledger_.Charge(candidates_[i].job->queue, candidates_[i].charge, -1);
+      if (!candidates_[i].uncharged) {
+        ledger_.Charge(candidates_[i].job->queue, candidates_[i].charge, -1);
+      }
     }
     bool fits = ledger_.Check(p_.job->queue, p_.demand).fits;
+    // Priority preemption inside a queue with quota stays within its nominal (as in Kueue): a
+    // queue that borrows takes nothing from its own jobs to borrow more, or reclaim and priority
+    // preemption would undo each other.
+    bool by_priority = std::any_of(set.begin(), set.end(), [&](size_t i) {
+      return candidates_[i].job->queue == p_.job->queue;
+    });
+    if (fits && by_priority && ledger_.Guarantees(p_.job->queue, p_.demand)) {
+      fits = ledger_.WithinNominal(p_.job->queue, p_.demand);
+    }
     if (fits) {
       PlaceResult r = placer_.Place(p_.job->request);
       fits = r.placed;
       if (fits) placer_.Release(r.replicas);
+      placement = std::move(r.replicas);
     }
     for (size_t i : gone) {
       for (const ReplicaPlacement& rp : candidates_[i].job->replicas) {
         ApplyReplica(cluster_, rp);
         placer_.Invalidate(rp.node);
       }
-      ledger_.Charge(candidates_[i].job->queue, candidates_[i].charge, 1);
+      if (!candidates_[i].uncharged) {
+        ledger_.Charge(candidates_[i].job->queue, candidates_[i].charge, 1);
+      }
     }
     return fits;
   }
@@ -53,10 +70,13 @@ VictimSet FindVictims(Cluster& cluster, Placer& placer, QuotaLedger& ledger,
                       int max_candidates) {
   VictimSet out;
   FitProbe probe(cluster, placer, ledger, preemptor, candidates);
-  bool any_stopping = std::any_of(candidates.begin(), candidates.end(),
-                                  [](const VictimCandidate& c) { return c.stopping; });
+  bool any_stopping =
+      std::any_of(candidates.begin(), candidates.end(), [&](const VictimCandidate& c) {
+        return c.stopping && (c.claimed_by == 0 || c.claimed_by == preemptor.job->id);
+      });
   if (any_stopping && probe.Fits({})) {
     out.fits = true;  // the jobs already stopping are enough
+    out.placement = std::move(probe.placement);
     return out;
   }
   const PendingJob& p = *preemptor.job;
@@ -103,7 +123,8 @@ VictimSet FindVictims(Cluster& cluster, Placer& placer, QuotaLedger& ledger,
     set = std::move(without);
     kinds.erase(kinds.begin() + static_cast<std::ptrdiff_t>(k));
   }
-  out.fits = true;
+  out.fits = probe.Fits(set);  // true: it did with this set; this finds the placement again
+  out.placement = std::move(probe.placement);
   out.victims = set;
   for (bool k : kinds) out.kinds.push_back(k ? "reclaim" : "priority");
   return out;

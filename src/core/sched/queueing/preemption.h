@@ -16,6 +16,9 @@ struct VictimCandidate {
   const RunningJob* job = nullptr;
   ResourceList charge;
   bool stopping = false;  // already told to stop: its resources come back at no new cost
+  // The preemptor it stops for (0: none, e.g. cancelled): what it frees is that job's alone.
+  int64_t claimed_by = 0;
+  bool uncharged = false;  // its quota already passed to the preemptor this cycle
 };
 
 // The preemptor: a job that could not be admitted or placed, and its quota demand.
@@ -29,6 +32,8 @@ struct VictimSet {
   bool fits = false;
   std::vector<size_t> victims;     // indexes into the candidates, in the order chosen
   std::vector<std::string> kinds;  // per victim: "reclaim" or "priority"
+  // Where the preemptor goes once the victims and the jobs stopping for it are gone.
+  std::vector<ReplicaPlacement> placement;
 };
 
 // Finds a smallest set of victims whose removal makes the preemptor fit both its quota and the

@@ -127,6 +127,13 @@ bool QuotaLedger::WithinNominal(const std::string& queue, const ResourceList& de
   return covered;
 }
 
+bool QuotaLedger::Guarantees(const std::string& queue, const ResourceList& demand) const {
+  const QueueSpec* q = Find(queue);
+  if (q == nullptr) return false;
+  return std::any_of(demand.begin(), demand.end(),
+                     [&](const auto& d) { return d.second > 0 && q->nominal.count(d.first) > 0; });
+}
+
 double QuotaLedger::DominantShare(const std::string& queue, const ResourceList& capacity) const {
   double share = 0;
   for (const auto& [resource, amount] : Used(queue)) {

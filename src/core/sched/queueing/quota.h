@@ -70,6 +70,8 @@ class QuotaLedger {
   // Whether the queue's usage plus `demand` stays within its nominal for every limited resource
   // of `demand`, with at least one limited: the queue's guarantee covers the demand.
   bool WithinNominal(const std::string& queue, const ResourceList& demand) const;
+  // Whether the queue holds quota for any resource of `demand`.
+  bool Guarantees(const std::string& queue, const ResourceList& demand) const;
   // Weighted dominant share: max over resources of used / capacity, divided by the weight.
   double DominantShare(const std::string& queue, const ResourceList& capacity) const;
 

@@ -39,16 +39,16 @@ RunningJob Running(Cluster& cluster, int64_t id, const std::string& queue, JobRe
 }
 
 TEST(Order, PriorityThenFairShareThenAgeThenId) {
-  OrderKey high{200, 0.9, 50, 9}, low{100, 0.0, 0, 1};
+  OrderKey high{0, 200, 0.9, 50, 9}, low{0, 100, 0.0, 0, 1};
   EXPECT_TRUE(Before(high, low));
   EXPECT_EQ(WhyBefore(high, low), "priority 200 > 100");
-  OrderKey poor{100, 0.1, 50, 9}, rich{100, 0.3, 0, 1};
+  OrderKey poor{0, 100, 0.1, 50, 9}, rich{0, 100, 0.3, 0, 1};
   EXPECT_TRUE(Before(poor, rich));
   EXPECT_EQ(WhyBefore(poor, rich), "queue share 0.100 < 0.300");
-  OrderKey old{100, 0.1, 1, 9}, young{100, 0.1, 2, 1};
+  OrderKey old{0, 100, 0.1, 1, 9}, young{0, 100, 0.1, 2, 1};
   EXPECT_TRUE(Before(old, young));
-  EXPECT_TRUE(Before({100, 0.1, 1, 1}, {100, 0.1, 1, 2}));
-  EXPECT_FALSE(Before({100, 0.1, 1, 1}, {100, 0.1, 1, 1}));
+  EXPECT_TRUE(Before({0, 100, 0.1, 1, 1}, {0, 100, 0.1, 1, 2}));
+  EXPECT_FALSE(Before({0, 100, 0.1, 1, 1}, {0, 100, 0.1, 1, 1}));
 }
 
 TEST(Order, AgingRaisesAWaitingJob) {
