@@ -55,6 +55,13 @@ class Cycle {
   }
   void Process(const PendingJob& job, const OrderKey& key);
   PlaceResult Place(const PendingJob& job);
+  // NearestFit, once per replica shape and cycle (a scan of every node): later jobs of the same
+  // shape read the answer as it was for the first.
+  const std::string& Nearest(const ReplicaRequest& replica) {
+    auto it = nearest_.find(replica);
+    if (it == nearest_.end()) it = nearest_.emplace(replica, NearestFit(cluster_, replica)).first;
+    return it->second;
+  }
   // The reservation that starting `replicas` until `end` would break, or null.
   const Reservation* Blocker(const std::vector<ReplicaPlacement>& replicas, int64_t end) {
     if (reservation_ && !reservation_->Allows(replicas, end)) return reservation_.get();
@@ -71,6 +78,7 @@ class Cycle {
   ResourceList capacity_;
   std::vector<VictimCandidate> candidates_;
   absl::flat_hash_map<Shape, FitReport> failed_;
+  absl::flat_hash_map<ReplicaRequest, std::string> nearest_;
   std::unique_ptr<Reservation> reservation_;
   // Preemptors' claims for the rest of the cycle: each one's placement once what stops for it is
   // gone, held in the cluster next to those jobs (their devices count twice until the cycle
@@ -95,10 +103,13 @@ Decisions Cycle::Run() {
   for (const PendingJob& job : in_.pending) by_queue[job.queue].push_back(&job);
   std::priority_queue<Head, std::vector<Head>, HeadAfter> heads;
   for (auto& [queue, jobs] : by_queue) {
-    // Inside one queue the share is common: priority, age and id decide.
-    std::sort(jobs.begin(), jobs.end(), [&](const PendingJob* a, const PendingJob* b) {
-      return Before(KeyOf(*a, queue), KeyOf(*b, queue));
-    });
+    // Inside one queue the share is common: nomination, priority, age and id decide.
+    std::vector<std::pair<OrderKey, const PendingJob*>> keyed;
+    keyed.reserve(jobs.size());
+    for (const PendingJob* j : jobs) keyed.push_back({KeyOf(*j, queue), j});
+    std::sort(keyed.begin(), keyed.end(),
+              [](const auto& a, const auto& b) { return Before(a.first, b.first); });
+    for (size_t i = 0; i < keyed.size(); ++i) jobs[i] = keyed[i].second;
     heads.push({KeyOf(*jobs[0], queue), queue, 0});
   }
   while (!heads.empty()) {
@@ -189,7 +200,7 @@ void Cycle::Process(const PendingJob& job, const OrderKey& key) {
       wait.fix = placeable > 0
                      ? absl::StrCat("needs room for ", job.request.replicas - placeable,
                                     " more replica(s) next to the ", placeable, " that fit now")
-                     : NearestFit(cluster_, job.request.replica);
+                     : Nearest(job.request.replica);
     }
   }
   if (ordered_out) {
