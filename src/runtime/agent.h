@@ -63,6 +63,9 @@ class Agent {
     int64_t deadline_us = 0;  // 0: none
     bool timed_out = false;
     bool launched = false;
+    // The server asked it to stop: signalled once, so a job saving a checkpoint on SIGTERM is
+    // not interrupted by the next heartbeat's repeat of the request.
+    bool stop_sent = false;
     std::optional<ExitStatus> exit;
     int64_t ended_us = 0;
     nlohmann::json grants = nlohmann::json::array();
@@ -80,7 +83,8 @@ class Agent {
   // Runs on its own thread; returns the record with "oom_killed".
   nlohmann::json Reclaim(Replica r);
   void StartReclaim(Replica& r);
-  void StopAsync(const ProcessHandle& handle);
+  // SIGTERM, then SIGKILL after `grace_ms` (-1: the agent's stop grace).
+  void StopAsync(const ProcessHandle& handle, int64_t grace_ms = -1);
   // Applies a MIG layout the server asked for, once per request; the result is reported until the
   // server stops asking.
   void ApplyLayout(const nlohmann::json& request);

@@ -111,8 +111,14 @@ absl::Status ReadScheduling(const json& j, JobSpec& spec) {
     if (!j["preemptible"].is_boolean()) return FieldError("preemptible", "must be true or false");
     spec.preemptible = j["preemptible"].get<bool>();
   }
-  if (auto t = ParseTopology(spec.topology); !t.ok())
+  if (auto t = ParseTopology(spec.topology); !t.ok()) {
     return FieldError("topology", t.status().message());
+  }
+  if (!spec.checkpoint_grace.empty()) {
+    auto grace = ParseDurationUs(spec.checkpoint_grace);
+    if (!grace.ok()) return FieldError("checkpoint_grace", grace.status().message());
+    if (*grace > 600'000'000) return FieldError("checkpoint_grace", "must be at most 10m");
+  }
   return absl::OkStatus();
 }
 
@@ -120,9 +126,9 @@ absl::Status ReadScheduling(const json& j, JobSpec& spec) {
 
 absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
   static const std::set<std::string> kTop = {
-      "name",     "tenant",    "project",        "queue",       "kind",    "priority",
-      "replicas", "resources", "command",        "env",         "workdir", "max_runtime",
-      "recovery", "lease",     "priority_class", "preemptible", "topology"};
+      "name",     "tenant",    "project",        "queue",       "kind",     "priority",
+      "replicas", "resources", "command",        "env",         "workdir",  "max_runtime",
+      "recovery", "lease",     "priority_class", "preemptible", "topology", "checkpoint_grace"};
   static const std::set<std::string> kResources = {
       "gpus", "mode", "gpu_compute", "gpu_memory", "profile", "gpu_model", "cpu", "memory"};
   if (absl::Status s = CheckKeys(j, "", kTop); !s.ok()) return s;
@@ -136,7 +142,8 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
                           {"workdir", &spec.workdir},
                           {"max_runtime", &spec.max_runtime},
                           {"priority_class", &spec.priority_class},
-                          {"topology", &spec.topology}}) {
+                          {"topology", &spec.topology},
+                          {"checkpoint_grace", &spec.checkpoint_grace}}) {
     if (absl::Status s = Read(j, key, key, *out); !s.ok()) return s;
   }
   int64_t replicas = 1;
@@ -215,6 +222,7 @@ json JobSpec::ToJson() const {
   if (!priority_class.empty()) j["priority_class"] = priority_class;
   if (preemptible.has_value()) j["preemptible"] = *preemptible;
   if (!topology.empty()) j["topology"] = topology;
+  if (!checkpoint_grace.empty()) j["checkpoint_grace"] = checkpoint_grace;
   if (!recovery.empty() || max_retries >= 0) {
     j["recovery"] = json::object();
     if (!recovery.empty()) j["recovery"]["policy"] = recovery;

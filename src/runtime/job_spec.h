@@ -59,6 +59,9 @@ struct JobSpec {
   std::string priority_class;
   std::optional<bool> preemptible;
   std::string topology;
+  // How long the job has to checkpoint once told to stop (preempted, drained, cancelled):
+  // SIGTERM, then SIGKILL after this ("30s"); empty: the agent's default (3 s).
+  std::string checkpoint_grace;
 
   nlohmann::json ToJson() const;
   std::string RecoveryPolicy() const;

@@ -152,6 +152,24 @@ TEST_F(SchedulingTest, HigherPriorityPreemptsInsideItsQueue) {
   EXPECT_EQ(victim["attempt"], 1);  // requeued without spending a retry
 }
 
+TEST_F(SchedulingTest, PreemptedJobGetsItsCheckpointGrace) {
+  // The agent's own grace is 3 s; this job needs 4 s to save after SIGTERM and asks for 8.
+  json spec = Job("default", 4);
+  spec["command"] = {
+      "sh", "-c", "trap 'sleep 4; echo saved; exit 0' TERM; echo up; while :; do sleep 0.1; done"};
+  spec["checkpoint_grace"] = "8s";
+  int64_t low = Submit(spec)["id"];
+  ASSERT_TRUE(
+      Eventually([&] { return Running(low) && Logs(low).find("up") != std::string::npos; }));
+  json urgent = Job("default", 2);
+  urgent["priority"] = 500;
+  int64_t high = Submit(urgent)["id"];
+  ASSERT_TRUE(Eventually([&] { return Running(high); }));
+  EXPECT_EQ(PlatformTest::Job(low)["preempted_by"], high);
+  EXPECT_TRUE(Eventually([&] { return Logs(low).find("saved") != std::string::npos; }, 5))
+      << Logs(low);
+}
+
 TEST_F(SchedulingTest, GangWaitsWholeWithGangAndPlacementGates) {
   int64_t gang = Submit(Job("default", 4, 2))["id"];  // 2 x 4 GPUs on one 4-GPU node
   ASSERT_TRUE(Eventually([&] { return !Explain(gang)["gates"].empty(); }));
