@@ -22,6 +22,15 @@ namespace {
 
 using json = nlohmann::json;
 
+// What `carve nodes` shows: ready, not-ready, cordoned, or maintenance (active or planned).
+std::string NodeState(const json& n) {
+  const json window = n.value("maintenance", json());
+  if (window.is_object() && window.value("phase", "") == "active") return "maintenance";
+  if (!n.value("cordoned_by", "").empty()) return "cordoned";
+  if (window.is_object()) return n.value("state", "") + "*";  // a window is planned
+  return n.value("state", "");
+}
+
 std::string GpuSummary(const json& spec) {
   const json& r = spec.value("resources", json::object());
   int gpus = r.value("gpus", 0);
@@ -186,18 +195,27 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
       }
       std::vector<std::string> parts;
       for (const auto& [k, count] : kinds) parts.push_back(absl::StrCat(count, "x ", k));
-      std::cout << absl::StrFormat(
-          "%-10s %-10s %-34s %-8s %-9s %d\n", n.value("name", ""),
-          (n.value("cordoned_by", "").empty() ? n.value("state", "") : std::string("cordoned")),
-          parts.empty() ? "-" : absl::StrJoin(parts, ", "),
-          absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
-          absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),
-          n.value("replicas", int64_t{0}));
+      std::cout << absl::StrFormat("%-10s %-10s %-34s %-8s %-9s %d\n", n.value("name", ""),
+                                   NodeState(n), parts.empty() ? "-" : absl::StrJoin(parts, ", "),
+                                   absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
+                                   absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),
+                                   n.value("replicas", int64_t{0}));
       for (const json& g : n["gpus"]) {
         if (g.value("health", "healthy") != "healthy") {
           std::cout << "           " << g.value("health", "") << " gpu " << g.value("index", 0)
                     << ": " << g.value("health_reason", "") << "\n";
         }
+      }
+      for (const json& g : n["gpus"]) {
+        std::string state = g.value("state", "available");
+        if (state != "available" && state != "quarantined") {
+          std::cout << "           " << state << " gpu " << g.value("index", 0) << "\n";
+        }
+      }
+      const json window = n.value("maintenance", json());
+      if (window.is_object()) {
+        std::cout << "           maintenance " << window.value("phase", "") << ": "
+                  << window.value("reason", "") << " (by " << window.value("by", "") << ")\n";
       }
       const json quarantined = n.value("quarantined", json::object());
       for (const auto& [index, why] : quarantined.items()) {

@@ -37,8 +37,64 @@ void AddRelayout(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+void AddScale(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto job = std::make_shared<std::string>();
+  auto replicas = std::make_shared<int>(0);
+  CLI::App* scale = app.add_subcommand(
+      "scale", "Set a running service's replica count (removed replicas are reclaimed)");
+  scale->add_option("job", *job, "Job id")->required();
+  scale->add_option("--replicas", *replicas, "Replicas to keep running")->required();
+  scale->callback([c, job, replicas] {
+    json j = Check(Client(*c).Post(absl::StrCat("/api/v1/jobs/", JobId(*job), "/scale"),
+                                   json{{"replicas", *replicas}}));
+    if (!Structured(*c, j)) std::cout << "job " << *job << ": " << j.value("reason", "") << "\n";
+  });
+}
+
+void AddMaintenance(CLI::App& app, std::shared_ptr<Connection> c) {
+  struct Flags {
+    std::string node, starts_in = "0s", lasts, reason;
+    bool cancel = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "maintenance", "Plan a node's maintenance window (drained while it lasts) or cancel it");
+  cmd->add_option("node", f->node, "Node name")->required();
+  cmd->add_option("--in", f->starts_in, "Starts in, e.g. 30m (default now)");
+  cmd->add_option("--for", f->lasts, "Lasts, e.g. 2h");
+  cmd->add_option("--reason", f->reason, "Why (recorded)");
+  cmd->add_flag("--cancel", f->cancel, "Cancel the planned window");
+  cmd->callback([c, f] {
+    json body = f->cancel
+                    ? json{{"cancel", true}}
+                    : json{{"starts_in", f->starts_in}, {"lasts", f->lasts}, {"reason", f->reason}};
+    json n = Check(Client(*c).Post("/api/v1/nodes/" + f->node + "/maintenance", body));
+    if (Structured(*c, n)) return;
+    std::cout << "node " << f->node << ": "
+              << (n["maintenance"].is_null() ? std::string("no maintenance window")
+                                             : n["maintenance"].dump())
+              << "\n";
+  });
+}
+
+void AddDeclareDead(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto node = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "declare-dead", "Declare a silent node dead: its jobs are lost and its devices unfenced");
+  cmd->add_option("node", *node, "Node name")->required();
+  cmd->callback([c, node] {
+    json n = Check(Client(*c).Post("/api/v1/nodes/" + *node + "/dead", json::object()));
+    if (!Structured(*c, n)) std::cout << "node " << *node << ": " << n.value("state", "") << "\n";
+  });
+}
+
 }  // namespace
 
-void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) { AddRelayout(app, c); }
+void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
+  AddDeclareDead(app, c);
+  AddRelayout(app, c);
+  AddScale(app, c);
+  AddMaintenance(app, c);
+}
 
 }  // namespace carve::app

@@ -2,6 +2,7 @@
 #define CARVE_PORTS_DEVICES_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct DiscoveredGpu {
   std::vector<DiscoveredMigInstance> mig_instances;
   std::string health = "healthy";  // "healthy" | "suspect" | "unhealthy"
   std::string health_reason;       // e.g. "XID 79"
+  int utilization_pct = -1;        // device activity over the last sample (-1: unknown)
+  // MIG instances with a fault of their own (an XID attributed to the instance), by start slice:
+  // "unhealthy XID 94". The GPU's other instances are not affected.
+  std::map<int, std::string> instance_health;
 };
 
 // A compute process on a device, as the driver (or the simulation) sees it.
@@ -57,6 +62,21 @@ class DeviceBackend {
     (void)layout;
     return absl::UnimplementedError(name() + " cannot change MIG layouts");
   }
+  // Dynamic partitions: creates an instance of `profile` at memory slice `start` on GPU `index`
+  // and returns its UUID, or destroys the instance at `start`. The GPU's other instances keep
+  // running. Discover() lists the instances that exist.
+  virtual absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,
+                                                        int start) {
+    (void)index;
+    (void)profile;
+    (void)start;
+    return absl::UnimplementedError(name() + " cannot create MIG instances");
+  }
+  virtual absl::Status DestroyMigInstance(int index, int start) {
+    (void)index;
+    (void)start;
+    return absl::UnimplementedError(name() + " cannot destroy MIG instances");
+  }
   // Where simulated devices keep their state (processes and memory jobs register); a no-op for
   // real devices.
   virtual void SetStateDir(const std::string& dir) { (void)dir; }
@@ -66,9 +86,12 @@ class DeviceBackend {
 // DIR/<gpu uuid>/<owner>.<pid> holding the MiB it uses ("<MiB>" or "<MiB> leak"). The process
 // counts while <pid> lives; a "leak" entry keeps its memory after the process is gone, modelling a
 // driver that did not free it. A file DIR/<gpu uuid>/health ("unhealthy XID 79") injects a
-// device fault. A file DIR/<uuid>/mig-layout (one "profile@start" per line, then "generation N")
+// device fault; DIR/<uuid>/health-<start> a fault of the MIG instance at that slice only. A file
+// DIR/<uuid>/utilization ("80") is the device's activity in percent (0 when
+// absent). A file DIR/<uuid>/mig-layout (one "profile@start" per line, then "generation N")
 // holds a layout applied with ApplyMigLayout; it replaces the description's layout, and its
-// instances get new UUIDs per generation, as a driver gives recreated instances. The agent puts
+// instances get new UUIDs per generation, as a driver gives recreated instances. A dynamic
+// instance is a file DIR/<uuid>/instances/<start> holding its profile. The agent puts
 // DIR in CARVE_SIM_GPU_DIR.
 
 // NVML through dlopen("libnvidia-ml.so.1"); Unavailable (with why) when the library or a GPU is

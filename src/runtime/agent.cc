@@ -105,10 +105,7 @@ std::map<std::string, std::string> Agent::GpuEnv(const json& a) const {
       for (const auto& m : gpu->mig_instances) {
         if (m.profile == g["profile"] && m.start == g.value("start", -1)) uuid = m.uuid;
       }
-      // A dynamic instance is named the way the simulated backend names its instances.
-      if (uuid.empty())
-        uuid = absl::StrCat("MIG-sim-", options_.node, "-", device, "-", g.value("start", 0));
-      visible.push_back(uuid);
+      if (!uuid.empty()) visible.push_back(uuid);
       continue;
     }
     visible.push_back(gpu->uuid);
@@ -145,7 +142,6 @@ void Agent::Launch(const json& a) {
     spec.argv.push_back(arg);
   }
   spec.env = a.value("env", std::map<std::string, std::string>{});
-  for (const auto& [k, v] : GpuEnv(a)) spec.env[k] = v;
   spec.env["CARVE_JOB_ID"] = std::to_string(r.job);
   spec.env["CARVE_REPLICA"] = std::to_string(r.index);
   spec.env["CARVE_NODE"] = options_.node;
@@ -162,6 +158,16 @@ void Agent::Launch(const json& a) {
     }
   }
   r.grants = a.value("grants", json::array());
+  // Dynamic partitions are created for the replica before it starts (and destroyed by Reclaim).
+  std::string create_error;
+  for (const json& g : r.grants) {
+    if (!g.value("created", false) || !create_error.empty()) continue;
+    auto uuid = devices_->CreateMigInstance(g.value("device", -1), g.value("profile", ""),
+                                            g.value("start", -1));
+    if (!uuid.ok()) create_error = std::string(uuid.status().message());
+  }
+  if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;
+  for (const auto& [k, v] : GpuEnv(a)) spec.env[k] = v;
   spec.workdir = a.value("workdir", "");
   spec.log_path = r.log_path;
   // Unique on this machine: several agents (and several Carve installations) may share it.
@@ -171,7 +177,9 @@ void Agent::Launch(const json& a) {
   r.started_us = NowUs();
   int64_t max_runtime = a.value("max_runtime_us", int64_t{0});
   r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;
-  auto handle = launcher_->Launch(spec);
+  auto handle = create_error.empty()
+                    ? launcher_->Launch(spec)
+                    : absl::StatusOr<ProcessHandle>(absl::FailedPreconditionError(create_error));
   if (handle.ok()) {
     r.handle = *handle;
     r.launched = true;
@@ -256,12 +264,7 @@ json Agent::Reclaim(Replica r) {
   for (const json& g : r.grants) {
     int device = g.value("device", -1);
     if (g.contains("profile")) {
-      // A dynamic instance is destroyed with the replica (simulated: it exists only in its grant).
-      if (g.value("created", false)) {
-        check("partition-destroyed", true,
-              absl::StrCat(g.value("profile", ""), " at slice ", g.value("start", 0), " destroyed"),
-              device);
-      }
+      if (g.value("created", false)) CheckDestroyed(g, check);
       continue;
     }
     auto processes = devices_->Processes(device);
@@ -297,6 +300,28 @@ json Agent::Reclaim(Replica r) {
           {"time_us", NowUs()}};
 }
 
+template <typename Check>
+void Agent::CheckDestroyed(const json& grant, Check& check) {
+  // A dynamic instance made for the replica is destroyed with it; the driver must agree.
+  int device = grant.value("device", -1);
+  int start = grant.value("start", -1);
+  std::string what = absl::StrCat(grant.value("profile", ""), " at slice ", start);
+  absl::Status destroyed = devices_->DestroyMigInstance(device, start);
+  auto gpus = devices_->Discover();
+  bool gone = gpus.ok();
+  if (gpus.ok()) {
+    for (const DiscoveredGpu& g : *gpus) {
+      for (const DiscoveredMigInstance& m : g.mig_instances)
+        gone &= !(g.index == device && m.start == start);
+    }
+  }
+  check("partition-destroyed", gone,
+        gone         ? what + " destroyed; the device lists no instance there"
+        : !gpus.ok() ? what + ": cannot list instances: " + std::string(gpus.status().message())
+                     : what + " still exists (" + std::string(destroyed.message()) + ")",
+        device);
+}
+
 json Agent::Report() const {
   json reps = json::array();
   for (const auto& [key, r] : replicas_) {
@@ -325,10 +350,17 @@ json Agent::Report() const {
     json instances = json::array();
     for (const DiscoveredMigInstance& m : g.mig_instances) {
       instances.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
+      if (auto h = g.instance_health.find(m.start); h != g.instance_health.end()) {
+        size_t space = h->second.find(' ');
+        instances.back()["health"] = h->second.substr(0, space);
+        instances.back()["health_reason"] =
+            space == std::string::npos ? "" : h->second.substr(space + 1);
+      }
     }
     body["gpus"].push_back({{"index", g.index},
                             {"health", g.health},
                             {"health_reason", g.health_reason},
+                            {"utilization_pct", g.utilization_pct},
                             {"mig_instances", instances}});
   }
   body["layouts"] = json::array();

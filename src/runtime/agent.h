@@ -83,6 +83,9 @@ class Agent {
   // Runs on its own thread; returns the record with "oom_killed".
   nlohmann::json Reclaim(Replica r);
   void StartReclaim(Replica& r);
+  // Destroys a dynamic MIG instance made for a replica and records whether the device agrees.
+  template <typename Check>
+  void CheckDestroyed(const nlohmann::json& grant, Check& check);
   // SIGTERM, then SIGKILL after `grace_ms` (-1: the agent's stop grace).
   void StopAsync(const ProcessHandle& handle, int64_t grace_ms = -1);
   // Applies a MIG layout the server asked for, once per request; the result is reported until the

@@ -197,6 +197,23 @@ void ApiServer::Routes() {
            auto id = IdParam(req);
            respond(res, id.ok() ? control_->Renew(*id, *who) : absl::StatusOr<json>(id.status()));
          });
+  s.Post(R"(/api/v1/jobs/(\d+)/scale)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           auto id = IdParam(req);
+           auto body = Body(req);
+           if (!id.ok() || !body.ok()) {
+             ReplyError(res, !id.ok() ? id.status() : body.status());
+             return;
+           }
+           const json count = body->is_object() ? body->value("replicas", json()) : json();
+           if (!count.is_number_integer()) {
+             ReplyError(res, absl::InvalidArgumentError("expected {\"replicas\": N}"));
+             return;
+           }
+           respond(res, control_->Scale(*id, count.get<int>(), *who));
+         });
   s.Get(R"(/api/v1/jobs/(\d+)/logs)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
           if (!authed(req, res, "user")) return;
@@ -236,6 +253,20 @@ void ApiServer::Routes() {
            if (!who) return;
            respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(),
                                          static_cast<int>(IntParam(req, "gpu", -1)), *who));
+         });
+  s.Post(R"(/api/v1/nodes/([^/]+)/dead)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           respond(res, control_->DeclareDead(req.matches[1].str(), *who));
+         });
+  s.Post(R"(/api/v1/nodes/([^/]+)/maintenance)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           auto body = Body(req);
+           respond(res, body.ok() ? control_->Maintenance(req.matches[1].str(), *body, *who)
+                                  : absl::StatusOr<json>(body.status()));
          });
   s.Post(R"(/api/v1/nodes/([^/]+)/gpus/(\d+)/layout)",
          [=, this](const httplib::Request& req, httplib::Response& res) {

@@ -297,7 +297,7 @@ absl::StatusOr<std::string> ControlPlane::ReadLog(int64_t job, int replica, int6
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job);
     if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job));
-    if (replica < 0 || replica >= it->second.spec.replicas) {
+    if (replica < 0 || replica >= static_cast<int>(it->second.replicas.size())) {
       return absl::NotFoundError(absl::StrCat("job ", job, " has no replica ", replica));
     }
   }

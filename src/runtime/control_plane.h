@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/model/cluster.h"
 #include "core/model/gpu_catalog.h"
 #include "core/sched/placement/policy.h"
 #include "core/sched/queueing/quota.h"
@@ -19,6 +20,9 @@
 #include "runtime/records.h"
 
 namespace carve {
+
+class Placer;
+struct ReplicaPlacement;
 
 // Who is calling: resolved from a bearer token.
 struct Principal {
@@ -35,6 +39,7 @@ class ControlPlane {
     std::string log_dir;                   // where replica logs are kept
     std::string checkpoint_root;           // CARVE_CHECKPOINT_DIR parent, shared by every node
     int64_t node_timeout_us = 10'000'000;  // a node silent this long is not-ready
+    int64_t lost_after_us = 10'000'000;    // ... and this much longer: its jobs are lost
   };
   using Clock = std::function<int64_t()>;  // microseconds since the epoch
 
@@ -53,6 +58,9 @@ class ControlPlane {
   nlohmann::json ListJobs(bool all) const;
   absl::StatusOr<nlohmann::json> Explain(int64_t id) const;
   absl::StatusOr<nlohmann::json> Cancel(int64_t id, const Principal& who);
+  // Sets a running service's (recovery policy failover) replica count: new replicas are placed
+  // one by one; removed ones are stopped and reclaimed with evidence while the rest keep serving.
+  absl::StatusOr<nlohmann::json> Scale(int64_t id, int replicas, const Principal& who);
   // Extends a running job's lease by its lease duration from now.
   absl::StatusOr<nlohmann::json> Renew(int64_t id, const Principal& who);
 
@@ -75,6 +83,13 @@ class ControlPlane {
   // placed in the first free slot), verify what the agent discovers, return the GPU to service.
   absl::StatusOr<nlohmann::json> Relayout(const std::string& node, int gpu,
                                           const nlohmann::json& body, const Principal& who);
+  // A maintenance window for a node: {starts_in: "10m" (default now), lasts: "2h", reason}, or
+  // {cancel: true}.
+  absl::StatusOr<nlohmann::json> Maintenance(const std::string& node, const nlohmann::json& body,
+                                             const Principal& who);
+  // An admin declares a silent node dead: its jobs are lost (if not yet) and its devices
+  // unfenced, on the admin's word that nothing of them still runs there.
+  absl::StatusOr<nlohmann::json> DeclareDead(const std::string& node, const Principal& who);
   // One event with its details (for a fault: the jobs, queues and tenants it touched).
   absl::StatusOr<nlohmann::json> Event(int64_t seq) const;
 
@@ -109,16 +124,46 @@ class ControlPlane {
   void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
                    const std::string& node, StoreBatch& batch);
   void FinishIfDone(JobRecord& job, StoreBatch& batch);
+  // Silent nodes: not-ready after node_timeout, their jobs lost lost_after later.
+  void Liveness(int64_t now, StoreBatch& batch);
   // The node stopped heartbeating: its jobs are lost, and recovered by their policy.
   void NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch);
   // Stops a running job because of the platform (`cause`); when its evidence is in it runs again
   // by its recovery policy. Returns false when it was not running.
   bool Displace(JobRecord& job, const std::string& cause, StoreBatch& batch);
+  // A service's replicas that `affected` selects are replaced alone while the others keep serving.
+  // Planned (a drain): each keeps running until its replacement runs. Unplanned: stopped at once
+  // (`lost`: the node is gone, no evidence will come). False when the whole job must recover
+  // instead: not a service, or (unplanned) no other replica serves.
+  bool ReplaceReplicas(JobRecord& job, const std::function<bool(const ReplicaRecord&)>& affected,
+                       const std::string& cause, bool planned, bool lost, StoreBatch& batch);
+  // Displace, but a service only moves its replicas on `node` (on GPU `gpu`; -1: any).
+  bool DisplaceOn(JobRecord& job, const std::string& node, int gpu, const std::string& cause,
+                  bool planned, StoreBatch& batch);
+  // Whether the agent must stop this replica now.
+  static bool MustStop(const JobRecord& job, const ReplicaRecord& rep);
+  // A replaced replica's evidence is in: it gives its devices back (or quarantines them).
+  void Retire(JobRecord& job, int replica, StoreBatch& batch);
+  // Devices whose reclaim checks failed leave the pool until an admin clears them. Returns
+  // whether the replica's reclaim was verified.
+  bool QuarantineFailedChecks(const JobRecord& job, const ReplicaRecord& rep, StoreBatch& batch);
+  // Places the unplaced replicas of running services, one by one, on `cluster`.
+  void PlaceReplacements(Cluster& cluster, Placer& placer, StoreBatch& batch);
+  // A placement as the replica's record: node and grants (profiles by name).
+  ReplicaRecord ToReplicaRecord(const Cluster& cluster, const ReplicaPlacement& p) const;
   // Queues `job` again as a new attempt, or ends it when its policy allows no more.
   void Recover(JobRecord& job, const std::string& cause, const std::string& fault_ref,
                StoreBatch& batch);
   // The agent's view of its GPUs' health: an unhealthy device displaces only its own jobs.
   void DeviceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  // What the agent says of its GPUs' activity: utilization, and how long each replica's GPUs
+  // have been idle.
+  void Activity(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  // Time-driven stops and windows: unrenewed leases, jobs idle past their queue's idle_after,
+  // maintenance windows starting and ending.
+  void Timers(int64_t now, StoreBatch& batch);
+  // Lets `request` onto nodes whose maintenance starts after a job of `spec` must have ended.
+  void TolerateWindows(JobRequest& request, const JobSpec& spec, int64_t now) const;
   // Moves the node's re-layouts on with what its agent reported; adds what the agent must apply
   // to `layouts`.
   void AdvanceRelayouts(NodeRecord& node, const nlohmann::json& report, StoreBatch& batch,
@@ -126,6 +171,9 @@ class ControlPlane {
   // A re-registering node: keeps what outlives the agent (cordons, fences, quarantines,
   // re-layouts) and reports a MIG layout that differs from the recorded one instead of adopting it.
   void CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatch& batch);
+  // The agent's view of its MIG instances' health: an unhealthy instance displaces only the jobs
+  // on it and takes no new work; its GPU's other instances keep running.
+  void InstanceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
   static std::string EndCause(const ReplicaRecord& rep, const std::string& memory);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;

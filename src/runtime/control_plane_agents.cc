@@ -64,6 +64,11 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     rep.pid = report.value("pid", int64_t{0});
     rep.started_us = report.value("started_us", now_());
     rep.enforcement = report.value("enforcement", "");
+    if (job.state == "running") {
+      Event(batch, "agent:" + node, "job.replica-started", subject,
+            absl::StrCat("replica ", r, " (slot ", rep.slot, ") running on ", node),
+            {{"replica", r}, {"pid", rep.pid}});
+    }
     if (job.state == "scheduled") {
       job.state = "running";
       job.started_us = rep.started_us;
@@ -80,7 +85,11 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
   if (rep.state == "exited" && rep.reclaim.is_null() && report.contains("reclaim")) {
     rep.reclaim = report["reclaim"];
     rep.oom_killed = report.value("oom_killed", false);
-    FinishIfDone(job, batch);
+    if (!rep.retire.empty()) {
+      Retire(job, r, batch);
+    } else {
+      FinishIfDone(job, batch);
+    }
     Touch(job, batch);
     return;
   }
@@ -101,7 +110,11 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
               ? absl::StrCat("replica ", r, " exited with code ", *rep.exit_code)
               : absl::StrCat("replica ", r, " was killed by signal ", rep.signal.value_or(0)),
           {{"replica", r}, {"timed_out", rep.timed_out}});
-    FinishIfDone(job, batch);
+    if (!rep.retire.empty()) {
+      if (!rep.reclaim.is_null()) Retire(job, r, batch);
+    } else {
+      FinishIfDone(job, batch);
+    }
     Touch(job, batch);
   }
 }
@@ -129,7 +142,7 @@ std::string ControlPlane::EndCause(const ReplicaRecord& rep, const std::string& 
 
 void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   for (const ReplicaRecord& rep : job.replicas) {
-    if (rep.state != "exited") return;
+    if (rep.retire.empty() && rep.state != "exited") return;
   }
   std::string subject = absl::StrCat("job/", job.id);
   if (job.state != "reclaiming") {
@@ -140,6 +153,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   }
   json statuses = json::array();
   for (const ReplicaRecord& rep : job.replicas) {
+    if (!rep.retire.empty()) continue;  // replaced: its own evidence retired it
     if (rep.reclaim.is_null()) return;  // evidence still to come
     statuses.push_back(rep.reclaim.value("status", ""));
   }
@@ -148,6 +162,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   bool timed_out = false;
   for (size_t r = 0; r < job.replicas.size(); ++r) {
     const ReplicaRecord& rep = job.replicas[r];
+    if (!rep.retire.empty()) continue;
     timed_out |= rep.timed_out;
     if (rep.exit_code && *rep.exit_code == 0 && !rep.oom_killed) continue;
     failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.memory)));
@@ -168,20 +183,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   // Evidence is in: devices whose checks failed leave the pool until an admin clears them.
   bool verified = true;
   for (const ReplicaRecord& rep : job.replicas) {
-    if (rep.reclaim.value("status", "") == "verified") continue;
-    verified = false;
-    for (const json& c : rep.reclaim.value("checks", json::array())) {
-      if (c.value("ok", true) || !c.contains("device")) continue;
-      int device = c["device"];
-      std::string why =
-          absl::StrCat("job ", job.id, ": ", c.value("name", ""), ": ", c.value("observed", ""));
-      auto node = nodes_.find(rep.node);
-      if (node == nodes_.end()) continue;
-      node->second.quarantined[device] = why;
-      batch.puts.push_back({"node", rep.node, node->second.ToJson().dump()});
-      Event(batch, "agent:" + rep.node, "device.quarantined",
-            absl::StrCat("node/", rep.node, "/gpu/", device), why, c);
-    }
+    if (rep.retire.empty()) verified &= QuarantineFailedChecks(job, rep, batch);
   }
   if (!job.displaced.empty() && !job.cancel_requested) {
     Recover(job, job.displaced, job.displaced, batch);
@@ -231,12 +233,17 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
   }
   StoreBatch batch;
   node->second.last_heartbeat_us = now_();
-  if (node->second.state == "not-ready") {
+  if (node->second.state == "not-ready" || node->second.state == "dead") {
     node->second.state = "ready";
+    node->second.lost_us = 0;
     batch.puts.push_back({"node", name, node->second.ToJson().dump()});
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
   }
-  if (body.contains("gpus")) DeviceHealth(node->second, body["gpus"], batch);
+  if (body.contains("gpus")) {
+    DeviceHealth(node->second, body["gpus"], batch);
+    InstanceHealth(node->second, body["gpus"], batch);
+    Activity(node->second, body["gpus"], batch);
+  }
   std::set<std::pair<int64_t, int>> reported;
   std::set<int64_t> running_jobs;
   for (const json& report : body.value("replicas", json::array())) {
@@ -271,10 +278,12 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     ApplyReport(job, r, report, name, batch);
     bool failed_sibling = false;
     for (const ReplicaRecord& rep : job.replicas) {
-      failed_sibling |= rep.state == "exited" && !(rep.exit_code && *rep.exit_code == 0);
+      failed_sibling |=
+          rep.retire.empty() && rep.state == "exited" && !(rep.exit_code && *rep.exit_code == 0);
     }
     if (report.value("state", "") == "running" &&
-        (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() || failed_sibling)) {
+        (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() || failed_sibling ||
+         MustStop(job, job.replicas[r]))) {
       json stop = {{"job", id}, {"replica", r}};
       if (!job.spec.checkpoint_grace.empty()) {
         stop["grace_ms"] = ParseDurationUs(job.spec.checkpoint_grace).value_or(0) / 1000;

@@ -1,4 +1,5 @@
 // Faults and planned disruptions: node loss, drains, unhealthy devices, and recovery by policy.
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -39,8 +40,61 @@ void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::
   job.outcome.clear();
   job.displaced.clear();
   job.reason = absl::StrCat(policy, ": attempt ", job.attempt + 1, " after ", cause);
+  if (policy == "checkpoint-retry") {  // back off: 1 s, 2 s, 4 s, ... at most a minute
+    int64_t backoff = int64_t{1'000'000} << std::min(job.attempt - 1, 6);
+    job.not_before_us = now_() + std::min<int64_t>(backoff, 60'000'000);
+    absl::StrAppend(&job.reason, "; retries after a ", backoff / 1'000'000, " s backoff");
+  }
   Event(batch, "scheduler", policy == "failover" ? "job.failover" : "job.retrying", subject,
         job.reason, {{"attempt", job.attempt}, {"policy", policy}, {"cause", fault_ref}});
+}
+
+void ControlPlane::Liveness(int64_t now, StoreBatch& batch) {
+  for (auto& [name, node] : nodes_) {
+    int64_t silent = now - node.last_heartbeat_us;
+    if (node.state == "ready" && silent > options_.node_timeout_us) {
+      node.state = "not-ready";
+      batch.puts.push_back({"node", name, node.ToJson().dump()});
+      Event(batch, "scheduler", "node.not-ready", "node/" + name,
+            absl::StrCat("no heartbeat for ", silent / 1000, " ms; its jobs are lost after ",
+                         (options_.node_timeout_us + options_.lost_after_us) / 1000,
+                         " ms of silence"));
+    }
+    if (node.state == "not-ready" && node.lost_us == 0 &&
+        silent > options_.node_timeout_us + options_.lost_after_us) {
+      node.lost_us = now;
+      NodeLost(node, now, batch);
+    }
+  }
+}
+
+absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Principal& who) {
+  if (who.role != "admin") return absl::PermissionDeniedError("only admins declare nodes dead");
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError("no node \"" + name + "\"");
+  NodeRecord& node = it->second;
+  if (node.state == "ready") {
+    return absl::FailedPreconditionError("node " + name +
+                                         " is heartbeating; drain it instead of declaring it dead");
+  }
+  StoreBatch batch;
+  int64_t now = now_();
+  if (node.lost_us == 0) {
+    node.lost_us = now;
+    NodeLost(node, now, batch);
+  }
+  json unfenced = json::array();
+  for (const auto& [gpu, job] : node.fenced) unfenced.push_back({{"gpu", gpu}, {"job", job}});
+  node.fenced.clear();
+  node.state = "dead";
+  batch.puts.push_back({"node", name, node.ToJson().dump()});
+  Event(batch, "user:" + who.name, "node.declared-dead", "node/" + name,
+        "declared dead by " + who.name + "; its devices are unfenced on that word",
+        {{"unfenced", unfenced}});
+  json out = node.ToJson();
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
 }
 
 void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
@@ -49,12 +103,14 @@ void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
     if (IsFinal(job.state)) continue;
     bool touched = false;
     for (const ReplicaRecord& r : job.replicas) {
-      if (r.node != node.name) continue;
+      if (r.node != node.name || r.state == "retired" || r.state == "lost") continue;
       touched = true;
       // Its processes may still run on the node: fence its devices until the node returns.
       for (const GrantRecord& g : r.grants) node.fenced[g.device] = id;
     }
     if (!touched) continue;
+    auto on_node = [&](const ReplicaRecord& r) { return r.node == node.name; };
+    if (ReplaceReplicas(job, on_node, fault, false, true, batch)) continue;  // the others serve
     Event(batch, "scheduler", "job.lost", absl::StrCat("job/", id), fault,
           {{"node", node.name}, {"attempt", job.attempt}});
     if (job.state == "reclaiming") {
@@ -113,7 +169,9 @@ absl::StatusOr<json> ControlPlane::Cordon(const std::string& name, const std::st
   if (action == "drain") {
     std::string cause = absl::StrCat("drain of ", target, " by ", who.name);
     for (auto& [id, job] : jobs_) {
-      if (job.Uses(name, gpu) && Displace(job, cause, batch)) moved.push_back(id);
+      if (job.Uses(name, gpu) && DisplaceOn(job, name, gpu, cause, true, batch)) {
+        moved.push_back(id);
+      }
     }
   }
   batch.puts.push_back({"node", name, node.ToJson().dump()});
@@ -153,7 +211,9 @@ void ControlPlane::DeviceHealth(NodeRecord& node, const json& gpus, StoreBatch& 
     json jobs = json::array();
     std::set<std::string> queues, tenants;
     for (auto& [id, job] : jobs_) {
-      if (!job.Uses(node.name, index) || !Displace(job, cause, batch)) continue;
+      if (!job.Uses(node.name, index) || !DisplaceOn(job, node.name, index, cause, false, batch)) {
+        continue;
+      }
       jobs.push_back(id);
       queues.insert(job.spec.queue);
       tenants.insert(job.spec.tenant);

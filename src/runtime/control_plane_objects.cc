@@ -88,7 +88,8 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
     std::set<std::string> fields = {"kind", "name", "description"};
     if (kind == "project") fields.insert({"tenant", "queues"});
     if (kind == "queue") {
-      fields.insert({"pool", "quota", "weight", "cohort", "borrowing_limit", "lending_limit"});
+      fields.insert({"pool", "quota", "weight", "cohort", "borrowing_limit", "lending_limit",
+                     "idle_after", "idle_action"});
     }
     if (kind == "priority-class") fields.insert({"priority", "preemptible"});
     if (absl::Status s = CheckFields(i, d, fields); !s.ok()) return s;
@@ -102,8 +103,18 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
                          : kind == "priority-class" ? CheckPriorityClassDoc(d)
                          : kind == "project"        ? CheckProjectQueues(d, declared)
                                                     : absl::OkStatus();
-    if (!sched.ok())
+    if (!sched.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("document ", i, ": ", sched.message()));
+    }
+    if (kind == "queue" && d.contains("idle_after")) {
+      auto after = d["idle_after"].is_string() ? ParseDurationUs(d["idle_after"])
+                                               : absl::InvalidArgumentError("must be a duration");
+      if (!after.ok()) return Invalid(i, "idle_after", after.status().message());
+    }
+    if (kind == "queue" && d.contains("idle_action") && d["idle_action"] != "flag" &&
+        d["idle_action"] != "stop") {
+      return Invalid(i, "idle_action", "must be flag or stop");
+    }
     declared.insert({kind, name});
   }
   StoreBatch batch;

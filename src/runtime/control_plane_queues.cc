@@ -97,6 +97,8 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
     if (!pools[job.spec.queue].empty()) request->replica.pool = pools[job.spec.queue];
     bool preemptible = job.spec.preemptible.value_or(true);
     if (job.state == "queued") {
+      if (job.not_before_us > now) continue;  // a retry's backoff
+      TolerateWindows(*request, job.spec, now);
       in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
                             MaxRuntimeUs(job.spec), std::move(*request),
                             ParseTopology(job.spec.topology).value_or(Topology::kAny),
@@ -157,20 +159,10 @@ void ControlPlane::BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& 
   json where = json::array();
   std::vector<std::string> nodes_used;
   for (const ReplicaPlacement& p : replicas) {
-    ReplicaRecord rep;
-    const Node& n = cluster.node(p.node);
-    rep.node = n.name;
+    ReplicaRecord rep = ToReplicaRecord(cluster, p);
+    rep.slot = static_cast<int>(job.replicas.size());
     json devices = json::array();
-    for (const DeviceGrant& g : p.grants) {
-      GrantRecord gr{g.device, g.compute.units(), g.memory.units(), "", -1, false};
-      if (g.mig_profile >= 0) {
-        gr.profile = catalog_->model(n.devices[g.device].model).mig_profiles[g.mig_profile].name;
-        gr.start = g.mig_start;
-        gr.created = g.mig_created;
-      }
-      rep.grants.push_back(gr);
-      devices.push_back(g.device);
-    }
+    for (const GrantRecord& g : rep.grants) devices.push_back(g.device);
     where.push_back({{"node", rep.node}, {"devices", devices}});
     nodes_used.push_back(rep.node);
     job.replicas.push_back(std::move(rep));

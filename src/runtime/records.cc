@@ -35,7 +35,7 @@ GrantRecord GrantFromJson(const json& j) {
 
 bool JobRecord::Uses(const std::string& node, int gpu) const {
   for (const ReplicaRecord& r : replicas) {
-    if (r.node != node) continue;
+    if (r.node != node || r.state == "retired") continue;
     if (gpu < 0) return true;
     for (const GrantRecord& g : r.grants) {
       if (g.device == gpu) return true;
@@ -61,7 +61,13 @@ json JobRecord::ToJson() const {
                {"ended_us", r.ended_us},
                {"enforcement", r.enforcement},
                {"timed_out", r.timed_out},
+               {"slot", r.slot},
+               {"idle_since_us", r.idle_since_us},
                {"reclaim", r.reclaim}};
+    if (!r.retire.empty()) {
+      rj["retire"] = r.retire;
+      rj["planned"] = r.planned;
+    }
     rj["exit_code"] = r.exit_code ? json(*r.exit_code) : json(nullptr);
     rj["signal"] = r.signal ? json(*r.signal) : json(nullptr);
     reps.push_back(rj);
@@ -82,6 +88,8 @@ json JobRecord::ToJson() const {
             {"outcome", outcome},
             {"attempt", attempt},
             {"lease_expires_us", lease_expires_us},
+            {"idle_flagged_us", idle_flagged_us},
+            {"not_before_us", not_before_us},
             {"attempts", attempts},
             {"replicas", reps},
             {"explanation", explanation},
@@ -114,6 +122,8 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.outcome = j.value("outcome", "");
     r.attempt = j.value("attempt", 0);
     r.lease_expires_us = j.value("lease_expires_us", int64_t{0});
+    r.idle_flagged_us = j.value("idle_flagged_us", int64_t{0});
+    r.not_before_us = j.value("not_before_us", int64_t{0});
     r.attempts = j.value("attempts", json::array());
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
@@ -133,6 +143,10 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.ended_us = rj.value("ended_us", int64_t{0});
       rep.enforcement = rj.value("enforcement", "");
       rep.timed_out = rj.value("timed_out", false);
+      rep.slot = rj.value("slot", static_cast<int>(r.replicas.size()));
+      rep.idle_since_us = rj.value("idle_since_us", int64_t{0});
+      rep.retire = rj.value("retire", "");
+      rep.planned = rj.value("planned", false);
       rep.oom_killed = rj.value("oom_killed", false);
       if (rj.contains("reclaim")) rep.reclaim = rj["reclaim"];
       r.replicas.push_back(rep);
@@ -157,7 +171,8 @@ json GpuToJson(const DiscoveredGpu& g) {
           {"dynamic_layout", g.dynamic_layout},
           {"mig_instances", mig},
           {"health", g.health},
-          {"health_reason", g.health_reason}};
+          {"health_reason", g.health_reason},
+          {"utilization_pct", g.utilization_pct}};
 }
 
 absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
@@ -176,6 +191,7 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
     }
     g.health = j.value("health", "healthy");
     g.health_reason = j.value("health_reason", "");
+    g.utilization_pct = j.value("utilization_pct", -1);
     return g;
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("gpus: ", e.what()));
@@ -219,6 +235,8 @@ json NodeRecord::ToJson() const {
   json mismatch = json::object();
   for (const auto& [index, m] : layout_mismatch) mismatch[std::to_string(index)] = m;
   return {{"name", name},
+          {"instance_faults", instance_faults},
+          {"maintenance", maintenance},
           {"relayouts", relayout},
           {"layout_mismatch", mismatch},
           {"cpu_milli", cpu_milli},
@@ -227,6 +245,7 @@ json NodeRecord::ToJson() const {
           {"backend", backend},
           {"gpus", gpu_list},
           {"state", state},
+          {"lost_us", lost_us},
           {"registered_us", registered_us},
           {"last_heartbeat_us", last_heartbeat_us},
           {"quarantined", quarantine},
@@ -249,6 +268,7 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
       n.gpus.push_back(*gpu);
     }
     n.state = j.value("state", "ready");
+    n.lost_us = j.value("lost_us", int64_t{0});
     n.registered_us = j.value("registered_us", int64_t{0});
     n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});
     n.cordoned_by = j.value("cordoned_by", "");
@@ -260,6 +280,8 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     for (const auto& [index, why] : quarantined.items()) {
       n.quarantined[std::stoi(index)] = why.get<std::string>();
     }
+    n.maintenance = j.value("maintenance", json());
+    n.instance_faults = j.value("instance_faults", std::map<std::string, json>{});
     const json relayouts = j.value("relayouts", json::object());
     for (const auto& [index, r] : relayouts.items()) n.relayouts[std::stoi(index)] = r;
     const json mismatch = j.value("layout_mismatch", json::object());

@@ -30,9 +30,14 @@ struct GrantRecord {
 };
 
 struct ReplicaRecord {
-  std::string node;
+  std::string node;  // empty until placed
   std::vector<GrantRecord> grants;
-  std::string state = "pending";  // pending | running | exited
+  // pending | running | exited; for a replaced service replica also retired (its reclaim is in)
+  // or lost (its node went silent; its devices stay fenced)
+  std::string state = "pending";
+  int slot = 0;          // the place in the service this replica fills (0..replicas-1)
+  std::string retire;    // why it is being replaced; empty while it serves
+  bool planned = false;  // planned: stop it once its replacement runs (never below N)
   int64_t pid = 0;
   std::optional<int> exit_code;
   std::optional<int> signal;
@@ -41,7 +46,8 @@ struct ReplicaRecord {
   std::string enforcement;  // what isolation the agent applied
   bool timed_out = false;
   bool oom_killed = false;
-  nlohmann::json reclaim;  // the agent's reclaim record: status, checks with observed values
+  nlohmann::json reclaim;     // the agent's reclaim record: status, checks with observed values
+  int64_t idle_since_us = 0;  // its GPUs showed no activity since then (0: active or unknown)
 };
 
 struct JobRecord {
@@ -60,6 +66,8 @@ struct JobRecord {
   std::string displaced;  // why the platform stopped it to run it again (drain, device fault)
   std::string outcome;    // while reclaiming: the state the job ends in
   int64_t lease_expires_us = 0;  // 0: no lease
+  int64_t idle_flagged_us = 0;   // when it was flagged for holding GPUs without using them
+  int64_t not_before_us = 0;     // a retry's backoff: not scheduled before then
   int attempt = 0;               // 0 for the first run; +1 per retry, requeue or failover
   nlohmann::json attempts = nlohmann::json::array();  // earlier attempts: node, end, cause
   std::vector<ReplicaRecord> replicas;                // empty until scheduled
@@ -70,7 +78,8 @@ struct JobRecord {
   std::string preemption;
   nlohmann::json victims = nlohmann::json::array();  // [{job, reason}]
 
-  // Whether a replica of the job holds a grant on `node` (on its GPU `gpu`; -1: any GPU).
+  // Whether a replica of the job holds a grant on `node` (on its GPU `gpu`; -1: any GPU);
+  // retired replicas hold nothing.
   bool Uses(const std::string& node, int gpu = -1) const;
 
   nlohmann::json ToJson() const;
@@ -84,7 +93,8 @@ struct NodeRecord {
   std::map<std::string, std::string> labels;
   std::string backend;  // "nvml" | "simulated"
   std::vector<DiscoveredGpu> gpus;
-  std::string state = "ready";  // ready | not-ready | cordoned
+  std::string state = "ready";  // ready | not-ready | dead (declared by an admin)
+  int64_t lost_us = 0;          // when its jobs were declared lost (0: not while it is silent)
   int64_t registered_us = 0;
   int64_t last_heartbeat_us = 0;
   std::map<int, std::string> quarantined;    // GPU index -> why (a failed reclaim check)
@@ -97,6 +107,13 @@ struct NodeRecord {
   // GPU index -> the MIG instances the agent discovered that differ from the recorded layout; not
   // adopted (the GPU is quarantined) until an admin re-lays it out or clears the quarantine.
   std::map<int, nlohmann::json> layout_mismatch;
+  // "GPU/START" -> {profile, health, reason}: MIG instances reported unhealthy while their GPU is
+  // not; nothing is placed on them until they report healthy again.
+  std::map<std::string, nlohmann::json> instance_faults;
+  // A maintenance window: {start_us, end_us, by, reason, phase: scheduled | active}; null: none.
+  // Before it starts only jobs that will end by then (max_runtime) land here; during it the node
+  // is drained and takes no work.
+  nlohmann::json maintenance;
 
   // The GPU's state for scheduling and display: available, cordoned, draining, reconfiguring,
   // quarantined or fenced.

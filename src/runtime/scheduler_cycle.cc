@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/sched/placement/placer.h"
 #include "runtime/control_plane.h"
 
@@ -13,6 +15,38 @@ using json = nlohmann::json;
 
 namespace {
 
+// A partition GPU's instances. On a dynamic GPU they are the grants' (created per replica).
+void AddInstances(const GpuCatalog& catalog, const DiscoveredGpu& g, Device& d) {
+  if (g.dynamic_layout) return;
+  for (const DiscoveredMigInstance& m : g.mig_instances) {
+    auto profile = catalog.FindProfile(d.model, m.profile);
+    if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});
+  }
+}
+
+// Faulty MIG instances take no work: occupied whether or not a job still holds them.
+void BlockFaultyInstances(Cluster& cluster, const std::map<std::string, NodeRecord>& nodes,
+                          const std::map<std::string, NodeId>& ids) {
+  for (const auto& [name, rec] : nodes) {
+    Node& node = cluster.mutable_node(ids.at(name));
+    for (const auto& [key, fault] : rec.instance_faults) {
+      std::vector<std::string> parts = absl::StrSplit(key, '/');
+      int gpu = 0, start = 0;
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &gpu) ||
+          !absl::SimpleAtoi(parts[1], &start) || gpu >= static_cast<int>(node.devices.size())) {
+        continue;
+      }
+      Device& d = node.devices[gpu];
+      auto profile = cluster.catalog().FindProfile(d.model, fault.value("profile", ""));
+      bool found = false;
+      for (MigInstance& m : d.instances) {
+        if (m.start == start) m.allocated = found = true;
+      }
+      if (!found && profile.ok()) d.instances.push_back({*profile, start, true, true});
+    }
+  }
+}
+
 // The live nodes as the core's cluster; `ids` maps node names to cluster ids.
 Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, NodeRecord>& nodes,
                      std::map<std::string, NodeId>& ids) {
@@ -20,9 +54,14 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
   for (const auto& [name, rec] : nodes) {
     Node n;
     n.name = name;
-    n.state = rec.state != "ready"       ? NodeState::kNotReady
-              : !rec.cordoned_by.empty() ? NodeState::kCordoned
-                                         : NodeState::kReady;
+    std::string window = rec.maintenance.is_object() ? rec.maintenance.value("phase", "") : "";
+    n.state = rec.state != "ready"                             ? NodeState::kNotReady
+              : !rec.cordoned_by.empty() || window == "active" ? NodeState::kCordoned
+                                                               : NodeState::kReady;
+    if (window == "scheduled") {  // only jobs that end before it starts (TolerateWindows)
+      n.taints.push_back(
+          {"carve.io/maintenance", std::to_string(rec.maintenance.value("start_us", int64_t{0}))});
+    }
     n.capacity.cpu = CpuMilli(rec.cpu_milli);
     n.capacity.memory = MemMib(rec.memory_mib);
     for (const auto& [k, v] : rec.labels) n.labels[k] = v;
@@ -40,10 +79,7 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
           rec.relayouts.count(g.index)) {
         d.state = DeviceState::kCordoned;
       }
-      for (const DiscoveredMigInstance& m : g.mig_instances) {
-        auto profile = catalog->FindProfile(d.model, m.profile);
-        if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});
-      }
+      AddInstances(*catalog, g, d);
       n.devices.push_back(std::move(d));
     }
     ids[name] = cluster.AddNode(std::move(n));
@@ -69,32 +105,30 @@ std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
 
 }  // namespace
 
+ReplicaRecord ControlPlane::ToReplicaRecord(const Cluster& cluster,
+                                            const ReplicaPlacement& p) const {
+  ReplicaRecord rep;
+  const Node& n = cluster.node(p.node);
+  rep.node = n.name;
+  for (const DeviceGrant& g : p.grants) {
+    GrantRecord gr{g.device, g.compute.units(), g.memory.units(), "", -1, false};
+    if (g.mig_profile >= 0) {
+      gr.profile = catalog_->model(n.devices[g.device].model).mig_profiles[g.mig_profile].name;
+      gr.start = g.mig_start;
+      gr.created = g.mig_created;
+    }
+    rep.grants.push_back(gr);
+  }
+  return rep;
+}
+
 absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return absl::UnavailableError("the server must be restarted");
   int64_t now = now_();
   StoreBatch batch;
-  // Liveness: a silent node is not-ready and the replicas it ran are lost.
-  for (auto& [name, node] : nodes_) {
-    if (node.state != "ready" || now - node.last_heartbeat_us <= options_.node_timeout_us) continue;
-    node.state = "not-ready";
-    batch.puts.push_back({"node", name, node.ToJson().dump()});
-    Event(batch, "scheduler", "node.not-ready", "node/" + name,
-          absl::StrCat("no heartbeat for ", (now - node.last_heartbeat_us) / 1000, " ms"));
-    NodeLost(node, now, batch);
-  }
-  // Leases that ran out: stop the job so its GPUs come back.
-  for (auto& [id, job] : jobs_) {
-    if (job.state != "running" || job.cancel_requested || job.lease_expires_us == 0 ||
-        now <= job.lease_expires_us) {
-      continue;
-    }
-    job.cancel_requested = true;
-    job.cancelled_by = "the platform: its " + job.spec.Lease() + " lease expired unrenewed";
-    job.reason = "stopping: lease expired";
-    Event(batch, "scheduler", "job.lease-expired", absl::StrCat("job/", id), job.cancelled_by);
-    Touch(job, batch);
-  }
+  Liveness(now, batch);
+  Timers(now, batch);  // leases, idle GPUs, maintenance windows
   // Cancelled before any replica started: nothing to stop.
   for (auto& [id, job] : jobs_) {
     if (IsFinal(job.state) || !job.cancel_requested) continue;
@@ -117,13 +151,14 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
     auto request = ToJobRequest(job.spec, *catalog_);
     for (const ReplicaRecord& rep : job.replicas) {
       auto it = ids.find(rep.node);
-      if (it == ids.end() || !request.ok()) continue;
+      if (it == ids.end() || !request.ok() || rep.state == "retired") continue;
       ReplicaPlacement p{it->second, request->replica.resources,
                          ToGrants(cluster, it->second, rep.grants)};
       ApplyReplica(cluster, p);
       held[id].push_back(std::move(p));
     }
   }
+  BlockFaultyInstances(cluster, nodes_, ids);
   for (auto& [id, job] : jobs_) {
     auto request = ToJobRequest(job.spec, *catalog_);
     if (request.ok()) workload.push_back({request->replica, 1.0});
@@ -131,6 +166,10 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   for (WorkloadClass& w : workload) w.weight /= static_cast<double>(workload.size());
   auto policy = MakePolicy(options_.policy, PolicyOptions{workload});
   if (!policy.ok()) return policy.status();
+  {
+    Placer placer(&cluster, policy->get(), static_cast<uint64_t>(now));
+    PlaceReplacements(cluster, placer, batch);  // running services first
+  }
   // Queues, quotas, order, preemption and placement: the core's cycle (control_plane_queues.cc).
   int scheduled = ScheduleQueued(cluster, held, **policy, now, batch);
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;

@@ -60,9 +60,9 @@ TEST_F(PartitionTest, RelayoutWhileTheNeighbourGpuKeepsRunning) {
   auto bad = Api().Post(absl::StrCat("/api/v1/nodes/mig-a/gpus/", change, "/layout"),
                         json{{"layout", {"7g.40gb", "1g.5gb"}}});
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("no room left for 1g.5gb"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("7g.40gb, 1g.5gb do not fit together"));
   auto asked = Api().Post(absl::StrCat("/api/v1/nodes/mig-a/gpus/", change, "/layout"),
-                          json{{"layout", json::array({"4g.20gb@0", "2g.10gb", "1g.5gb"})}});
+                          json{{"layout", json::array({"2g.10gb", "1g.5gb", "4g.20gb@0"})}});
   ASSERT_TRUE(asked.ok()) << asked.status();
   EXPECT_EQ((*asked)["phase"], "draining");
   EXPECT_EQ((*asked)["jobs_moved"], json::array({moved["id"]}));
@@ -154,6 +154,79 @@ TEST_F(PartitionTest, LayoutChangedBehindCarveIsReportedNotAdopted) {
   EXPECT_EQ(Layout(node["gpus"][1]), std::vector<std::string>{"mig-a/gpu1/7g.40gb@0"});
   EXPECT_EQ(node["gpus"][1]["state"], "available");
   EXPECT_EQ(EventsOf("device.layout-adopted").size(), 1u);
+}
+
+// An XID attributed to one MIG instance moves only the job on that instance; its neighbour on
+// the same GPU keeps running and nothing new lands on the instance until it is healthy again.
+TEST_F(PartitionTest, InstanceFaultTouchesOnlyTheJobOnThatInstance) {
+  ASSERT_TRUE(Api().Post("/api/v1/nodes/mig-a/cordon?gpu=1", json::object()).ok());
+  json a = WaitRunning(SubmitSlice("3g.20gb")["id"]);
+  json b = WaitRunning(SubmitSlice("3g.20gb", "inference")["id"]);
+  ASSERT_TRUE(Api().Post("/api/v1/nodes/mig-a/uncordon?gpu=1", json::object()).ok());
+  int start = a["replicas"][0]["grants"][0]["start"];
+  std::ofstream(dir_ / absl::StrCat("agents/mig-a/simgpu/GPU-sim-mig-a-0/health-", start))
+      << "unhealthy XID 94\n";
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("device.unhealthy").empty(); }));
+  json fault = EventsOf("device.unhealthy")[0];
+  EXPECT_EQ(fault["subject"], absl::StrCat("node/mig-a/gpu/0/mig/", start));
+  EXPECT_EQ(fault["details"]["jobs"], json::array({a["id"]}));
+  EXPECT_THAT(fault["reason"].get<std::string>(), HasSubstr("XID 94"));
+  ASSERT_TRUE(Eventually([&] {
+    json j = Job(a["id"]);
+    return j["attempt"] == 1 && j["state"] == "running";
+  })) << Job(a["id"]).dump(2);
+  json moved = Job(a["id"]);
+  EXPECT_EQ(moved["replicas"][0]["grants"][0]["device"], 1) << "not back on the faulty instance";
+  json still = Job(b["id"]);
+  EXPECT_EQ(still["attempt"], 0);
+  EXPECT_EQ(still["replicas"][0]["pid"], b["replicas"][0]["pid"]);
+  EXPECT_TRUE(Node("mig-a")["instance_faults"].contains(absl::StrCat("0/", start)));
+  std::filesystem::remove(dir_ /
+                          absl::StrCat("agents/mig-a/simgpu/GPU-sim-mig-a-0/health-", start));
+  EXPECT_TRUE(Eventually([&] { return Node("mig-a")["instance_faults"].empty(); }));
+  EXPECT_EQ(EventsOf("device.healthy").size(), 1u);
+}
+
+const NodeList kDynamicNode = {
+    {"mig-d", "gpus:\n  - {model: A100-40GB, mode: partition, layout: dynamic}\n"},
+};
+
+class DynamicPartitionTest : public PartitionTest {
+ protected:
+  const NodeList& Nodes() const override { return kDynamicNode; }
+};
+
+// On a dynamic GPU the instance is made for the replica, named in its CUDA_VISIBLE_DEVICES, and
+// destroyed with it (the device's own listing is the evidence) while its neighbour runs on.
+TEST_F(DynamicPartitionTest, InstancesAreMadeForTheJobAndDestroyedWithIt) {
+  auto slice = [](const std::string& command) {
+    return json{{"command", {"sh", "-c", command}},
+                {"resources", {{"mode", "partition"}, {"profile", "3g.20gb"}}}};
+  };
+  int64_t a = Submit(slice("echo visible=$CUDA_VISIBLE_DEVICES; sleep 60"))["id"];
+  int64_t b = Submit(slice("echo visible=$CUDA_VISIBLE_DEVICES; sleep 60"))["id"];
+  ASSERT_TRUE(
+      Eventually([&] { return Job(a)["state"] == "running" && Job(b)["state"] == "running"; }));
+  std::filesystem::path instances = dir_ / "agents/mig-d/simgpu/GPU-sim-mig-d-0/instances";
+  EXPECT_TRUE(std::filesystem::exists(instances / "0"));
+  EXPECT_TRUE(std::filesystem::exists(instances / "4"));
+  int start_a = Job(a)["replicas"][0]["grants"][0]["start"];
+  EXPECT_TRUE(Eventually([&] {
+    return Logs(a).find(absl::StrCat("visible=MIG-sim-mig-d-0-", start_a)) != std::string::npos;
+  })) << Logs(a);
+  ASSERT_TRUE(Api().Post(absl::StrCat("/api/v1/jobs/", a, "/cancel"), json::object()).ok());
+  json done = WaitFinal(a);
+  EXPECT_EQ(done["state"], "cancelled");
+  json destroyed;
+  for (const json& c : done["replicas"][0]["reclaim"]["checks"]) {
+    if (c["name"] == "partition-destroyed") destroyed = c;
+  }
+  ASSERT_FALSE(destroyed.is_null()) << done.dump(2);
+  EXPECT_TRUE(destroyed["ok"].get<bool>());
+  EXPECT_THAT(destroyed["observed"].get<std::string>(), HasSubstr("the device lists no instance"));
+  EXPECT_FALSE(std::filesystem::exists(instances / std::to_string(start_a)));
+  EXPECT_TRUE(std::filesystem::exists(instances / std::to_string(4 - start_a)));
+  EXPECT_EQ(Job(b)["state"], "running");
 }
 
 }  // namespace

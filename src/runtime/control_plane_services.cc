@@ -1,0 +1,187 @@
+// Services (recovery policy failover, the default for inference): a replica that is lost,
+// drained or scaled away is replaced alone while the others keep serving.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/sched/placement/placer.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+bool Gone(const ReplicaRecord& rep) { return rep.state == "retired" || rep.state == "lost"; }
+
+bool Serving(const ReplicaRecord& rep) { return rep.retire.empty() && rep.state == "running"; }
+
+void AddReplica(JobRecord& job, int slot) {
+  ReplicaRecord rep;
+  rep.slot = slot;
+  job.replicas.push_back(std::move(rep));
+}
+
+}  // namespace
+
+bool ControlPlane::ReplaceReplicas(JobRecord& job,
+                                   const std::function<bool(const ReplicaRecord&)>& affected,
+                                   const std::string& cause, bool planned, bool lost,
+                                   StoreBatch& batch) {
+  if (job.spec.RecoveryPolicy() != "failover" || job.state != "running" || job.cancel_requested) {
+    return false;
+  }
+  std::vector<size_t> hit;
+  int others = 0;
+  for (size_t i = 0; i < job.replicas.size(); ++i) {
+    const ReplicaRecord& rep = job.replicas[i];
+    if (!rep.retire.empty() || Gone(rep)) continue;
+    if (affected(rep)) {
+      hit.push_back(i);
+    } else {
+      others += Serving(rep);
+    }
+  }
+  if (hit.empty() || (others == 0 && !planned)) return false;
+  json replaced = json::array();
+  for (size_t i : hit) {
+    ReplicaRecord& rep = job.replicas[i];
+    rep.retire = cause;
+    rep.planned = planned;
+    if (lost) rep.state = "lost";                       // no evidence will come; devices are fenced
+    if (rep.state == "pending") rep.state = "retired";  // never started: nothing to reclaim
+    replaced.push_back({{"replica", i}, {"slot", rep.slot}, {"node", rep.node}});
+  }
+  for (const json& r : replaced) AddReplica(job, r["slot"].get<int>());
+  job.reason =
+      absl::StrCat("failover: replacing ", hit.size(), " of ", job.spec.replicas,
+                   " replicas after ", cause, planned ? "; each serves until replaced" : "");
+  Event(batch, "scheduler", "job.failover", absl::StrCat("job/", job.id), job.reason,
+        {{"replicas", replaced}, {"policy", "failover"}, {"cause", cause}, {"planned", planned}});
+  Touch(job, batch);
+  return true;
+}
+
+bool ControlPlane::DisplaceOn(JobRecord& job, const std::string& node, int gpu,
+                              const std::string& cause, bool planned, StoreBatch& batch) {
+  auto on = [&](const ReplicaRecord& rep) {
+    if (rep.node != node) return false;
+    if (gpu < 0) return true;
+    return std::any_of(rep.grants.begin(), rep.grants.end(),
+                       [&](const GrantRecord& g) { return g.device == gpu; });
+  };
+  if (ReplaceReplicas(job, on, cause, planned, false, batch)) return true;
+  return Displace(job, cause, batch);
+}
+
+bool ControlPlane::MustStop(const JobRecord& job, const ReplicaRecord& rep) {
+  if (rep.state == "lost") return true;
+  if (rep.retire.empty()) return false;
+  if (!rep.planned) return true;
+  return std::any_of(job.replicas.begin(), job.replicas.end(), [&](const ReplicaRecord& other) {
+    return &other != &rep && other.slot == rep.slot && Serving(other);
+  });
+}
+
+bool ControlPlane::QuarantineFailedChecks(const JobRecord& job, const ReplicaRecord& rep,
+                                          StoreBatch& batch) {
+  if (rep.reclaim.value("status", "") == "verified") return true;
+  auto node = nodes_.find(rep.node);
+  for (const json& c : rep.reclaim.value("checks", json::array())) {
+    if (c.value("ok", true) || !c.contains("device") || node == nodes_.end()) continue;
+    int device = c["device"];
+    std::string why =
+        absl::StrCat("job ", job.id, ": ", c.value("name", ""), ": ", c.value("observed", ""));
+    node->second.quarantined[device] = why;
+    batch.puts.push_back({"node", rep.node, node->second.ToJson().dump()});
+    Event(batch, "agent:" + rep.node, "device.quarantined",
+          absl::StrCat("node/", rep.node, "/gpu/", device), why, c);
+  }
+  return false;
+}
+
+void ControlPlane::Retire(JobRecord& job, int r, StoreBatch& batch) {
+  ReplicaRecord& rep = job.replicas[r];
+  rep.state = "retired";
+  bool verified = QuarantineFailedChecks(job, rep, batch);
+  Event(batch, "agent:" + rep.node, "job.replica-retired", absl::StrCat("job/", job.id),
+        absl::StrCat("replica ", r, " (slot ", rep.slot, ") on ", rep.node, " stopped after ",
+                     rep.retire, verified ? "; reclaim verified" : "; reclaim failed"),
+        {{"replica", r}, {"slot", rep.slot}, {"reclaim", rep.reclaim}});
+}
+
+absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Principal& who) {
+  if (replicas < 1 || replicas > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicas: ", replicas, " is not between 1 and 1000"));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
+  JobRecord& job = it->second;
+  if (job.spec.RecoveryPolicy() != "failover") {
+    return absl::FailedPreconditionError(absl::StrCat("job ", id, " is not a service (recovery ",
+                                                      job.spec.RecoveryPolicy(),
+                                                      "); only failover jobs scale"));
+  }
+  if (job.state != "running" || job.cancel_requested) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " is ", job.state, "; only a running service scales"));
+  }
+  StoreBatch batch;
+  int from = job.spec.replicas;
+  std::string cause = absl::StrCat("scale from ", from, " to ", replicas, " by ", who.name);
+  json removed = json::array();
+  for (size_t i = 0; i < job.replicas.size(); ++i) {
+    ReplicaRecord& rep = job.replicas[i];
+    if (rep.slot < replicas || !rep.retire.empty() || Gone(rep)) continue;
+    rep.retire = cause;
+    if (rep.state == "pending") rep.state = "retired";
+    removed.push_back(i);
+  }
+  for (int slot = from; slot < replicas; ++slot) AddReplica(job, slot);
+  job.spec.replicas = replicas;
+  job.reason = cause;
+  Event(batch, "user:" + who.name, "job.scaled", absl::StrCat("job/", id), cause,
+        {{"from", from}, {"to", replicas}, {"stopping", removed}});
+  Touch(job, batch);
+  json out = job.ToJson();
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
+}
+
+void ControlPlane::PlaceReplacements(Cluster& cluster, Placer& placer, StoreBatch& batch) {
+  for (auto& [id, job] : jobs_) {
+    if (job.state != "running" || job.cancel_requested) continue;
+    auto request = ToJobRequest(job.spec, *catalog_);
+    if (!request.ok()) continue;
+    request->replicas = 1;
+    TolerateWindows(*request, job.spec, now_());
+    for (size_t i = 0; i < job.replicas.size(); ++i) {
+      if (!job.replicas[i].node.empty() || job.replicas[i].state != "pending") continue;
+      PlaceResult r = placer.Place(*request);
+      if (!r.placed) {
+        std::string why = "replacement of replica slot " + std::to_string(job.replicas[i].slot) +
+                          " waits: " + r.report.Summary();
+        if (job.explanation != why) {
+          job.explanation = why;
+          Event(batch, "scheduler", "job.replica-waiting", absl::StrCat("job/", id), why);
+          Touch(job, batch);
+        }
+        continue;
+      }
+      ReplicaRecord placed = ToReplicaRecord(cluster, r.replicas[0]);
+      placed.slot = job.replicas[i].slot;
+      job.replicas[i] = std::move(placed);
+      job.explanation.clear();
+      Event(batch, "scheduler", "job.replica-scheduled", absl::StrCat("job/", id),
+            absl::StrCat("replica ", i, " (slot ", job.replicas[i].slot, ") placed on ",
+                         job.replicas[i].node),
+            {{"replica", i}, {"node", job.replicas[i].node}});
+      Touch(job, batch);
+    }
+  }
+}
+
+}  // namespace carve

@@ -1,0 +1,194 @@
+// What happens with time: leases that run out, GPUs held without activity, maintenance windows.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kMaintenanceTaint = "carve.io/maintenance";
+
+std::string Duration(int64_t us) {
+  int64_t s = us / 1'000'000;
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 7200) return absl::StrCat(s / 60, "m");
+  return absl::StrCat(s / 3600, "h");
+}
+
+}  // namespace
+
+void ControlPlane::Activity(NodeRecord& node, const json& gpus, StoreBatch& batch) {
+  for (const json& g : gpus) {
+    int index = g.value("index", -1);
+    if (index >= 0 && index < static_cast<int>(node.gpus.size())) {
+      node.gpus[index].utilization_pct = g.value("utilization_pct", -1);
+    }
+  }
+  int64_t now = now_();
+  for (auto& [id, job] : jobs_) {
+    if (job.state != "running") continue;
+    bool active = false;
+    for (ReplicaRecord& rep : job.replicas) {
+      if (rep.node != node.name || rep.state != "running" || rep.grants.empty()) continue;
+      bool known = true, busy = false;
+      for (const GrantRecord& g : rep.grants) {
+        int u = g.device < static_cast<int>(node.gpus.size()) ? node.gpus[g.device].utilization_pct
+                                                              : -1;
+        known &= u >= 0;
+        busy |= u > 0;
+      }
+      if (!known || busy) {
+        active |= busy;
+        rep.idle_since_us = 0;
+      } else if (rep.idle_since_us == 0) {
+        rep.idle_since_us = now;
+      }
+    }
+    if (active && job.idle_flagged_us != 0) {
+      job.idle_flagged_us = 0;
+      Event(batch, "agent:" + node.name, "job.active", absl::StrCat("job/", id),
+            "its GPUs are busy again");
+      Touch(job, batch);
+    }
+  }
+}
+
+void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
+  for (auto& [id, job] : jobs_) {
+    if (job.state != "running" || job.cancel_requested) continue;
+    std::string subject = absl::StrCat("job/", id);
+    // Leases that ran out: stop the job so its GPUs come back.
+    if (job.lease_expires_us != 0 && now > job.lease_expires_us) {
+      job.cancel_requested = true;
+      job.cancelled_by = "the platform: its " + job.spec.Lease() + " lease expired unrenewed";
+      job.reason = "stopping: lease expired";
+      Event(batch, "scheduler", "job.lease-expired", subject, job.cancelled_by);
+      Touch(job, batch);
+      continue;
+    }
+    // GPUs held without activity, as long as its queue allows.
+    auto queue = objects_.find({"queue", job.spec.queue});
+    if (queue == objects_.end() || !queue->second.contains("idle_after")) continue;
+    int64_t idle_since = 0;
+    bool holds = false, all_idle = true;
+    for (const ReplicaRecord& rep : job.replicas) {
+      if (rep.grants.empty() || rep.state != "running") continue;
+      holds = true;
+      all_idle &= rep.idle_since_us != 0;
+      idle_since = std::max(idle_since, rep.idle_since_us);
+    }
+    int64_t after = ParseDurationUs(queue->second["idle_after"]).value_or(0);
+    if (!holds || !all_idle || job.idle_flagged_us != 0 || now - idle_since < after) continue;
+    std::string action = queue->second.value("idle_action", "flag");
+    job.idle_flagged_us = now;
+    std::string why = absl::StrCat("its GPUs showed no activity for ", Duration(now - idle_since),
+                                   " (queue ", job.spec.queue, ": idle_after ",
+                                   queue->second["idle_after"].get<std::string>(), ")");
+    Event(batch, "scheduler", "job.idle", subject, why,
+          {{"idle_since_us", idle_since}, {"queue", job.spec.queue}, {"action", action}});
+    if (action == "stop") {
+      job.cancel_requested = true;
+      job.cancelled_by = "the platform: " + why;
+      job.reason = "stopping: idle";
+    }
+    Touch(job, batch);
+  }
+  for (auto& [name, node] : nodes_) {
+    if (!node.maintenance.is_object()) continue;
+    std::string phase = node.maintenance.value("phase", "");
+    std::string subject = "node/" + name;
+    if (phase == "scheduled" && now >= node.maintenance.value("start_us", int64_t{0})) {
+      node.maintenance["phase"] = "active";
+      std::string cause =
+          absl::StrCat("maintenance of node ", name, " by ", node.maintenance.value("by", ""), ": ",
+                       node.maintenance.value("reason", ""));
+      json moved = json::array();
+      for (auto& [id, job] : jobs_) {
+        if (job.Uses(name) && DisplaceOn(job, name, -1, cause, true, batch)) moved.push_back(id);
+      }
+      Event(batch, "scheduler", "node.maintenance-started", subject, cause,
+            {{"jobs", moved}, {"window", node.maintenance}});
+      batch.puts.push_back({"node", name, node.ToJson().dump()});
+    } else if (phase == "active" && now >= node.maintenance.value("end_us", int64_t{0})) {
+      Event(batch, "scheduler", "node.maintenance-ended", subject, "back in service",
+            {{"window", node.maintenance}});
+      node.maintenance = json();
+      batch.puts.push_back({"node", name, node.ToJson().dump()});
+    }
+  }
+}
+
+void ControlPlane::TolerateWindows(JobRequest& request, const JobSpec& spec, int64_t now) const {
+  if (spec.max_runtime.empty()) return;  // may run forever: never before a window
+  int64_t ends = now + ParseDurationUs(spec.max_runtime).value_or(0);
+  for (const auto& [name, node] : nodes_) {
+    if (!node.maintenance.is_object() || node.maintenance.value("phase", "") != "scheduled") {
+      continue;
+    }
+    int64_t start = node.maintenance.value("start_us", int64_t{0});
+    if (ends <= start) {
+      request.replica.tolerations.push_back({kMaintenanceTaint, std::to_string(start)});
+    }
+  }
+}
+
+absl::StatusOr<json> ControlPlane::Maintenance(const std::string& name, const json& body,
+                                               const Principal& who) {
+  if (who.role != "admin") return absl::PermissionDeniedError("only admins plan maintenance");
+  if (!body.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
+  for (const auto& [k, v] : body.items()) {
+    if (k != "starts_in" && k != "lasts" && k != "reason" && k != "cancel") {
+      return absl::InvalidArgumentError(k +
+                                        ": unknown field; known: starts_in, lasts, reason, cancel");
+    }
+  }
+  int64_t starts_in = 0, lasts = 0;
+  bool cancel = body.value("cancel", false);
+  if (!cancel) {
+    auto in = ParseDurationUs(body.value("starts_in", "0s"));
+    if (!in.ok())
+      return absl::InvalidArgumentError("starts_in: " + std::string(in.status().message()));
+    if (!body.contains("lasts")) return absl::InvalidArgumentError("lasts: how long, e.g. \"2h\"");
+    auto d = ParseDurationUs(body.value("lasts", ""));
+    if (!d.ok() || *d <= 0) {
+      return absl::InvalidArgumentError("lasts: " + (d.ok() ? std::string("must be positive")
+                                                            : std::string(d.status().message())));
+    }
+    starts_in = *in;
+    lasts = *d;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError("no node \"" + name + "\"");
+  NodeRecord& node = it->second;
+  StoreBatch batch;
+  if (cancel) {
+    if (!node.maintenance.is_object()) {
+      return absl::FailedPreconditionError("node " + name + " has no maintenance window");
+    }
+    Event(batch, "user:" + who.name, "node.maintenance-cancelled", "node/" + name,
+          "window cancelled", {{"window", node.maintenance}});
+    node.maintenance = json();
+  } else {
+    int64_t now = now_();
+    node.maintenance = {{"start_us", now + starts_in},
+                        {"end_us", now + starts_in + lasts},
+                        {"by", who.name},
+                        {"reason", body.value("reason", "")},
+                        {"phase", "scheduled"}};
+    Event(batch, "user:" + who.name, "node.maintenance-scheduled", "node/" + name,
+          absl::StrCat("maintenance in ", Duration(starts_in), " for ", Duration(lasts), ": ",
+                       body.value("reason", "")),
+          node.maintenance);
+  }
+  batch.puts.push_back({"node", name, node.ToJson().dump()});
+  json out = node.ToJson();
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
+}
+
+}  // namespace carve

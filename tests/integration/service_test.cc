@@ -1,0 +1,168 @@
+// Services (inference, recovery failover) against the real server and agents: a lost or drained
+// replica is replaced alone, a planned drain never drops below the replica count, and scaling
+// down reclaims the removed replicas with evidence.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "integration/harness.h"
+
+namespace carve {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace carve::it;  // NOLINT: the harness
+
+class ServiceTest : public PlatformTest {
+ protected:
+  int64_t SubmitService(int replicas) {
+    json job = Submit({{"kind", "inference"},
+                       {"replicas", replicas},
+                       {"command", {"sleep", "60"}},
+                       {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
+    int64_t id = job["id"];
+    EXPECT_TRUE(Eventually([&] {
+      return Serving(Job(id)).size() == static_cast<size_t>(replicas);
+    })) << Job(id).dump(2);
+    return id;
+  }
+
+  // Indexes of the replicas that serve: running and not being replaced.
+  static std::vector<int> Serving(const json& job) {
+    std::vector<int> out;
+    for (size_t i = 0; i < job["replicas"].size(); ++i) {
+      const json& r = job["replicas"][i];
+      if (r["state"] == "running" && !r.contains("retire")) out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
+
+  static int Running(const json& job) {
+    int n = 0;
+    for (const json& r : job["replicas"]) n += r["state"] == "running";
+    return n;
+  }
+
+  void Post(const std::string& path, const json& body = json::object()) {
+    auto r = Api().Post(path, body);
+    ASSERT_TRUE(r.ok()) << path << ": " << r.status();
+  }
+};
+
+// A drain moves each replica make-before-break: the old one serves until its replacement runs,
+// and waits as long as there is no room for one.
+TEST_F(ServiceTest, DrainNeverDropsBelowTheReplicaCount) {
+  Post("/api/v1/nodes/gpu-b/cordon");
+  int64_t id = SubmitService(2);  // both on gpu-a's two H200s
+  json before = Job(id);
+  ASSERT_EQ(before["replicas"][0]["node"], "gpu-a");
+  ASSERT_EQ(before["replicas"][1]["node"], "gpu-a");
+  Post("/api/v1/nodes/gpu-b/uncordon");
+  Post("/api/v1/nodes/gpu-a/drain");
+  // gpu-b has one H200: one replica moves, the other keeps serving on gpu-a meanwhile.
+  int lowest = 2;
+  ASSERT_TRUE(Eventually([&] {
+    json j = Job(id);
+    lowest = std::min(lowest, Running(j));
+    int retired = 0;
+    for (const json& r : j["replicas"]) retired += r["state"] == "retired";
+    return retired == 1;
+  })) << Job(id).dump(2);
+  for (int i = 0; i < 10; ++i) {
+    lowest = std::min(lowest, Running(Job(id)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  json mid = Job(id);
+  EXPECT_GE(lowest, 2) << "a planned drain dropped the service below its replicas";
+  EXPECT_EQ(mid["state"], "running");
+  EXPECT_EQ(mid["attempt"], 0);
+  ASSERT_EQ(mid["replicas"].size(), 4u);
+  std::map<std::string, int> serving_on;
+  for (int i : Serving(mid)) ++serving_on[mid["replicas"][i]["node"]];
+  EXPECT_EQ(serving_on["gpu-b"], 1);
+  int waiting = 0, draining = 0;
+  for (const json& r : mid["replicas"]) {
+    if (r["state"] == "retired") {
+      EXPECT_EQ(r["reclaim"]["status"], "verified");
+      EXPECT_THAT(r["retire"].get<std::string>(), HasSubstr("drain of node gpu-a"));
+    }
+    waiting += r["state"] == "pending" && r["node"] == "";
+    draining += r["state"] == "running" && r.contains("retire");
+  }
+  EXPECT_EQ(waiting, 1);
+  EXPECT_EQ(draining, 1) << "the replica without a replacement keeps serving";
+  EXPECT_FALSE(EventsOf("job.replica-waiting").empty());
+}
+
+// Losing a node replaces only the replica that ran there; the other never stops.
+TEST_F(ServiceTest, NodeLossReplacesOnlyTheLostReplica) {
+  Post("/api/v1/nodes/gpu-a/cordon?gpu=1");  // one H200 on each node for the two replicas
+  int64_t id = SubmitService(2);
+  Post("/api/v1/nodes/gpu-a/uncordon?gpu=1");
+  json before = Job(id);
+  int on_a = before["replicas"][0]["node"] == "gpu-a" ? 0 : 1;
+  ASSERT_EQ(before["replicas"][1 - on_a]["node"], "gpu-b");
+  Kill(agents_[1], SIGKILL);  // gpu-b
+  ASSERT_TRUE(Eventually([&] {
+    return Serving(Job(id)).size() == 2 && Job(id)["replicas"].size() == 3;
+  })) << Job(id).dump(2);
+  json after = Job(id);
+  EXPECT_EQ(after["state"], "running");
+  EXPECT_EQ(after["attempt"], 0);
+  EXPECT_EQ(after["replicas"][on_a]["pid"], before["replicas"][on_a]["pid"]);
+  EXPECT_EQ(after["replicas"][1 - on_a]["state"], "lost");
+  EXPECT_EQ(after["replicas"][2]["node"], "gpu-a");
+  EXPECT_EQ(after["replicas"][2]["slot"], before["replicas"][1 - on_a]["slot"]);
+  json failover = EventsOf("job.failover");
+  ASSERT_EQ(failover.size(), 1u);
+  EXPECT_THAT(failover[0]["reason"].get<std::string>(), HasSubstr("gpu-b stopped heartbeating"));
+  EXPECT_TRUE(Node("gpu-b")["fenced"].contains("1")) << "the lost replica's H200 must stay fenced";
+  // The node returns: its orphan is stopped and the device unfenced.
+  agents_[1] = StartAgent(1);
+  EXPECT_TRUE(Eventually([&] { return Node("gpu-b")["fenced"].empty(); })) << Node("gpu-b").dump(2);
+}
+
+TEST_F(ServiceTest, ScaleDownReclaimsTheRemovedReplicas) {
+  int64_t id = SubmitService(3);
+  auto bad = Api().Post(absl::StrCat("/api/v1/jobs/", id, "/scale"), json{{"replicas", 0}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("not between 1 and 1000"));
+  json batch = Submit({{"command", {"sleep", "30"}}});
+  auto not_service = Api().Post(absl::StrCat("/api/v1/jobs/", batch["id"].get<int64_t>(), "/scale"),
+                                json{{"replicas", 2}});
+  ASSERT_FALSE(not_service.ok());
+  EXPECT_THAT(not_service.status().message(), HasSubstr("only failover jobs scale"));
+  EXPECT_EQ(Job(id)["spec"]["replicas"], 3) << "a refused scale changed the job";
+
+  Post(absl::StrCat("/api/v1/jobs/", id, "/scale"), json{{"replicas", 1}});
+  ASSERT_TRUE(Eventually([&] {
+    json j = Job(id);
+    int retired = 0;
+    for (const json& r : j["replicas"]) retired += r["state"] == "retired";
+    return retired == 2;
+  })) << Job(id).dump(2);
+  json down = Job(id);
+  EXPECT_EQ(down["state"], "running");
+  EXPECT_EQ(down["spec"]["replicas"], 1);
+  EXPECT_EQ(Serving(down), std::vector<int>{0});
+  for (int i : {1, 2}) {
+    const json& r = down["replicas"][i];
+    EXPECT_EQ(r["reclaim"]["status"], "verified") << r.dump(2);
+    EXPECT_FALSE(r["reclaim"]["checks"].empty());
+  }
+  EXPECT_EQ(EventsOf("job.replica-retired").size(), 2u);
+  // Their GPUs are free again: three more whole H200 jobs fit beside the remaining replica.
+  for (int i = 0; i < 2; ++i) {
+    json j = Submit(
+        {{"command", {"sleep", "30"}}, {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
+    EXPECT_TRUE(Eventually([&] { return Job(j["id"])["state"] == "running"; }));
+  }
+  Post(absl::StrCat("/api/v1/jobs/", id, "/scale"), json{{"replicas", 2}});
+  json waiting = Job(id);
+  EXPECT_EQ(waiting["replicas"].size(), 4u);
+  EXPECT_TRUE(Eventually([&] { return !EventsOf("job.replica-waiting").empty(); }))
+      << "no H200 is free for the new replica";
+}
+
+}  // namespace
+}  // namespace carve
