@@ -166,8 +166,10 @@ TEST_F(SchedulingTest, PreemptedJobGetsItsCheckpointGrace) {
   int64_t high = Submit(urgent)["id"];
   ASSERT_TRUE(Eventually([&] { return Running(high); }));
   EXPECT_EQ(PlatformTest::Job(low)["preempted_by"], high);
-  EXPECT_TRUE(Eventually([&] { return Logs(low).find("saved") != std::string::npos; }, 5))
-      << Logs(low);
+  // The server's copy of the first attempt's log (the API serves the current attempt's).
+  std::string log = (dir_ / "data/logs" / absl::StrCat("job-", low, "-0.log")).string();
+  EXPECT_TRUE(Eventually([&] { return Slurp(log).find("saved") != std::string::npos; }, 5))
+      << Slurp(log);
 }
 
 TEST_F(SchedulingTest, GangWaitsWholeWithGangAndPlacementGates) {
