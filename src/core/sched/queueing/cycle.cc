@@ -89,7 +89,9 @@ class Cycle {
   };
   std::vector<Claim> claims_;
   void Unclaim();
-  bool reservation_tried_ = false;
+  // Jobs that could not fit even an emptied cluster pass the reservation on to the next blocked
+  // job, up to this many tries per cycle (each costs a search over the running jobs' ends).
+  int reservation_tries_left_ = 8;
   std::vector<std::pair<int64_t, OrderKey>> waiting_;
   std::vector<int64_t> bound_ends_;           // per bind: its declared end, or kNoEnd
   std::map<int64_t, int64_t> preempted_for_;  // victim -> preemptor
@@ -305,8 +307,8 @@ bool Cycle::TryPreempt(const PendingJob& job, const ResourceList& demand, WaitEx
 }
 
 void Cycle::Reserve(const PendingJob& job, WaitExplanation& wait) {
-  if (reservation_tried_) return;
-  reservation_tried_ = true;
+  if (reservation_ || reservation_tries_left_ <= 0) return;
+  --reservation_tries_left_;
   std::vector<Holding> holdings;
   for (size_t i = 0; i < in_.running.size(); ++i) {
     const RunningJob& r = in_.running[i];

@@ -238,6 +238,66 @@ TEST(Cycle, NotPreemptibleAndStoppingJobsAreNeverVictims) {
   EXPECT_THAT(w->gates.back().victims, ElementsAre(2));
 }
 
+TEST(Cycle, AJobThatCanNeverFitPassesTheReservationOn) {
+  Cluster cluster = H200Cluster(1, 8);
+  OneCycle c(&cluster);
+  c.input.running.push_back(Running(cluster, 1, "q", Gpus(4), 100, 0, 10 * kMinute));
+  c.input.running.back().preemptible = false;
+  c.input.pending.push_back(Pending(2, "q", Gpus(16), 300));  // more than any node has
+  c.input.pending.push_back(Pending(3, "q", Gpus(8), 200));
+  Decisions d = c.Run();
+  EXPECT_FALSE(WaitOf(d, 2)->reserved);
+  EXPECT_EQ(d.reserved_job, 3);
+  EXPECT_EQ(d.reserved_start_us, 10 * kMinute);
+}
+
+TEST(Cycle, ABorrowingQueueDoesNotPreemptItsOwnJobsToBorrowMore) {
+  Cluster cluster = H200Cluster(1, 8);
+  OneCycle c(&cluster);
+  c.input.queues = {Queue("a", "c", 2), Queue("b", "c", 6)};
+  // a runs 4 (2 borrowed from b's idle quota); b's 4 more fill the node.
+  c.input.running.push_back(Running(cluster, 1, "a", Gpus(4), 0, 1));
+  c.input.running.push_back(Running(cluster, 2, "b", Gpus(4), 100, 2));
+  c.input.pending.push_back(Pending(3, "a", Gpus(4), 1000));  // a would still borrow
+  Decisions d = c.Run();
+  EXPECT_TRUE(d.preemptions.empty());
+  c.input.pending[0].request = Gpus(2);  // within a's nominal once job 1 is gone: allowed
+  cluster = H200Cluster(1, 8);
+  c.input.running.clear();
+  c.input.running.push_back(Running(cluster, 1, "a", Gpus(4), 0, 1));
+  c.input.running.push_back(Running(cluster, 2, "b", Gpus(4), 100, 2));
+  d = c.Run();
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim, 1);
+  EXPECT_EQ(d.preemptions[0].kind, "priority");
+}
+
+TEST(Cycle, APreemptorIsNominatedAndHoldsItsClaimForTheRestOfTheCycle) {
+  Cluster cluster = H200Cluster(1, 4);
+  OneCycle c(&cluster);
+  c.input.running.push_back(Running(cluster, 1, "q", Gpus(2), 0, 1));
+  c.input.pending.push_back(Pending(2, "q", Gpus(4), 500, 10));  // needs job 1's two GPUs too
+  c.input.pending.push_back(Pending(3, "q", Gpus(2), 100, 20));  // would fit the free two
+  Decisions d = c.Run();
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_FALSE(Bound(d, 3));  // the free GPUs are job 2's claim
+  ASSERT_NE(WaitOf(d, 3), nullptr);
+  ASSERT_FALSE(WaitOf(d, 3)->gates.empty());
+  EXPECT_EQ(WaitOf(d, 3)->gates[0].gate, Gate::kPlacement);
+  // Next cycle: job 1 has stopped; job 2, nominated, goes first even against a higher priority.
+  Cluster after = H200Cluster(1, 4);
+  OneCycle next(&after);
+  next.input.pending.push_back(Pending(4, "q", Gpus(4), 900, 30));
+  next.input.pending.push_back(Pending(2, "q", Gpus(4), 500, 10));
+  next.input.pending.back().nominated_us = 5;
+  Decisions n = next.Run();
+  ASSERT_TRUE(Bound(n, 2));
+  EXPECT_FALSE(Bound(n, 4));
+  EXPECT_EQ(n.binds[0].job, 2);
+  EXPECT_EQ(WhyBefore({5, 500, 0, 10, 2}, {0, 900, 0, 30, 4}),
+            "it preempted jobs to start and goes first");
+}
+
 TEST(Cycle, NoPreemptionWhenItWouldNotMakeThePreemptorFit) {
   Cluster cluster = H200Cluster(2, 4);
   OneCycle c(&cluster);
