@@ -83,6 +83,13 @@ absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body) co
 int ControlPlane::ScheduleQueued(Cluster& cluster,
                                  const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
                                  const PlacementPolicy& policy, int64_t now, StoreBatch& batch) {
+  // Explanations and nominations only hold while a job is queued (it may have been cancelled).
+  auto not_queued = [&](const auto& entry) {
+    auto it = jobs_.find(entry.first);
+    return it == jobs_.end() || it->second.state != "queued";
+  };
+  std::erase_if(waits_, not_queued);
+  std::erase_if(nominated_, not_queued);
   CycleInput in;
   in.cluster = &cluster;
   in.policy = &policy;

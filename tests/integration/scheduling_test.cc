@@ -168,7 +168,7 @@ TEST_F(SchedulingTest, PreemptedJobGetsItsCheckpointGrace) {
   EXPECT_EQ(PlatformTest::Job(low)["preempted_by"], high);
   // The server's copy of the first attempt's log (the API serves the current attempt's).
   std::string log = (dir_ / "data/logs" / absl::StrCat("job-", low, "-0.log")).string();
-  EXPECT_TRUE(Eventually([&] { return Slurp(log).find("saved") != std::string::npos; }, 5))
+  EXPECT_TRUE(Eventually([&] { return Slurp(log).find("saved") != std::string::npos; }, 15))
       << Slurp(log);
 }
 
