@@ -172,6 +172,39 @@ TEST_F(SchedulingTest, PreemptedJobGetsItsCheckpointGrace) {
       << Slurp(log);
 }
 
+TEST_F(SchedulingTest, BackfillStartsOnlyWhatCannotDelayTheReservedJob) {
+  json first = Job("default", 2);
+  first["priority_class"] = "critical";  // not preemptible: the big job must wait for its end
+  first["max_runtime"] = "60s";
+  int64_t running = Submit(first)["id"];
+  ASSERT_TRUE(Eventually([&] { return Running(running); }));
+  json big = Job("default", 4);
+  big["priority"] = 500;
+  int64_t reserved = Submit(big)["id"];
+  ASSERT_TRUE(Eventually([&] { return Explain(reserved)["reserved"] == true; }));
+  json longer = Job("default", 2);
+  longer["max_runtime"] = "10m";  // would still run when the big job is due
+  int64_t held = Submit(longer)["id"];
+  ASSERT_TRUE(Eventually([&] { return Explain(held)["gate"] == "order"; })) << Explain(held);
+  json e = Explain(held);
+  EXPECT_EQ(e["state"], "queued");  // two GPUs are free, but not for ten minutes
+  ASSERT_EQ(e["gates"].size(), 1u);
+  EXPECT_EQ(e["gates"][0]["reserved_job"], reserved);
+  EXPECT_GT(e["gates"][0]["reserved_start_us"].get<int64_t>(), 0);
+  EXPECT_EQ(e["ahead"][0]["job"], reserved);
+  EXPECT_EQ(e["ahead"][0]["why"], "priority 500 > 100");
+  json shorter = Job("default", 1);
+  shorter["max_runtime"] = "30s";  // ends before the big job's reserved start
+  int64_t backfilled = Submit(shorter)["id"];
+  ASSERT_TRUE(Eventually([&] { return Running(backfilled); }));
+  bool marked = false;
+  for (const json& ev : EventsOf("job.scheduled")) {
+    if (ev["subject"] == absl::StrCat("job/", backfilled)) marked = ev["details"]["backfilled"];
+  }
+  EXPECT_TRUE(marked);
+  EXPECT_EQ(State(reserved), "queued");
+}
+
 TEST_F(SchedulingTest, GangWaitsWholeWithGangAndPlacementGates) {
   int64_t gang = Submit(Job("default", 4, 2))["id"];  // 2 x 4 GPUs on one 4-GPU node
   ASSERT_TRUE(Eventually([&] { return !Explain(gang)["gates"].empty(); }));
