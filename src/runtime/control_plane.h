@@ -99,7 +99,8 @@ class ControlPlane {
   nlohmann::json ListObjects(const std::string& kind) const;
   nlohmann::json Events(int64_t after, int64_t limit) const;
 
-  // One scheduling cycle: node liveness, then every queued job in order (priority, age, id).
+  // One scheduling cycle: node liveness and timers, then the queueing cycle over every queued job
+  // (quota, order, gangs, backfill, preemption; docs/scheduling.md).
   // Returns how many jobs were scheduled.
   absl::StatusOr<int> ScheduleOnce();
 
