@@ -244,7 +244,8 @@ json ControlPlane::QueueStatus() const {
     const QueueSpec* q = ledger.Find(name);
     json resources = json::object();
     for (const auto& [resource, s] : ledger.Status(name)) {
-      auto amount = [&](int64_t v) { return FormatResourceAmount(resource, v); };
+      // (a named copy: clang 14, which builds scripts/fuzz, cannot capture a binding.)
+      auto amount = [&, kind = resource](int64_t v) { return FormatResourceAmount(kind, v); };
       json r = {{"used", amount(s.used)}};
       if (s.limited) {
         r.update({{"quota", amount(s.nominal)},
