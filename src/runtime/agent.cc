@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -250,9 +251,15 @@ json Agent::Reclaim(Replica r) {
           left         ? "processes of the group survived SIGKILL"
           : stragglers ? "stragglers stopped (SIGTERM, then SIGKILL after the grace period)"
                        : "process group and cgroup empty");
-    (void)launcher_->Cleanup(r.handle);
   }
   std::string owner = absl::StrCat("job-", r.job, "-r", r.index);
+  // A device process is the replica's when the backend names it so (simulated), or, when it has
+  // only a pid (NVML), when that pid is in the replica's cgroup or process group.
+  auto ours = [&](const DeviceProcess& p) {
+    if (!p.owner.empty()) return p.owner == owner;
+    return r.launched && p.pid > 0 && launcher_->Owns(r.handle, p.pid);
+  };
+  std::set<int> checked;
   for (const json& g : r.grants) {
     int device = g.value("device", -1);
     if (g.contains("profile")) {
@@ -262,8 +269,9 @@ json Agent::Reclaim(Replica r) {
               absl::StrCat(g.value("profile", ""), " at slice ", g.value("start", 0), " destroyed"),
               device);
       }
-      continue;
     }
+    // Once per device; on a MIG GPU this covers its MIG devices (NVML lists them all).
+    if (device < 0 || !checked.insert(device).second) continue;
     auto processes = devices_->Processes(device);
     if (!processes.ok()) {
       checks.push_back({{"name", "device-processes"},
@@ -277,8 +285,8 @@ json Agent::Reclaim(Replica r) {
     std::vector<std::string> live;
     int64_t held = 0;
     for (const DeviceProcess& p : *processes) {
-      if (p.owner != owner) continue;
-      held += p.memory_mib;
+      if (!ours(p)) continue;
+      if (p.memory_mib > 0) held += p.memory_mib;
       if (p.pid > 0) live.push_back(std::to_string(p.pid));
     }
     check("device-processes", live.empty(),
@@ -290,6 +298,8 @@ json Agent::Reclaim(Replica r) {
                        options_.memory_tolerance_mib, " MiB)"),
           device);
   }
+  // After the device checks: a straggler keeps its cgroup, which Owns reads.
+  if (r.launched) (void)launcher_->Cleanup(r.handle);
   return {{"status", verified ? "verified" : "failed"},
           {"checks", checks},
           {"quarantine", quarantine},

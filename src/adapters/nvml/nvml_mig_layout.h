@@ -1,0 +1,29 @@
+#ifndef CARVE_ADAPTERS_NVML_NVML_MIG_LAYOUT_H_
+#define CARVE_ADAPTERS_NVML_NVML_MIG_LAYOUT_H_
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "adapters/nvml/nvml_library.h"
+#include "core/model/gpu_catalog.h"
+#include "ports/devices.h"
+
+namespace carve {
+
+// Replaces the MIG instances of GPU `index` (handle `device`, catalog model `model`, MIG mode on)
+// with `layout`: one GPU instance per entry at its start slice, each with one compute instance
+// spanning it (what `nvidia-smi mig -cgi <id> -C` makes). `layout` must already be valid for
+// `model` (CheckMigLayout). Before anything changes, the driver's profiles and placements are
+// read and `check_idle` is asked; any error then changes nothing and says so. Then every compute
+// instance and GPU instance is destroyed and the new ones are created in order; a failure
+// part-way returns the failing call's status with what was done and the instances the GPU has
+// now (read back from the driver). Needs root (NO_PERMISSION otherwise).
+absl::Status ApplyNvmlMigLayout(const NvmlLibrary& lib, nvml::Device device, int index,
+                                const GpuModel& model,
+                                const std::vector<DiscoveredMigInstance>& layout,
+                                const std::function<absl::Status()>& check_idle);
+
+}  // namespace carve
+
+#endif  // CARVE_ADAPTERS_NVML_NVML_MIG_LAYOUT_H_
