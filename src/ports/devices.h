@@ -58,6 +58,21 @@ class DeviceBackend {
     (void)layout;
     return absl::UnimplementedError(name() + " cannot change MIG layouts");
   }
+  // Dynamic partitions: creates an instance of `profile` at memory slice `start` on GPU `index`
+  // and returns its UUID, or destroys the instance at `start`. The GPU's other instances keep
+  // running. Discover() lists the instances that exist.
+  virtual absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,
+                                                        int start) {
+    (void)index;
+    (void)profile;
+    (void)start;
+    return absl::UnimplementedError(name() + " cannot create MIG instances");
+  }
+  virtual absl::Status DestroyMigInstance(int index, int start) {
+    (void)index;
+    (void)start;
+    return absl::UnimplementedError(name() + " cannot destroy MIG instances");
+  }
   // Where simulated devices keep their state (processes and memory jobs register); a no-op for
   // real devices.
   virtual void SetStateDir(const std::string& dir) { (void)dir; }
@@ -70,7 +85,8 @@ class DeviceBackend {
 // device fault. A file DIR/<uuid>/utilization ("80") is the device's activity in percent (0 when
 // absent). A file DIR/<uuid>/mig-layout (one "profile@start" per line, then "generation N")
 // holds a layout applied with ApplyMigLayout; it replaces the description's layout, and its
-// instances get new UUIDs per generation, as a driver gives recreated instances. The agent puts
+// instances get new UUIDs per generation, as a driver gives recreated instances. A dynamic
+// instance is a file DIR/<uuid>/instances/<start> holding its profile. The agent puts
 // DIR in CARVE_SIM_GPU_DIR.
 
 // NVML through dlopen("libnvidia-ml.so.1"); Unavailable (with why) when the library or a GPU is

@@ -106,10 +106,7 @@ std::map<std::string, std::string> Agent::GpuEnv(const json& a) const {
       for (const auto& m : gpu->mig_instances) {
         if (m.profile == g["profile"] && m.start == g.value("start", -1)) uuid = m.uuid;
       }
-      // A dynamic instance is named the way the simulated backend names its instances.
-      if (uuid.empty())
-        uuid = absl::StrCat("MIG-sim-", options_.node, "-", device, "-", g.value("start", 0));
-      visible.push_back(uuid);
+      if (!uuid.empty()) visible.push_back(uuid);
       continue;
     }
     visible.push_back(gpu->uuid);
@@ -146,7 +143,6 @@ void Agent::Launch(const json& a) {
     spec.argv.push_back(arg);
   }
   spec.env = a.value("env", std::map<std::string, std::string>{});
-  for (const auto& [k, v] : GpuEnv(a)) spec.env[k] = v;
   spec.env["CARVE_JOB_ID"] = std::to_string(r.job);
   spec.env["CARVE_REPLICA"] = std::to_string(r.index);
   spec.env["CARVE_NODE"] = options_.node;
@@ -163,6 +159,16 @@ void Agent::Launch(const json& a) {
     }
   }
   r.grants = a.value("grants", json::array());
+  // Dynamic partitions are created for the replica before it starts (and destroyed by Reclaim).
+  std::string create_error;
+  for (const json& g : r.grants) {
+    if (!g.value("created", false) || !create_error.empty()) continue;
+    auto uuid = devices_->CreateMigInstance(g.value("device", -1), g.value("profile", ""),
+                                            g.value("start", -1));
+    if (!uuid.ok()) create_error = std::string(uuid.status().message());
+  }
+  if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;
+  for (const auto& [k, v] : GpuEnv(a)) spec.env[k] = v;
   spec.workdir = a.value("workdir", "");
   spec.log_path = r.log_path;
   // Unique on this machine: several agents (and several Carve installations) may share it.
@@ -172,7 +178,9 @@ void Agent::Launch(const json& a) {
   r.started_us = NowUs();
   int64_t max_runtime = a.value("max_runtime_us", int64_t{0});
   r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;
-  auto handle = launcher_->Launch(spec);
+  auto handle = create_error.empty()
+                    ? launcher_->Launch(spec)
+                    : absl::StatusOr<ProcessHandle>(absl::FailedPreconditionError(create_error));
   if (handle.ok()) {
     r.handle = *handle;
     r.launched = true;
@@ -252,51 +260,14 @@ json Agent::Reclaim(Replica r) {
           : stragglers ? "stragglers stopped (SIGTERM, then SIGKILL after the grace period)"
                        : "process group and cgroup empty");
   }
-  std::string owner = absl::StrCat("job-", r.job, "-r", r.index);
-  // A device process is the replica's when the backend names it so (simulated), or, when it has
-  // only a pid (NVML), when that pid is in the replica's cgroup or process group.
-  auto ours = [&](const DeviceProcess& p) {
-    if (!p.owner.empty()) return p.owner == owner;
-    return r.launched && p.pid > 0 && launcher_->Owns(r.handle, p.pid);
-  };
   std::set<int> checked;
   for (const json& g : r.grants) {
     int device = g.value("device", -1);
-    if (g.contains("profile")) {
-      // A dynamic instance is destroyed with the replica (simulated: it exists only in its grant).
-      if (g.value("created", false)) {
-        check("partition-destroyed", true,
-              absl::StrCat(g.value("profile", ""), " at slice ", g.value("start", 0), " destroyed"),
-              device);
-      }
-    }
-    // Once per device; on a MIG GPU this covers its MIG devices (NVML lists them all).
-    if (device < 0 || !checked.insert(device).second) continue;
-    auto processes = devices_->Processes(device);
-    if (!processes.ok()) {
-      checks.push_back({{"name", "device-processes"},
-                        {"ok", true},
-                        {"skipped", true},
-                        {"device", device},
-                        {"observed", std::string(processes.status().message())},
-                        {"time_us", NowUs()}});
-      continue;
-    }
-    std::vector<std::string> live;
-    int64_t held = 0;
-    for (const DeviceProcess& p : *processes) {
-      if (!ours(p)) continue;
-      if (p.memory_mib > 0) held += p.memory_mib;
-      if (p.pid > 0) live.push_back(std::to_string(p.pid));
-    }
-    check("device-processes", live.empty(),
-          live.empty() ? "no process of the job on the device"
-                       : "still on the device: pid " + absl::StrJoin(live, ", "),
-          device);
-    check("device-memory", held <= options_.memory_tolerance_mib,
-          absl::StrCat(held, " MiB still held by the job (tolerance ",
-                       options_.memory_tolerance_mib, " MiB)"),
-          device);
+    // Device processes first, once per device (on a MIG GPU NVML lists its MIG devices' too): a
+    // driver refuses to destroy an instance that a process still uses.
+    if (device >= 0 && checked.insert(device).second)
+      CheckDeviceProcesses(r, device, check, checks);
+    if (g.contains("profile") && g.value("created", false)) CheckDestroyed(g, check);
   }
   // After the device checks: a straggler keeps its cgroup, which Owns reads.
   if (r.launched) (void)launcher_->Cleanup(r.handle);
@@ -305,6 +276,62 @@ json Agent::Reclaim(Replica r) {
           {"quarantine", quarantine},
           {"oom_killed", oom_killed},
           {"time_us", NowUs()}};
+}
+
+template <typename Check>
+void Agent::CheckDeviceProcesses(const Replica& r, int device, Check& check, json& checks) {
+  auto processes = devices_->Processes(device);
+  if (!processes.ok()) {
+    checks.push_back({{"name", "device-processes"},
+                      {"ok", true},
+                      {"skipped", true},
+                      {"device", device},
+                      {"observed", std::string(processes.status().message())},
+                      {"time_us", NowUs()}});
+    return;
+  }
+  // A device process is the replica's when the backend names it so (simulated), or, when it has
+  // only a pid (NVML), when that pid is in the replica's cgroup or process group.
+  std::string owner = absl::StrCat("job-", r.job, "-r", r.index);
+  std::vector<std::string> live;
+  int64_t held = 0;
+  for (const DeviceProcess& p : *processes) {
+    bool ours = !p.owner.empty() ? p.owner == owner
+                                 : r.launched && p.pid > 0 && launcher_->Owns(r.handle, p.pid);
+    if (!ours) continue;
+    if (p.memory_mib > 0) held += p.memory_mib;
+    if (p.pid > 0) live.push_back(std::to_string(p.pid));
+  }
+  check("device-processes", live.empty(),
+        live.empty() ? "no process of the job on the device"
+                     : "still on the device: pid " + absl::StrJoin(live, ", "),
+        device);
+  check("device-memory", held <= options_.memory_tolerance_mib,
+        absl::StrCat(held, " MiB still held by the job (tolerance ", options_.memory_tolerance_mib,
+                     " MiB)"),
+        device);
+}
+
+template <typename Check>
+void Agent::CheckDestroyed(const json& grant, Check& check) {
+  // A dynamic instance made for the replica is destroyed with it; the driver must agree.
+  int device = grant.value("device", -1);
+  int start = grant.value("start", -1);
+  std::string what = absl::StrCat(grant.value("profile", ""), " at slice ", start);
+  absl::Status destroyed = devices_->DestroyMigInstance(device, start);
+  auto gpus = devices_->Discover();
+  bool gone = gpus.ok();
+  if (gpus.ok()) {
+    for (const DiscoveredGpu& g : *gpus) {
+      for (const DiscoveredMigInstance& m : g.mig_instances)
+        gone &= !(g.index == device && m.start == start);
+    }
+  }
+  check("partition-destroyed", gone,
+        gone         ? what + " destroyed; the device lists no instance there"
+        : !gpus.ok() ? what + ": cannot list instances: " + std::string(gpus.status().message())
+                     : what + " still exists (" + std::string(destroyed.message()) + ")",
+        device);
 }
 
 json Agent::Report() const {

@@ -36,8 +36,24 @@ json InstancesJson(const std::vector<DiscoveredMigInstance>& instances) {
   return out;
 }
 
-// The requested layout as valid slots for `model`; entries without "@start" take the first free
-// start, larger profiles first so they find room.
+// Places `floating` profiles (larger first) next to `slots`, trying every free start with
+// backtracking: first-free alone misses layouts such as 3g+2g+1g+1g, where the 3g must go last.
+bool PlaceFloating(const GpuModel& model, const std::vector<std::pair<int, int>>& floating,
+                   size_t next, std::vector<MigSlot>& slots) {
+  if (next == floating.size()) return true;
+  int profile = floating[next].second;
+  for (int start : FreeMigStarts(model, slots, profile)) {
+    slots.push_back({profile, start});
+    if (CheckMigLayout(model, slots).ok() && PlaceFloating(model, floating, next + 1, slots)) {
+      return true;
+    }
+    slots.pop_back();
+  }
+  return false;
+}
+
+// The requested layout as valid slots for `model`; entries without "@start" are placed where
+// they all fit.
 absl::StatusOr<std::vector<std::string>> ResolveLayout(const GpuCatalog& catalog, GpuModelId id,
                                                        const json& layout) {
   const GpuModel& model = catalog.model(id);
@@ -67,13 +83,12 @@ absl::StatusOr<std::vector<std::string>> ResolveLayout(const GpuCatalog& catalog
     return absl::InvalidArgumentError(absl::StrCat("layout: ", s.message()));
   }
   std::sort(floating.begin(), floating.end());
-  for (const auto& [size, profile] : floating) {
-    std::vector<int> starts = FreeMigStarts(model, fixed, profile);
-    if (starts.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "layout: no room left for ", model.mig_profiles[profile].name, " on ", model.name));
-    }
-    fixed.push_back({profile, starts.front()});
+  if (!PlaceFloating(model, floating, 0, fixed)) {
+    std::vector<std::string> names;
+    for (const auto& [size, profile] : floating) names.push_back(model.mig_profiles[profile].name);
+    return absl::InvalidArgumentError(absl::StrCat("layout: ", absl::StrJoin(names, ", "),
+                                                   " do not fit together on ", model.name,
+                                                   " next to the fixed instances"));
   }
   json named = json::array();
   for (const MigSlot& s : fixed) {

@@ -46,7 +46,7 @@ struct ReplicaRecord {
   std::string enforcement;  // what isolation the agent applied
   bool timed_out = false;
   bool oom_killed = false;
-  nlohmann::json reclaim;  // the agent's reclaim record: status, checks with observed values
+  nlohmann::json reclaim;     // the agent's reclaim record: status, checks with observed values
   int64_t idle_since_us = 0;  // its GPUs showed no activity since then (0: active or unknown)
 };
 

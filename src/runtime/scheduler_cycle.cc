@@ -44,7 +44,9 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
           rec.relayouts.count(g.index)) {
         d.state = DeviceState::kCordoned;
       }
-      for (const DiscoveredMigInstance& m : g.mig_instances) {
+      // On a dynamic GPU the instances are the grants' (created per replica).
+      for (const DiscoveredMigInstance& m :
+           g.dynamic_layout ? std::vector<DiscoveredMigInstance>{} : g.mig_instances) {
         auto profile = catalog->FindProfile(d.model, m.profile);
         if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});
       }

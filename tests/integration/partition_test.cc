@@ -60,9 +60,9 @@ TEST_F(PartitionTest, RelayoutWhileTheNeighbourGpuKeepsRunning) {
   auto bad = Api().Post(absl::StrCat("/api/v1/nodes/mig-a/gpus/", change, "/layout"),
                         json{{"layout", {"7g.40gb", "1g.5gb"}}});
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("no room left for 1g.5gb"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("7g.40gb, 1g.5gb do not fit together"));
   auto asked = Api().Post(absl::StrCat("/api/v1/nodes/mig-a/gpus/", change, "/layout"),
-                          json{{"layout", json::array({"4g.20gb@0", "2g.10gb", "1g.5gb"})}});
+                          json{{"layout", json::array({"2g.10gb", "1g.5gb", "4g.20gb@0"})}});
   ASSERT_TRUE(asked.ok()) << asked.status();
   EXPECT_EQ((*asked)["phase"], "draining");
   EXPECT_EQ((*asked)["jobs_moved"], json::array({moved["id"]}));
@@ -154,6 +154,48 @@ TEST_F(PartitionTest, LayoutChangedBehindCarveIsReportedNotAdopted) {
   EXPECT_EQ(Layout(node["gpus"][1]), std::vector<std::string>{"mig-a/gpu1/7g.40gb@0"});
   EXPECT_EQ(node["gpus"][1]["state"], "available");
   EXPECT_EQ(EventsOf("device.layout-adopted").size(), 1u);
+}
+
+const NodeList kDynamicNode = {
+    {"mig-d", "gpus:\n  - {model: A100-40GB, mode: partition, layout: dynamic}\n"},
+};
+
+class DynamicPartitionTest : public PartitionTest {
+ protected:
+  const NodeList& Nodes() const override { return kDynamicNode; }
+};
+
+// On a dynamic GPU the instance is made for the replica, named in its CUDA_VISIBLE_DEVICES, and
+// destroyed with it (the device's own listing is the evidence) while its neighbour runs on.
+TEST_F(DynamicPartitionTest, InstancesAreMadeForTheJobAndDestroyedWithIt) {
+  auto slice = [](const std::string& command) {
+    return json{{"command", {"sh", "-c", command}},
+                {"resources", {{"mode", "partition"}, {"profile", "3g.20gb"}}}};
+  };
+  int64_t a = Submit(slice("echo visible=$CUDA_VISIBLE_DEVICES; sleep 60"))["id"];
+  int64_t b = Submit(slice("echo visible=$CUDA_VISIBLE_DEVICES; sleep 60"))["id"];
+  ASSERT_TRUE(
+      Eventually([&] { return Job(a)["state"] == "running" && Job(b)["state"] == "running"; }));
+  std::filesystem::path instances = dir_ / "agents/mig-d/simgpu/GPU-sim-mig-d-0/instances";
+  EXPECT_TRUE(std::filesystem::exists(instances / "0"));
+  EXPECT_TRUE(std::filesystem::exists(instances / "4"));
+  int start_a = Job(a)["replicas"][0]["grants"][0]["start"];
+  EXPECT_TRUE(Eventually([&] {
+    return Logs(a).find(absl::StrCat("visible=MIG-sim-mig-d-0-", start_a)) != std::string::npos;
+  })) << Logs(a);
+  ASSERT_TRUE(Api().Post(absl::StrCat("/api/v1/jobs/", a, "/cancel"), json::object()).ok());
+  json done = WaitFinal(a);
+  EXPECT_EQ(done["state"], "cancelled");
+  json destroyed;
+  for (const json& c : done["replicas"][0]["reclaim"]["checks"]) {
+    if (c["name"] == "partition-destroyed") destroyed = c;
+  }
+  ASSERT_FALSE(destroyed.is_null()) << done.dump(2);
+  EXPECT_TRUE(destroyed["ok"].get<bool>());
+  EXPECT_THAT(destroyed["observed"].get<std::string>(), HasSubstr("the device lists no instance"));
+  EXPECT_FALSE(std::filesystem::exists(instances / std::to_string(start_a)));
+  EXPECT_TRUE(std::filesystem::exists(instances / std::to_string(4 - start_a)));
+  EXPECT_EQ(Job(b)["state"], "running");
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ class SimulatedBackend : public DeviceBackend {
     if (state_dir_.empty()) return out;
     for (DiscoveredGpu& g : out) {
       ReadAppliedLayout(g);
+      if (g.dynamic_layout) ReadDynamicInstances(g);
       g.utilization_pct = 0;
       std::ifstream(state_dir_ + "/" + g.uuid + "/utilization") >> g.utilization_pct;
       std::ifstream in(state_dir_ + "/" + g.uuid + "/health");
@@ -78,6 +79,45 @@ class SimulatedBackend : public DeviceBackend {
       out.push_back({alive ? pid : 0, mib, file.substr(0, dot)});
     }
     return out;
+  }
+
+  absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,
+                                                int start) override {
+    const DiscoveredGpu* gpu = Find(index);
+    if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
+    if (!gpu->dynamic_layout || state_dir_.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("GPU ", index, " is not dynamic"));
+    }
+    GpuModelId model = *catalog_.Find(gpu->model);
+    std::vector<MigSlot> slots;
+    DiscoveredGpu current = *gpu;
+    ReadDynamicInstances(current);
+    for (const DiscoveredMigInstance& m : current.mig_instances) {
+      slots.push_back({*catalog_.FindProfile(model, m.profile), m.start});
+    }
+    absl::StatusOr<int> id = catalog_.FindProfile(model, profile);
+    if (!id.ok()) return id.status();
+    slots.push_back({*id, start});
+    if (absl::Status s = CheckMigLayout(catalog_.model(model), slots); !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create ", profile, "@", start,
+                                                        " on GPU ", index, ": ", s.message()));
+    }
+    std::string dir = state_dir_ + "/" + gpu->uuid + "/instances";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::ofstream(dir + "/" + std::to_string(start)) << profile << "\n";
+    return InstanceUuid(index, start);
+  }
+
+  absl::Status DestroyMigInstance(int index, int start) override {
+    const DiscoveredGpu* gpu = Find(index);
+    if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
+    std::error_code ec;
+    if (!std::filesystem::remove(absl::StrCat(state_dir_, "/", gpu->uuid, "/instances/", start),
+                                 ec)) {
+      return absl::NotFoundError(absl::StrCat("GPU ", index, " has no instance at slice ", start));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status ApplyMigLayout(int index,
@@ -126,6 +166,27 @@ class SimulatedBackend : public DeviceBackend {
       if (g.index == index) return &g;
     }
     return nullptr;
+  }
+
+  std::string InstanceUuid(int index, int start) const {
+    return absl::StrCat("MIG-sim-", node_, "-", index, "-", start);
+  }
+
+  // The instances created on a dynamic GPU.
+  void ReadDynamicInstances(DiscoveredGpu& g) const {
+    std::error_code ec;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(state_dir_ + "/" + g.uuid + "/instances", ec)) {
+      int start = 0;
+      std::string profile;
+      if (!absl::SimpleAtoi(entry.path().filename().string(), &start)) continue;
+      std::ifstream(entry.path()) >> profile;
+      g.mig_instances.push_back({InstanceUuid(g.index, start), profile, start});
+    }
+    std::sort(g.mig_instances.begin(), g.mig_instances.end(),
+              [](const DiscoveredMigInstance& a, const DiscoveredMigInstance& b) {
+                return a.start < b.start;
+              });
   }
 
   // A layout applied earlier (by this agent or, to model a change outside Carve, by hand).
