@@ -281,6 +281,39 @@ TEST_F(FakeNvmlActivityTest, AFailurePartWaySaysWhatTheGpuWasLeftWith) {
   EXPECT_THAT(LayoutNow(*backend), ::testing::ElementsAre("3g.40gb@0"));
 }
 
+TEST_F(FakeNvmlActivityTest, DynamicInstancesAreCreatedAndDestroyedNextToTheOthers) {
+  int gpu = AddGpu("NVIDIA A100-SXM4-80GB", "GPU-dyn", 81920, true);
+  std::unique_ptr<DeviceBackend> backend = Open();
+  absl::StatusOr<std::string> uuid = backend->CreateMigInstance(0, "3g.40gb", 4);
+  ASSERT_TRUE(uuid.ok()) << uuid.status();
+  EXPECT_THAT(*uuid, ::testing::StartsWith("MIG-fake-0-"));
+  ASSERT_TRUE(backend->CreateMigInstance(0, "1g.10gb", 0).ok());
+  absl::StatusOr<std::vector<DiscoveredGpu>> gpus = backend->Discover();
+  ASSERT_TRUE(gpus.ok());
+  EXPECT_THAT(Layout((*gpus)[0]), ::testing::ElementsAre("1g.10gb@0", "3g.40gb@4"));
+  EXPECT_EQ((*gpus)[0].mig_instances[1].uuid, *uuid);
+
+  // The driver refuses an overlap; nothing changes.
+  absl::StatusOr<std::string> overlap = backend->CreateMigInstance(0, "3g.40gb", 0);
+  ASSERT_FALSE(overlap.ok());
+  EXPECT_EQ(overlap.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(overlap.status().message(),
+            "nvmlDeviceCreateGpuInstanceWithPlacement (3g.40gb@0): Insufficient Resources (23); "
+            "GPU 0 is unchanged");
+  // An instance in use stays; one that is not there is NotFound.
+  AddProcess(gpu, 0, 999, 100);  // on the 3g.40gb@4 (the first instance made)
+  absl::Status s = backend->DestroyMigInstance(0, 4);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(),
+            "nvmlComputeInstanceDestroy (3g.40gb@4): In use by another client (19); GPU 0 is "
+            "unchanged");
+  s = backend->DestroyMigInstance(0, 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "GPU 0 has no instance at slice 2");
+  ASSERT_TRUE(backend->DestroyMigInstance(0, 0).ok());
+  EXPECT_THAT(LayoutNow(*backend), ::testing::ElementsAre("3g.40gb@4"));
+}
+
 // The test bed itself refuses what the driver refuses, so that the backend's own checks are not
 // the only thing standing between a bad layout and the GPU in these tests.
 TEST_F(FakeNvmlActivityTest, TheFakeDriverRejectsOverlapsAndInvalidPlacements) {

@@ -71,17 +71,8 @@ class NvmlBackend : public DeviceBackend {
                               const std::vector<DiscoveredMigInstance>& layout) override {
     absl::StatusOr<nvml::Device> device = Handle(index);
     if (!device.ok()) return device.status();
-    DiscoveredGpu gpu = Describe(static_cast<unsigned int>(index));
-    if (!gpu.mig_enabled) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("GPU ", index, ": MIG mode is off (enable it with `nvidia-smi -i ", index,
-                       " -mig 1` as root, then reset the GPU); nothing changed"));
-    }
-    absl::StatusOr<GpuModelId> id = catalog_.Find(gpu.model);
-    if (!id.ok() || !catalog_.model(*id).mig_capable()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "GPU ", index, ": ", gpu.model, " is not a MIG model of the catalog; nothing changed"));
-    }
+    absl::StatusOr<GpuModelId> id = MigModel(index);
+    if (!id.ok()) return id.status();
     const GpuModel& model = catalog_.model(*id);
     std::vector<MigSlot> slots;
     for (const DiscoveredMigInstance& m : layout) {
@@ -108,6 +99,23 @@ class NvmlBackend : public DeviceBackend {
           absl::StrCat("GPU ", index, " is in use by ", absl::StrJoin(who, ", ")));
     };
     return ApplyNvmlMigLayout(*lib_, *device, index, model, layout, check_idle);
+  }
+
+  absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,
+                                                int start) override {
+    absl::StatusOr<nvml::Device> device = Handle(index);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<GpuModelId> id = MigModel(index);
+    if (!id.ok()) return id.status();
+    return CreateNvmlMigInstance(*lib_, *device, index, catalog_.model(*id), profile, start);
+  }
+
+  absl::Status DestroyMigInstance(int index, int start) override {
+    absl::StatusOr<nvml::Device> device = Handle(index);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<GpuModelId> id = MigModel(index);
+    if (!id.ok()) return id.status();
+    return DestroyNvmlMigInstance(*lib_, *device, index, catalog_.model(*id), start);
   }
 
   absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override {
@@ -142,6 +150,22 @@ class NvmlBackend : public DeviceBackend {
       return lib_->Failure(r, absl::StrCat("nvmlDeviceGetHandleByIndex_v2 (GPU ", index, ")"));
     }
     return device;
+  }
+
+  // The catalog model of GPU `index`, which must be a MIG model in MIG mode.
+  absl::StatusOr<GpuModelId> MigModel(int index) const {
+    DiscoveredGpu gpu = Describe(static_cast<unsigned int>(index));
+    if (!gpu.mig_enabled) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("GPU ", index, ": MIG mode is off (enable it with `nvidia-smi -i ", index,
+                       " -mig 1` as root, then reset the GPU); nothing changed"));
+    }
+    absl::StatusOr<GpuModelId> id = catalog_.Find(gpu.model);
+    if (!id.ok() || !catalog_.model(*id).mig_capable()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GPU ", index, ": ", gpu.model, " is not a MIG model of the catalog; nothing changed"));
+    }
+    return id;
   }
 
   absl::StatusOr<bool> MigEnabled(nvml::Device device) const {

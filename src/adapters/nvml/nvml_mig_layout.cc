@@ -76,7 +76,92 @@ class MigEditor {
     return absl::OkStatus();
   }
 
+  // One more instance next to the others; the UUID of its MIG device.
+  absl::StatusOr<std::string> Create(const std::string& profile, int start) {
+    if (absl::Status s = CheckFunctions(); !s.ok()) return s;
+    if (absl::Status s = LoadProfiles(); !s.ok()) return Unchanged(s);
+    absl::StatusOr<std::pair<unsigned int, nvml::GpuInstancePlacement>> step =
+        Plan({"", profile, start});
+    if (!step.ok()) return Unchanged(step.status());
+    const auto& [profile_id, placement] = *step;
+    std::string name = absl::StrCat(profile, "@", start);
+    nvml::GpuInstance gi = nullptr;
+    if (nvml::Return r = f_.create_gi(device_, profile_id, &placement, &gi); r != nvml::kSuccess) {
+      return Unchanged(
+          lib_.Failure(r, absl::StrCat("nvmlDeviceCreateGpuInstanceWithPlacement (", name, ")")));
+    }
+    absl::Status made = CreateComputeInstance(gi, profiles_.at(profile_id).sliceCount, name);
+    if (!made.ok()) {
+      // Without its compute instance the GPU instance is of no use: take it back.
+      nvml::Return r = f_.destroy_gi(gi);
+      return absl::Status(
+          made.code(),
+          absl::StrCat(made.message(), r == nvml::kSuccess
+                                           ? "; the GPU instance was destroyed again"
+                                           : "; the GPU instance " + name +
+                                                 " is left without one: " + lib_.Error(r)));
+    }
+    nvml::GpuInstanceInfo info{};
+    if (nvml::Return r = f_.get_gi_info(gi, &info); r != nvml::kSuccess) {
+      return lib_.Failure(r, absl::StrCat("created ", name, ", but nvmlGpuInstanceGetInfo"));
+    }
+    absl::StatusOr<std::string> uuid = MigDeviceUuid(info.id);
+    if (!uuid.ok()) {
+      return absl::Status(uuid.status().code(),
+                          absl::StrCat("created ", name, ", but ", uuid.status().message()));
+    }
+    return uuid;
+  }
+
+  // The instance at `start` and its compute instances.
+  absl::Status Destroy(int start) {
+    if (absl::Status s = CheckFunctions(); !s.ok()) return s;
+    if (absl::Status s = LoadProfiles(); !s.ok()) return Unchanged(s);
+    absl::StatusOr<std::vector<GpuInstanceState>> current = List();
+    if (!current.ok()) return Unchanged(current.status());
+    for (const GpuInstanceState& gi : *current) {
+      if (gi.info.placement.start != static_cast<unsigned int>(start)) continue;
+      for (nvml::ComputeInstance ci : gi.compute) {
+        if (nvml::Return r = f_.destroy_ci(ci); r != nvml::kSuccess) {
+          return PartWay(
+              lib_.Failure(r, absl::StrCat("nvmlComputeInstanceDestroy (", Name(gi.info), ")")));
+        }
+      }
+      if (nvml::Return r = f_.destroy_gi(gi.handle); r != nvml::kSuccess) {
+        return PartWay(
+            lib_.Failure(r, absl::StrCat("nvmlGpuInstanceDestroy (", Name(gi.info), ")")));
+      }
+      return absl::OkStatus();
+    }
+    return absl::NotFoundError(absl::StrCat("GPU ", index_, " has no instance at slice ", start));
+  }
+
  private:
+  // The UUID of the MIG device in GPU instance `id`.
+  absl::StatusOr<std::string> MigDeviceUuid(unsigned int id) const {
+    if (f_.get_max_mig == nullptr || f_.get_mig_handle == nullptr || f_.get_gi_id == nullptr) {
+      return absl::UnimplementedError("this NVML cannot list MIG devices");
+    }
+    unsigned int max = 0;
+    if (nvml::Return r = f_.get_max_mig(device_, &max); r != nvml::kSuccess) {
+      return lib_.Failure(r, "nvmlDeviceGetMaxMigDeviceCount");
+    }
+    for (unsigned int i = 0; i < max; ++i) {
+      nvml::Device mig = nullptr;
+      unsigned int gi = 0;
+      if (f_.get_mig_handle(device_, i, &mig) != nvml::kSuccess ||
+          f_.get_gi_id(mig, &gi) != nvml::kSuccess || gi != id) {
+        continue;
+      }
+      char uuid[nvml::kStringBufferSize] = {};
+      if (nvml::Return r = f_.get_uuid(mig, uuid, sizeof(uuid)); r != nvml::kSuccess) {
+        return lib_.Failure(r, "nvmlDeviceGetUUID (MIG)");
+      }
+      return std::string(uuid);
+    }
+    return absl::NotFoundError(absl::StrCat("no MIG device lists GPU instance ", id));
+  }
+
   absl::Status CheckFunctions() const {
     const std::pair<bool, const char*> needed[] = {
         {f_.get_gi_profile != nullptr, "nvmlDeviceGetGpuInstanceProfileInfo"},
@@ -269,6 +354,17 @@ class MigEditor {
 };
 
 }  // namespace
+
+absl::StatusOr<std::string> CreateNvmlMigInstance(const NvmlLibrary& lib, nvml::Device device,
+                                                  int index, const GpuModel& model,
+                                                  const std::string& profile, int start) {
+  return MigEditor(lib, device, index, model).Create(profile, start);
+}
+
+absl::Status DestroyNvmlMigInstance(const NvmlLibrary& lib, nvml::Device device, int index,
+                                    const GpuModel& model, int start) {
+  return MigEditor(lib, device, index, model).Destroy(start);
+}
 
 absl::Status ApplyNvmlMigLayout(const NvmlLibrary& lib, nvml::Device device, int index,
                                 const GpuModel& model,

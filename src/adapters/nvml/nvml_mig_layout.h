@@ -2,9 +2,11 @@
 #define CARVE_ADAPTERS_NVML_NVML_MIG_LAYOUT_H_
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "adapters/nvml/nvml_library.h"
 #include "core/model/gpu_catalog.h"
 #include "ports/devices.h"
@@ -23,6 +25,18 @@ absl::Status ApplyNvmlMigLayout(const NvmlLibrary& lib, nvml::Device device, int
                                 const GpuModel& model,
                                 const std::vector<DiscoveredMigInstance>& layout,
                                 const std::function<absl::Status()>& check_idle);
+
+// Dynamic partitions: one GPU instance of catalog profile `profile` at `start`, with a compute
+// instance spanning it, next to the GPU's other instances (the driver refuses an overlap); the
+// UUID of its MIG device. When the compute instance cannot be made the GPU instance is destroyed
+// again. Needs root.
+absl::StatusOr<std::string> CreateNvmlMigInstance(const NvmlLibrary& lib, nvml::Device device,
+                                                  int index, const GpuModel& model,
+                                                  const std::string& profile, int start);
+// Destroys the GPU instance at `start` with its compute instances; the driver refuses one in use
+// (FailedPrecondition). NotFound when there is none.
+absl::Status DestroyNvmlMigInstance(const NvmlLibrary& lib, nvml::Device device, int index,
+                                    const GpuModel& model, int start);
 
 }  // namespace carve
 
