@@ -239,8 +239,8 @@ TEST_F(FakeNvmlActivityTest, ApplyMigLayoutWithoutRootChangesNothing) {
   absl::Status s = backend->ApplyMigLayout(0, Want({{"3g.40gb", 0}}));
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(s.message(),
-            "nvmlDeviceGetGpuInstances: Insufficient Permissions (4) (needs root); GPU 0 is "
-            "unchanged");
+            "nvmlDeviceGetGpuInstancePossiblePlacements_v2 (3g.40gb): Insufficient "
+            "Permissions (4) (needs root); GPU 0 is unchanged");
   SetPrivileged(true);
   EXPECT_THAT(LayoutNow(*backend), ::testing::ElementsAre("7g.80gb@0"));
 }

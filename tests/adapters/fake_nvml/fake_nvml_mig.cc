@@ -116,7 +116,8 @@ nvml::Return nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvml::Device device, 
   if (count == nullptr || !Decode(device, gpu, slot) || slot != 0 || p == nullptr) {
     return nvml::kErrorInvalidArgument;
   }
-  if (!State().gpus[gpu].mig_enabled) return nvml::kErrorNotSupported;
+  // As documented: privileged only, and whether or not MIG mode is on.
+  if (!State().privileged) return nvml::kErrorNoPermission;
   *count = static_cast<unsigned int>(p->starts.size());
   if (placements == nullptr) return nvml::kSuccess;
   for (size_t i = 0; i < p->starts.size(); ++i) placements[i] = {p->starts[i], p->size};
