@@ -104,6 +104,7 @@ void FakeNvmlSetRemapPending(int gpu) { State().gpus[gpu].remap_pending = true; 
 // --- NVML ---------------------------------------------------------------------------------------
 
 nvml::Return nvmlInit_v2() {
+  LoadDirScenario();
   if (State().init_result == nvml::kSuccess) ++State().initialized;
   return State().init_result;
 }

@@ -53,6 +53,7 @@ nvml::Return nvmlDeviceGetComputeRunningProcesses_v2(nvml::Device device, unsign
                                                      nvml::ProcessInfoV2* infos) {
   size_t gpu, slot;
   if (count == nullptr || !Decode(device, gpu, slot)) return nvml::kErrorInvalidArgument;
+  RefreshFromDir(gpu);
   FakeGpu& g = State().gpus[gpu];
   if (g.lost) return nvml::kErrorGpuIsLost;
   if (g.processes_result != nvml::kSuccess) return g.processes_result;
@@ -80,6 +81,7 @@ nvml::Return nvmlDeviceGetComputeRunningProcesses_v2(nvml::Device device, unsign
 nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device device, nvml::Utilization* utilization) {
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return nvml::kErrorInvalidArgument;
+  RefreshFromDir(gpu);
   const FakeGpu& g = State().gpus[gpu];
   if (g.lost) return nvml::kErrorGpuIsLost;
   if (g.mig_enabled || g.utilization < 0) return nvml::kErrorNotSupported;
@@ -108,6 +110,7 @@ nvml::Return nvmlDeviceRegisterEvents(nvml::Device device, unsigned long long ty
 
 nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsigned int) {
   if (set != SetHandle() || data == nullptr) return nvml::kErrorInvalidArgument;
+  XidsFromDir();
   std::deque<FakeEvent>& events = State().events;
   while (!events.empty()) {
     FakeEvent e = events.front();

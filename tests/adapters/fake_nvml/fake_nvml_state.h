@@ -88,6 +88,11 @@ struct FakeProfile {
 const std::vector<FakeProfile>& Profiles();
 const FakeProfile* ProfileById(unsigned int id);
 
+// The scenario from FAKE_NVML_DIR (fake_nvml_dir.cc); each does nothing when it is not set.
+void LoadDirScenario();           // the GPUs, at nvmlInit_v2 when none were added
+void RefreshFromDir(size_t gpu);  // its processes and utilization
+void XidsFromDir();               // queues new XIDs
+
 }  // namespace fake_nvml
 
 #endif  // CARVE_TESTS_ADAPTERS_FAKE_NVML_FAKE_NVML_STATE_H_
