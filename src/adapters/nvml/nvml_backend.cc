@@ -124,7 +124,7 @@ class NvmlBackend : public DeviceBackend {
     if (r != nvml::kSuccess) {
       return absl::UnavailableError(absl::StrCat("nvmlDeviceGetCount_v2 failed: ", lib_->Error(r)));
     }
-    const std::map<int, NvmlXidWatch::Mark>& xids = xids_->Poll();
+    const std::map<int, NvmlXidWatch::Mark> xids = xids_->Poll();
     std::vector<DiscoveredGpu> gpus;
     gpus.reserve(count);
     for (unsigned int i = 0; i < count; ++i) {

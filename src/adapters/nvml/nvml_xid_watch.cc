@@ -44,7 +44,8 @@ NvmlXidWatch::~NvmlXidWatch() {
   if (set_ != nullptr) lib_.fn().event_set_free(set_);
 }
 
-const std::map<int, NvmlXidWatch::Mark>& NvmlXidWatch::Poll() {
+std::map<int, NvmlXidWatch::Mark> NvmlXidWatch::Poll() {
+  std::lock_guard<std::mutex> lock(mu_);
   if (set_ == nullptr) return marks_;
   for (int n = 0; n < kMaxEventsPerPoll; ++n) {
     nvml::EventData data{};

@@ -2,6 +2,7 @@
 #define CARVE_ADAPTERS_NVML_NVML_XID_WATCH_H_
 
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,8 @@ class NvmlXidWatch {
   NvmlXidWatch& operator=(const NvmlXidWatch&) = delete;
 
   // Drains pending events (nvmlEventSetWait_v2 with a 0 ms timeout) and returns every GPU marked
-  // so far, by index.
-  const std::map<int, Mark>& Poll();
+  // so far, by index. Thread-safe: the agent discovers from its loop and its reclaim threads.
+  std::map<int, Mark> Poll();
   const std::map<int, std::string>& not_watched() const { return not_watched_; }
 
  private:
@@ -38,7 +39,8 @@ class NvmlXidWatch {
   const NvmlLibrary& lib_;
   std::vector<nvml::Device> devices_;
   nvml::EventSet set_ = nullptr;
-  std::map<int, Mark> marks_;
+  std::mutex mu_;
+  std::map<int, Mark> marks_;  // guarded by mu_
   std::map<int, std::string> not_watched_;
 };
 

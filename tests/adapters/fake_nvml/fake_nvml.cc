@@ -104,18 +104,21 @@ void FakeNvmlSetRemapPending(int gpu) { State().gpus[gpu].remap_pending = true; 
 // --- NVML ---------------------------------------------------------------------------------------
 
 nvml::Return nvmlInit_v2() {
+  Lock lock;
   LoadDirScenario();
   if (State().init_result == nvml::kSuccess) ++State().initialized;
   return State().init_result;
 }
 
 nvml::Return nvmlShutdown() {
+  Lock lock;
   if (State().initialized == 0) return nvml::kErrorUninitialized;
   --State().initialized;
   return nvml::kSuccess;
 }
 
 const char* nvmlErrorString(nvml::Return result) {
+  Lock lock;
   switch (result) {
     case nvml::kSuccess:
       return "Success";
@@ -145,17 +148,20 @@ const char* nvmlErrorString(nvml::Return result) {
 }
 
 nvml::Return nvmlDeviceGetCount_v2(unsigned int* count) {
+  Lock lock;
   *count = static_cast<unsigned int>(State().gpus.size());
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvml::Device* device) {
+  Lock lock;
   if (index >= State().gpus.size()) return 2;  // NVML_ERROR_INVALID_ARGUMENT
   *device = Handle(index, 0);
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetUUID(nvml::Device device, char* uuid, unsigned int length) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot)) return 2;
   const FakeGpu& g = State().gpus[gpu];
@@ -164,6 +170,7 @@ nvml::Return nvmlDeviceGetUUID(nvml::Device device, char* uuid, unsigned int len
 }
 
 nvml::Return nvmlDeviceGetName(nvml::Device device, char* name, unsigned int length) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot)) return 2;
   if (State().gpus[gpu].lost) return nvml::kErrorGpuIsLost;
@@ -171,6 +178,7 @@ nvml::Return nvmlDeviceGetName(nvml::Device device, char* name, unsigned int len
 }
 
 nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device device, nvml::Memory* memory) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   if (State().gpus[gpu].lost) return nvml::kErrorGpuIsLost;
@@ -182,6 +190,7 @@ nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device device, nvml::Memory* memory) 
 
 nvml::Return nvmlDeviceGetMigMode(nvml::Device device, unsigned int* current,
                                   unsigned int* pending) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   *current = *pending = State().gpus[gpu].mig_enabled ? nvml::kMigEnable : 0;
@@ -189,6 +198,7 @@ nvml::Return nvmlDeviceGetMigMode(nvml::Device device, unsigned int* current,
 }
 
 nvml::Return nvmlDeviceGetMaxMigDeviceCount(nvml::Device device, unsigned int* count) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   *count = State().gpus[gpu].mig_enabled ? 7 : 0;
@@ -197,6 +207,7 @@ nvml::Return nvmlDeviceGetMaxMigDeviceCount(nvml::Device device, unsigned int* c
 
 nvml::Return nvmlDeviceGetMigDeviceHandleByIndex(nvml::Device device, unsigned int index,
                                                  nvml::Device* mig) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   const FakeGpu& g = State().gpus[gpu];
@@ -208,6 +219,7 @@ nvml::Return nvmlDeviceGetMigDeviceHandleByIndex(nvml::Device device, unsigned i
 }
 
 nvml::Return nvmlDeviceGetAttributes_v2(nvml::Device device, nvml::DeviceAttributes* out) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot == 0) return nvml::kErrorNotSupported;
   const FakeMig& m = State().gpus[gpu].migs[slot - 1];
@@ -220,6 +232,7 @@ nvml::Return nvmlDeviceGetAttributes_v2(nvml::Device device, nvml::DeviceAttribu
 
 // The GPU instance id is the MIG slot; GPU instance handles reuse the MIG device encoding.
 nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device device, unsigned int* id) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot == 0) return 2;
   *id = static_cast<unsigned int>(slot);
@@ -228,6 +241,7 @@ nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device device, unsigned int* id) {
 
 nvml::Return nvmlDeviceGetGpuInstanceById(nvml::Device device, unsigned int id,
                                           nvml::GpuInstance* instance) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   if (!State().privileged) return nvml::kErrorNoPermission;
@@ -236,6 +250,7 @@ nvml::Return nvmlDeviceGetGpuInstanceById(nvml::Device device, unsigned int id,
 }
 
 nvml::Return nvmlGpuInstanceGetInfo(nvml::GpuInstance instance, nvml::GpuInstanceInfo* info) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(instance, gpu, slot) || slot == 0) return 2;
   const FakeMig& m = State().gpus[gpu].migs[slot - 1];
@@ -249,6 +264,7 @@ nvml::Return nvmlGpuInstanceGetInfo(nvml::GpuInstance instance, nvml::GpuInstanc
 nvml::Return nvmlDeviceGetRemappedRows(nvml::Device device, unsigned int* corrected,
                                        unsigned int* uncorrected, unsigned int* pending,
                                        unsigned int* failure) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   *corrected = *uncorrected = *failure = 0;
@@ -257,6 +273,7 @@ nvml::Return nvmlDeviceGetRemappedRows(nvml::Device device, unsigned int* correc
 }
 
 nvml::Return nvmlDeviceGetRetiredPagesPendingStatus(nvml::Device, int*) {
+  Lock lock;
   return nvml::kErrorNotSupported;  // as on Hopper, which remaps rows instead
 }
 

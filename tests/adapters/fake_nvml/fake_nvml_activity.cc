@@ -51,6 +51,7 @@ int FakeNvmlEventSets() { return State().event_sets; }
 // needed and the result is INSUFFICIENT_SIZE (infos may then be NULL).
 nvml::Return nvmlDeviceGetComputeRunningProcesses_v2(nvml::Device device, unsigned int* count,
                                                      nvml::ProcessInfoV2* infos) {
+  Lock lock;
   size_t gpu, slot;
   if (count == nullptr || !Decode(device, gpu, slot)) return nvml::kErrorInvalidArgument;
   RefreshFromDir(gpu);
@@ -79,6 +80,7 @@ nvml::Return nvmlDeviceGetComputeRunningProcesses_v2(nvml::Device device, unsign
 }
 
 nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device device, nvml::Utilization* utilization) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return nvml::kErrorInvalidArgument;
   RefreshFromDir(gpu);
@@ -91,6 +93,7 @@ nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device device, nvml::Utilizatio
 }
 
 nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {
+  Lock lock;
   if (set == nullptr) return nvml::kErrorInvalidArgument;
   ++State().event_sets;
   *set = SetHandle();
@@ -99,6 +102,7 @@ nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {
 
 nvml::Return nvmlDeviceRegisterEvents(nvml::Device device, unsigned long long types,
                                       nvml::EventSet set) {
+  Lock lock;
   size_t gpu, slot;
   if (set != SetHandle() || !Decode(device, gpu, slot)) return nvml::kErrorInvalidArgument;
   if (slot != 0) return nvml::kErrorNotSupported;  // no per-instance registration
@@ -109,6 +113,7 @@ nvml::Return nvmlDeviceRegisterEvents(nvml::Device device, unsigned long long ty
 }
 
 nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsigned int) {
+  Lock lock;
   if (set != SetHandle() || data == nullptr) return nvml::kErrorInvalidArgument;
   XidsFromDir();
   std::deque<FakeEvent>& events = State().events;
@@ -124,6 +129,7 @@ nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsi
 }
 
 nvml::Return nvmlEventSetFree(nvml::EventSet set) {
+  Lock lock;
   if (set != SetHandle()) return nvml::kErrorInvalidArgument;
   --State().event_sets;
   return nvml::kSuccess;

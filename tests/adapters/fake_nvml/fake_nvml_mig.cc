@@ -90,6 +90,7 @@ void FakeNvmlFailGpuInstanceCreate(int nth, int result) {
 
 nvml::Return nvmlDeviceGetGpuInstanceProfileInfo(nvml::Device device, unsigned int index,
                                                  nvml::GpuInstanceProfileInfo* info) {
+  Lock lock;
   size_t gpu, slot;
   if (info == nullptr || !Decode(device, gpu, slot) || slot != 0) {
     return nvml::kErrorInvalidArgument;
@@ -111,6 +112,7 @@ nvml::Return nvmlDeviceGetGpuInstanceProfileInfo(nvml::Device device, unsigned i
 nvml::Return nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvml::Device device, unsigned int id,
                                                            nvml::GpuInstancePlacement* placements,
                                                            unsigned int* count) {
+  Lock lock;
   size_t gpu, slot;
   const FakeProfile* p = ProfileById(id);
   if (count == nullptr || !Decode(device, gpu, slot) || slot != 0 || p == nullptr) {
@@ -126,6 +128,7 @@ nvml::Return nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvml::Device device, 
 
 nvml::Return nvmlDeviceGetGpuInstances(nvml::Device device, unsigned int id,
                                        nvml::GpuInstance* instances, unsigned int* count) {
+  Lock lock;
   size_t gpu, slot;
   if (count == nullptr || !Decode(device, gpu, slot) || slot != 0 || ProfileById(id) == nullptr) {
     return nvml::kErrorInvalidArgument;
@@ -144,6 +147,7 @@ nvml::Return nvmlDeviceGetGpuInstances(nvml::Device device, unsigned int id,
 nvml::Return nvmlDeviceCreateGpuInstanceWithPlacement(nvml::Device device, unsigned int id,
                                                       const nvml::GpuInstancePlacement* placement,
                                                       nvml::GpuInstance* instance) {
+  Lock lock;
   size_t gpu, slot;
   const FakeProfile* p = ProfileById(id);
   if (placement == nullptr || instance == nullptr || !Decode(device, gpu, slot) || slot != 0 ||
@@ -169,6 +173,7 @@ nvml::Return nvmlDeviceCreateGpuInstanceWithPlacement(nvml::Device device, unsig
 }
 
 nvml::Return nvmlGpuInstanceDestroy(nvml::GpuInstance instance) {
+  Lock lock;
   size_t gpu, slot;
   if (!DecodeInstance(instance, gpu, slot)) return nvml::kErrorInvalidArgument;
   if (!State().privileged) return nvml::kErrorNoPermission;
@@ -182,6 +187,7 @@ nvml::Return nvmlGpuInstanceGetComputeInstanceProfileInfo(nvml::GpuInstance inst
                                                           unsigned int index,
                                                           unsigned int engine_profile,
                                                           nvml::ComputeInstanceProfileInfo* info) {
+  Lock lock;
   size_t gpu, slot;
   if (info == nullptr || !DecodeInstance(instance, gpu, slot)) return nvml::kErrorInvalidArgument;
   const FakeMig& m = State().gpus[gpu].migs[slot - 1];
@@ -199,6 +205,7 @@ nvml::Return nvmlGpuInstanceGetComputeInstanceProfileInfo(nvml::GpuInstance inst
 
 nvml::Return nvmlGpuInstanceCreateComputeInstance(nvml::GpuInstance instance, unsigned int id,
                                                   nvml::ComputeInstance* compute) {
+  Lock lock;
   size_t gpu, slot;
   if (compute == nullptr || !DecodeInstance(instance, gpu, slot)) {
     return nvml::kErrorInvalidArgument;
@@ -215,6 +222,7 @@ nvml::Return nvmlGpuInstanceCreateComputeInstance(nvml::GpuInstance instance, un
 nvml::Return nvmlGpuInstanceGetComputeInstances(nvml::GpuInstance instance, unsigned int id,
                                                 nvml::ComputeInstance* computes,
                                                 unsigned int* count) {
+  Lock lock;
   size_t gpu, slot;
   if (count == nullptr || !DecodeInstance(instance, gpu, slot)) {
     return nvml::kErrorInvalidArgument;
@@ -229,6 +237,7 @@ nvml::Return nvmlGpuInstanceGetComputeInstances(nvml::GpuInstance instance, unsi
 }
 
 nvml::Return nvmlComputeInstanceDestroy(nvml::ComputeInstance compute) {
+  Lock lock;
   size_t gpu, slot;
   if (!DecodeCompute(compute, gpu, slot)) return nvml::kErrorInvalidArgument;
   if (!State().privileged) return nvml::kErrorNoPermission;

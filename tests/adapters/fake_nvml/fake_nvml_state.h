@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,22 @@ struct FakeState {
 };
 
 FakeState& State();
+
+// Held by every NVML export: the real library is thread-safe, and the agent calls it from its
+// heartbeat loop and its reclaim threads at once.
+class Lock {
+ public:
+  Lock() { Mu().lock(); }
+  ~Lock() { Mu().unlock(); }
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+
+ private:
+  static std::recursive_mutex& Mu() {
+    static std::recursive_mutex mu;
+    return mu;
+  }
+};
 
 // Handles encode (gpu, MIG slot + 1) so nothing needs allocating: 0x10000 + gpu * 0x100 + slot.
 // GPU instance handles use the same encoding; compute instance handles add 0x80 to the slot.
