@@ -79,9 +79,9 @@ struct GpuInstanceInfo {
 };
 
 // nvmlProcessInfo_v2_t, filled by nvmlDeviceGetComputeRunningProcesses_v2. The _v2 function is
-// used on purpose: R535 drivers changed nvmlProcessInfo_t (the _v3 layout) by adding
+// used on purpose: the R535 nvml.h changed nvmlProcessInfo_t (the _v3 layout) by adding
 // usedGpuCcProtectedMemory without a new version, so the _v3 stride depends on the driver; the
-// v2 struct has not changed since R470.
+// v2 struct has not changed since it was introduced.
 struct ProcessInfoV2 {
   unsigned int pid;
   unsigned long long usedGpuMemory;  // bytes; kValueNotAvailable when the driver will not say
