@@ -14,6 +14,10 @@ using ::testing::HasSubstr;
 class NvmlAgentTest : public PlatformTest {
  protected:
   const NodeList& Nodes() const override { return none_; }
+  // The fake's GPUs (see fake_nvml_dir.cc).
+  virtual std::string Gpus() const {
+    return "GPU-nv0 81559 NVIDIA H100 80GB HBM3\nGPU-nv1 81559 NVIDIA H100 80GB HBM3\n";
+  }
 
   void SetUp() override {
     PlatformTest::SetUp();
@@ -21,8 +25,7 @@ class NvmlAgentTest : public PlatformTest {
     for (const char* sub : {"processes", "utilization", "xid"}) {
       std::filesystem::create_directories(nvml_ / sub);
     }
-    std::ofstream(nvml_ / "gpus") << "GPU-nv0 81559 NVIDIA H100 80GB HBM3\n"
-                                  << "GPU-nv1 81559 NVIDIA H100 80GB HBM3\n";
+    std::ofstream(nvml_ / "gpus") << Gpus();
     std::ofstream(nvml_ / "utilization/GPU-nv0") << "42\n";
     setenv("FAKE_NVML_DIR", nvml_.c_str(), 1);  // the agent inherits it
     agents_.push_back(Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
@@ -99,6 +102,36 @@ TEST_F(NvmlAgentTest, CriticalXidDisplacesTheJobOnThatGpu) {
   EXPECT_EQ(Node("nv")["gpus"][1 - device]["health"], "healthy");
   ASSERT_TRUE(Eventually([&] { return Job(id)["attempt"] == 1; })) << Job(id).dump(2);
   EXPECT_THAT(Job(id)["attempts"][0]["cause"].get<std::string>(), HasSubstr("XID 79"));
+}
+
+// An A100 in MIG mode with no instances yet.
+class NvmlMigAgentTest : public NvmlAgentTest {
+ protected:
+  std::string Gpus() const override { return "GPU-mig0 81920 mig NVIDIA A100-SXM4-80GB\n"; }
+};
+
+// A planned re-layout goes through NVML's GPU and compute instance calls, and a job then runs on
+// an instance the driver made, with its MIG UUID.
+TEST_F(NvmlMigAgentTest, RelayoutCreatesInstancesThroughNvml) {
+  json gpu = Node("nv")["gpus"][0];
+  EXPECT_EQ(gpu["model"], "A100-80GB");
+  EXPECT_TRUE(gpu["mig_instances"].empty()) << gpu.dump(2);
+  auto asked = Api().Post("/api/v1/nodes/nv/gpus/0/layout",
+                          json{{"layout", json::array({"3g.40gb@0", "3g.40gb@4"})}});
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  ASSERT_TRUE(Eventually([&] { return Node("nv")["relayouts"].empty(); })) << Node("nv").dump(2);
+  gpu = Node("nv")["gpus"][0];
+  ASSERT_EQ(gpu["mig_instances"].size(), 2u) << gpu.dump(2);
+  EXPECT_EQ(gpu["mig_instances"][0]["id"], "nv/gpu0/3g.40gb@0");
+  EXPECT_EQ(gpu["mig_instances"][1]["id"], "nv/gpu0/3g.40gb@4");
+  EXPECT_EQ(EventsOf("device.relayout-done").size(), 1u);
+
+  json job = Submit({{"command", {"sh", "-c", "echo $CUDA_VISIBLE_DEVICES"}},
+                     {"resources", {{"mode", "partition"}, {"profile", "3g.40gb"}}}});
+  json done = WaitFinal(job["id"]);
+  EXPECT_EQ(done["state"], "succeeded") << Logs(job["id"]);
+  EXPECT_THAT(Logs(job["id"]), HasSubstr("MIG-fake-0-"));
+  EXPECT_EQ(done["replicas"][0]["reclaim"]["status"], "verified") << done.dump(2);
 }
 
 }  // namespace

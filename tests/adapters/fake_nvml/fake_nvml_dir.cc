@@ -1,6 +1,7 @@
 // The fake's scenario from a directory, for tests that run the real `carve agent` process
 // (which the FakeNvml* functions cannot reach). Set FAKE_NVML_DIR; then:
-//   DIR/gpus                 one GPU per line: "<uuid> <memory MiB> <name...>", read at nvmlInit_v2
+//   DIR/gpus                 one GPU per line: "<uuid> <memory MiB> [mig] <name...>" (mig: MIG
+//                            mode on, no instances yet), read at nvmlInit_v2
 //   DIR/processes/<pid>      "<gpu uuid> <MiB>" lines: a compute process on those GPUs, listed
 //                            while <pid> lives (the driver frees a dead process's memory)
 //   DIR/utilization/<uuid>   the GPU's activity in percent
@@ -47,6 +48,11 @@ void LoadDirScenario() {
     FakeGpu gpu;
     if (!(fields >> gpu.uuid >> gpu.memory_mib)) continue;
     std::getline(fields >> std::ws, gpu.name);
+    // "mig NAME": MIG mode on, no instances yet.
+    if (gpu.name.rfind("mig ", 0) == 0) {
+      gpu.mig_enabled = true;
+      gpu.name = gpu.name.substr(4);
+    }
     State().gpus.push_back(gpu);
   }
 }
