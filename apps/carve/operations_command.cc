@@ -77,9 +77,21 @@ void AddMaintenance(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+void AddDeclareDead(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto node = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "declare-dead", "Declare a silent node dead: its jobs are lost and its devices unfenced");
+  cmd->add_option("node", *node, "Node name")->required();
+  cmd->callback([c, node] {
+    json n = Check(Client(*c).Post("/api/v1/nodes/" + *node + "/dead", json::object()));
+    if (!Structured(*c, n)) std::cout << "node " << *node << ": " << n.value("state", "") << "\n";
+  });
+}
+
 }  // namespace
 
 void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
+  AddDeclareDead(app, c);
   AddRelayout(app, c);
   AddScale(app, c);
   AddMaintenance(app, c);

@@ -105,6 +105,7 @@ struct ServerSettings {
   std::string config;
   int64_t schedule_interval_ms = 200;
   int64_t node_timeout_ms = 10000;
+  int64_t lost_after_ms = 10000;
 };
 
 // Settings from the YAML config file; flags given on the command line win.
@@ -127,10 +128,13 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
         set("--schedule-interval-ms", s.schedule_interval_ms);
       } else if (key == "node_timeout_ms") {
         set("--node-timeout-ms", s.node_timeout_ms);
+      } else if (key == "lost_after_ms") {
+        set("--lost-after-ms", s.lost_after_ms);
       } else {
-        Die(absl::InvalidArgumentError(absl::StrCat(
-            s.config, ": unknown key \"", key,
-            "\"; known: data, listen, policy, schedule_interval_ms, node_timeout_ms")));
+        Die(absl::InvalidArgumentError(
+            absl::StrCat(s.config, ": unknown key \"", key,
+                         "\"; known: data, listen, policy, schedule_interval_ms, node_timeout_ms, "
+                         "lost_after_ms")));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -147,6 +151,9 @@ void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
   cmd->add_option("--schedule-interval-ms", s.schedule_interval_ms, "Scheduling cycle period")
       ->capture_default_str();
   cmd->add_option("--node-timeout-ms", s.node_timeout_ms, "A node silent this long is not-ready")
+      ->capture_default_str();
+  cmd->add_option("--lost-after-ms", s.lost_after_ms,
+                  "A not-ready node's jobs are lost after this much more silence")
       ->capture_default_str();
 }
 
@@ -174,6 +181,7 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   options.log_dir = s.data + "/logs";
   options.checkpoint_root = std::filesystem::absolute(s.data + "/checkpoints").string();
   options.node_timeout_us = s.node_timeout_ms * 1000;
+  options.lost_after_us = s.lost_after_ms * 1000;
   auto control = ControlPlane::Open(c->store.get(), &c->catalog, options, NowUs);
   if (!control.ok()) Die(control.status());
   c->control = *std::move(control);

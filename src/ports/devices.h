@@ -2,6 +2,7 @@
 #define CARVE_PORTS_DEVICES_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct DiscoveredGpu {
   std::string health = "healthy";  // "healthy" | "suspect" | "unhealthy"
   std::string health_reason;       // e.g. "XID 79"
   int utilization_pct = -1;        // device activity over the last sample (-1: unknown)
+  // MIG instances with a fault of their own (an XID attributed to the instance), by start slice:
+  // "unhealthy XID 94". The GPU's other instances are not affected.
+  std::map<int, std::string> instance_health;
 };
 
 // A compute process on a device, as the driver (or the simulation) sees it.
@@ -82,7 +86,8 @@ class DeviceBackend {
 // DIR/<gpu uuid>/<owner>.<pid> holding the MiB it uses ("<MiB>" or "<MiB> leak"). The process
 // counts while <pid> lives; a "leak" entry keeps its memory after the process is gone, modelling a
 // driver that did not free it. A file DIR/<gpu uuid>/health ("unhealthy XID 79") injects a
-// device fault. A file DIR/<uuid>/utilization ("80") is the device's activity in percent (0 when
+// device fault; DIR/<uuid>/health-<start> a fault of the MIG instance at that slice only. A file
+// DIR/<uuid>/utilization ("80") is the device's activity in percent (0 when
 // absent). A file DIR/<uuid>/mig-layout (one "profile@start" per line, then "generation N")
 // holds a layout applied with ApplyMigLayout; it replaces the description's layout, and its
 // instances get new UUIDs per generation, as a driver gives recreated instances. A dynamic

@@ -362,6 +362,12 @@ json Agent::Report() const {
     json instances = json::array();
     for (const DiscoveredMigInstance& m : g.mig_instances) {
       instances.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
+      if (auto h = g.instance_health.find(m.start); h != g.instance_health.end()) {
+        size_t space = h->second.find(' ');
+        instances.back()["health"] = h->second.substr(0, space);
+        instances.back()["health_reason"] =
+            space == std::string::npos ? "" : h->second.substr(space + 1);
+      }
     }
     body["gpus"].push_back({{"index", g.index},
                             {"health", g.health},

@@ -249,6 +249,12 @@ void ApiServer::Routes() {
            respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(),
                                          static_cast<int>(IntParam(req, "gpu", -1)), *who));
          });
+  s.Post(R"(/api/v1/nodes/([^/]+)/dead)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           respond(res, control_->DeclareDead(req.matches[1].str(), *who));
+         });
   s.Post(R"(/api/v1/nodes/([^/]+)/maintenance)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, "user");

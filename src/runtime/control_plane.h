@@ -36,6 +36,7 @@ class ControlPlane {
     std::string log_dir;                   // where replica logs are kept
     std::string checkpoint_root;           // CARVE_CHECKPOINT_DIR parent, shared by every node
     int64_t node_timeout_us = 10'000'000;  // a node silent this long is not-ready
+    int64_t lost_after_us = 10'000'000;    // ... and this much longer: its jobs are lost
   };
   using Clock = std::function<int64_t()>;  // microseconds since the epoch
 
@@ -83,6 +84,9 @@ class ControlPlane {
   // {cancel: true}.
   absl::StatusOr<nlohmann::json> Maintenance(const std::string& node, const nlohmann::json& body,
                                              const Principal& who);
+  // An admin declares a silent node dead: its jobs are lost (if not yet) and its devices
+  // unfenced, on the admin's word that nothing of them still runs there.
+  absl::StatusOr<nlohmann::json> DeclareDead(const std::string& node, const Principal& who);
   // One event with its details (for a fault: the jobs, queues and tenants it touched).
   absl::StatusOr<nlohmann::json> Event(int64_t seq) const;
 
@@ -113,6 +117,8 @@ class ControlPlane {
   void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
                    const std::string& node, StoreBatch& batch);
   void FinishIfDone(JobRecord& job, StoreBatch& batch);
+  // Silent nodes: not-ready after node_timeout, their jobs lost lost_after later.
+  void Liveness(int64_t now, StoreBatch& batch);
   // The node stopped heartbeating: its jobs are lost, and recovered by their policy.
   void NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch);
   // Stops a running job because of the platform (`cause`); when its evidence is in it runs again
@@ -158,6 +164,9 @@ class ControlPlane {
   // A re-registering node: keeps what outlives the agent (cordons, fences, quarantines,
   // re-layouts) and reports a MIG layout that differs from the recorded one instead of adopting it.
   void CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatch& batch);
+  // The agent's view of its MIG instances' health: an unhealthy instance displaces only the jobs
+  // on it and takes no new work; its GPU's other instances keep running.
+  void InstanceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
   static std::string EndCause(const ReplicaRecord& rep, const std::string& memory);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;

@@ -233,13 +233,15 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
   }
   StoreBatch batch;
   node->second.last_heartbeat_us = now_();
-  if (node->second.state == "not-ready") {
+  if (node->second.state == "not-ready" || node->second.state == "dead") {
     node->second.state = "ready";
+    node->second.lost_us = 0;
     batch.puts.push_back({"node", name, node->second.ToJson().dump()});
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
   }
   if (body.contains("gpus")) {
     DeviceHealth(node->second, body["gpus"], batch);
+    InstanceHealth(node->second, body["gpus"], batch);
     Activity(node->second, body["gpus"], batch);
   }
   std::set<std::pair<int64_t, int>> reported;

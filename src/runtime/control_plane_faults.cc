@@ -1,4 +1,5 @@
 // Faults and planned disruptions: node loss, drains, unhealthy devices, and recovery by policy.
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -36,8 +37,61 @@ void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::
   job.outcome.clear();
   job.displaced.clear();
   job.reason = absl::StrCat(policy, ": attempt ", job.attempt + 1, " after ", cause);
+  if (policy == "checkpoint-retry") {  // back off: 1 s, 2 s, 4 s, ... at most a minute
+    int64_t backoff = int64_t{1'000'000} << std::min(job.attempt - 1, 6);
+    job.not_before_us = now_() + std::min<int64_t>(backoff, 60'000'000);
+    absl::StrAppend(&job.reason, "; retries after a ", backoff / 1'000'000, " s backoff");
+  }
   Event(batch, "scheduler", policy == "failover" ? "job.failover" : "job.retrying", subject,
         job.reason, {{"attempt", job.attempt}, {"policy", policy}, {"cause", fault_ref}});
+}
+
+void ControlPlane::Liveness(int64_t now, StoreBatch& batch) {
+  for (auto& [name, node] : nodes_) {
+    int64_t silent = now - node.last_heartbeat_us;
+    if (node.state == "ready" && silent > options_.node_timeout_us) {
+      node.state = "not-ready";
+      batch.puts.push_back({"node", name, node.ToJson().dump()});
+      Event(batch, "scheduler", "node.not-ready", "node/" + name,
+            absl::StrCat("no heartbeat for ", silent / 1000, " ms; its jobs are lost after ",
+                         (options_.node_timeout_us + options_.lost_after_us) / 1000,
+                         " ms of silence"));
+    }
+    if (node.state == "not-ready" && node.lost_us == 0 &&
+        silent > options_.node_timeout_us + options_.lost_after_us) {
+      node.lost_us = now;
+      NodeLost(node, now, batch);
+    }
+  }
+}
+
+absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Principal& who) {
+  if (who.role != "admin") return absl::PermissionDeniedError("only admins declare nodes dead");
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError("no node \"" + name + "\"");
+  NodeRecord& node = it->second;
+  if (node.state == "ready") {
+    return absl::FailedPreconditionError("node " + name +
+                                         " is heartbeating; drain it instead of declaring it dead");
+  }
+  StoreBatch batch;
+  int64_t now = now_();
+  if (node.lost_us == 0) {
+    node.lost_us = now;
+    NodeLost(node, now, batch);
+  }
+  json unfenced = json::array();
+  for (const auto& [gpu, job] : node.fenced) unfenced.push_back({{"gpu", gpu}, {"job", job}});
+  node.fenced.clear();
+  node.state = "dead";
+  batch.puts.push_back({"node", name, node.ToJson().dump()});
+  Event(batch, "user:" + who.name, "node.declared-dead", "node/" + name,
+        "declared dead by " + who.name + "; its devices are unfenced on that word",
+        {{"unfenced", unfenced}});
+  json out = node.ToJson();
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return out;
 }
 
 void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {

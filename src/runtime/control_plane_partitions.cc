@@ -223,6 +223,78 @@ void ControlPlane::AdvanceRelayouts(NodeRecord& node, const json& report, StoreB
   if (done) batch.puts.push_back({"node", node.name, node.ToJson().dump()});
 }
 
+void ControlPlane::InstanceHealth(NodeRecord& node, const json& gpus, StoreBatch& batch) {
+  std::set<std::string> listed;
+  for (const json& g : gpus) {
+    const json instances = g.value("mig_instances", json::array());
+    for (const json& m : instances) {
+      listed.insert(absl::StrCat(g.value("index", -1), "/", m.value("start", -1)));
+    }
+  }
+  // A faulty dynamic instance that was destroyed (with the jobs it held) takes its fault along.
+  for (auto it = node.instance_faults.begin(); it != node.instance_faults.end();) {
+    if (listed.count(it->first)) {
+      ++it;
+      continue;
+    }
+    Event(batch, "agent:" + node.name, "device.healthy",
+          absl::StrCat("node/", node.name, "/gpu/", it->first.substr(0, it->first.find('/')),
+                       "/mig/", it->first.substr(it->first.find('/') + 1)),
+          "the faulty MIG instance no longer exists");
+    it = node.instance_faults.erase(it);
+    batch.puts.push_back({"node", node.name, node.ToJson().dump()});
+  }
+  for (const json& g : gpus) {
+    int index = g.value("index", -1);
+    if (index < 0 || index >= static_cast<int>(node.gpus.size())) continue;
+    const json instances = g.value("mig_instances", json::array());
+    for (const json& m : instances) {
+      int start = m.value("start", -1);
+      std::string key = absl::StrCat(index, "/", start);
+      std::string health = m.value("health", "healthy");
+      auto known = node.instance_faults.find(key);
+      std::string subject = absl::StrCat("node/", node.name, "/gpu/", index, "/mig/", start);
+      if (health == "healthy") {
+        if (known == node.instance_faults.end()) continue;
+        node.instance_faults.erase(known);
+        batch.puts.push_back({"node", node.name, node.ToJson().dump()});
+        Event(batch, "agent:" + node.name, "device.healthy", subject,
+              "the MIG instance reports healthy");
+        continue;
+      }
+      std::string why = m.value("health_reason", "");
+      if (known != node.instance_faults.end() && known->second.value("health", "") == health &&
+          known->second.value("reason", "") == why) {
+        continue;
+      }
+      std::string profile = m.value("profile", "");
+      node.instance_faults[key] = {{"profile", profile}, {"health", health}, {"reason", why}};
+      batch.puts.push_back({"node", node.name, node.ToJson().dump()});
+      // The blast radius: only the jobs on this instance.
+      std::string cause =
+          absl::StrCat("MIG instance ", PartitionId(node.name, index, profile, start), " is ",
+                       health, why.empty() ? "" : ": " + why);
+      json jobs = json::array();
+      std::set<std::string> queues, tenants;
+      for (auto& [id, job] : jobs_) {
+        bool on = false;
+        for (const ReplicaRecord& r : job.replicas) {
+          for (const GrantRecord& gr : r.grants) {
+            on |= r.node == node.name && r.state != "retired" && gr.device == index &&
+                  gr.start == start && !gr.profile.empty();
+          }
+        }
+        if (!on || !DisplaceOn(job, node.name, index, cause, false, batch)) continue;
+        jobs.push_back(id);
+        queues.insert(job.spec.queue);
+        tenants.insert(job.spec.tenant);
+      }
+      Event(batch, "agent:" + node.name, "device." + health, subject, cause,
+            {{"jobs", jobs}, {"queues", queues}, {"tenants", tenants}, {"reason", why}});
+    }
+  }
+}
+
 void ControlPlane::CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatch& batch) {
   fresh.quarantined = old.quarantined;
   fresh.fenced = old.fenced;
@@ -230,6 +302,7 @@ void ControlPlane::CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatc
   fresh.cordoned_gpus = old.cordoned_gpus;
   fresh.relayouts = old.relayouts;
   fresh.layout_mismatch = old.layout_mismatch;
+  fresh.instance_faults = old.instance_faults;
   for (DiscoveredGpu& g : fresh.gpus) {
     if (g.index >= static_cast<int>(old.gpus.size())) continue;
     const DiscoveredGpu& was = old.gpus[g.index];

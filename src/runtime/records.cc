@@ -89,6 +89,7 @@ json JobRecord::ToJson() const {
             {"attempt", attempt},
             {"lease_expires_us", lease_expires_us},
             {"idle_flagged_us", idle_flagged_us},
+            {"not_before_us", not_before_us},
             {"attempts", attempts},
             {"replicas", reps},
             {"explanation", explanation},
@@ -119,6 +120,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.attempt = j.value("attempt", 0);
     r.lease_expires_us = j.value("lease_expires_us", int64_t{0});
     r.idle_flagged_us = j.value("idle_flagged_us", int64_t{0});
+    r.not_before_us = j.value("not_before_us", int64_t{0});
     r.attempts = j.value("attempts", json::array());
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
@@ -227,6 +229,7 @@ json NodeRecord::ToJson() const {
   json mismatch = json::object();
   for (const auto& [index, m] : layout_mismatch) mismatch[std::to_string(index)] = m;
   return {{"name", name},
+          {"instance_faults", instance_faults},
           {"maintenance", maintenance},
           {"relayouts", relayout},
           {"layout_mismatch", mismatch},
@@ -236,6 +239,7 @@ json NodeRecord::ToJson() const {
           {"backend", backend},
           {"gpus", gpu_list},
           {"state", state},
+          {"lost_us", lost_us},
           {"registered_us", registered_us},
           {"last_heartbeat_us", last_heartbeat_us},
           {"quarantined", quarantine},
@@ -258,6 +262,7 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
       n.gpus.push_back(*gpu);
     }
     n.state = j.value("state", "ready");
+    n.lost_us = j.value("lost_us", int64_t{0});
     n.registered_us = j.value("registered_us", int64_t{0});
     n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});
     n.cordoned_by = j.value("cordoned_by", "");
@@ -270,6 +275,7 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
       n.quarantined[std::stoi(index)] = why.get<std::string>();
     }
     n.maintenance = j.value("maintenance", json());
+    n.instance_faults = j.value("instance_faults", std::map<std::string, json>{});
     const json relayouts = j.value("relayouts", json::object());
     for (const auto& [index, r] : relayouts.items()) n.relayouts[std::stoi(index)] = r;
     const json mismatch = j.value("layout_mismatch", json::object());

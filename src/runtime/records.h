@@ -67,6 +67,7 @@ struct JobRecord {
   std::string outcome;    // while reclaiming: the state the job ends in
   int64_t lease_expires_us = 0;  // 0: no lease
   int64_t idle_flagged_us = 0;   // when it was flagged for holding GPUs without using them
+  int64_t not_before_us = 0;     // a retry's backoff: not scheduled before then
   int attempt = 0;               // 0 for the first run; +1 per retry, requeue or failover
   nlohmann::json attempts = nlohmann::json::array();  // earlier attempts: node, end, cause
   std::vector<ReplicaRecord> replicas;                // empty until scheduled
@@ -88,7 +89,8 @@ struct NodeRecord {
   std::map<std::string, std::string> labels;
   std::string backend;  // "nvml" | "simulated"
   std::vector<DiscoveredGpu> gpus;
-  std::string state = "ready";  // ready | not-ready | cordoned
+  std::string state = "ready";  // ready | not-ready | dead (declared by an admin)
+  int64_t lost_us = 0;          // when its jobs were declared lost (0: not while it is silent)
   int64_t registered_us = 0;
   int64_t last_heartbeat_us = 0;
   std::map<int, std::string> quarantined;    // GPU index -> why (a failed reclaim check)
@@ -101,6 +103,9 @@ struct NodeRecord {
   // GPU index -> the MIG instances the agent discovered that differ from the recorded layout; not
   // adopted (the GPU is quarantined) until an admin re-lays it out or clears the quarantine.
   std::map<int, nlohmann::json> layout_mismatch;
+  // "GPU/START" -> {profile, health, reason}: MIG instances reported unhealthy while their GPU is
+  // not; nothing is placed on them until they report healthy again.
+  std::map<std::string, nlohmann::json> instance_faults;
   // A maintenance window: {start_us, end_us, by, reason, phase: scheduled | active}; null: none.
   // Before it starts only jobs that will end by then (max_runtime) land here; during it the node
   // is drained and takes no work.

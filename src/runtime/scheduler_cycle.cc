@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/sched/placement/placer.h"
 #include "runtime/control_plane.h"
 
@@ -12,6 +14,38 @@ namespace carve {
 using json = nlohmann::json;
 
 namespace {
+
+// A partition GPU's instances. On a dynamic GPU they are the grants' (created per replica).
+void AddInstances(const GpuCatalog& catalog, const DiscoveredGpu& g, Device& d) {
+  if (g.dynamic_layout) return;
+  for (const DiscoveredMigInstance& m : g.mig_instances) {
+    auto profile = catalog.FindProfile(d.model, m.profile);
+    if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});
+  }
+}
+
+// Faulty MIG instances take no work: occupied whether or not a job still holds them.
+void BlockFaultyInstances(Cluster& cluster, const std::map<std::string, NodeRecord>& nodes,
+                          const std::map<std::string, NodeId>& ids) {
+  for (const auto& [name, rec] : nodes) {
+    Node& node = cluster.mutable_node(ids.at(name));
+    for (const auto& [key, fault] : rec.instance_faults) {
+      std::vector<std::string> parts = absl::StrSplit(key, '/');
+      int gpu = 0, start = 0;
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &gpu) ||
+          !absl::SimpleAtoi(parts[1], &start) || gpu >= static_cast<int>(node.devices.size())) {
+        continue;
+      }
+      Device& d = node.devices[gpu];
+      auto profile = cluster.catalog().FindProfile(d.model, fault.value("profile", ""));
+      bool found = false;
+      for (MigInstance& m : d.instances) {
+        if (m.start == start) m.allocated = found = true;
+      }
+      if (!found && profile.ok()) d.instances.push_back({*profile, start, true, true});
+    }
+  }
+}
 
 // The live nodes as the core's cluster; `ids` maps node names to cluster ids.
 Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, NodeRecord>& nodes,
@@ -44,12 +78,7 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
           rec.relayouts.count(g.index)) {
         d.state = DeviceState::kCordoned;
       }
-      // On a dynamic GPU the instances are the grants' (created per replica).
-      for (const DiscoveredMigInstance& m :
-           g.dynamic_layout ? std::vector<DiscoveredMigInstance>{} : g.mig_instances) {
-        auto profile = catalog->FindProfile(d.model, m.profile);
-        if (profile.ok()) d.instances.push_back({*profile, m.start, false, false});
-      }
+      AddInstances(*catalog, g, d);
       n.devices.push_back(std::move(d));
     }
     ids[name] = cluster.AddNode(std::move(n));
@@ -97,15 +126,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   if (broken_) return absl::UnavailableError("the server must be restarted");
   int64_t now = now_();
   StoreBatch batch;
-  // Liveness: a silent node is not-ready and the replicas it ran are lost.
-  for (auto& [name, node] : nodes_) {
-    if (node.state != "ready" || now - node.last_heartbeat_us <= options_.node_timeout_us) continue;
-    node.state = "not-ready";
-    batch.puts.push_back({"node", name, node.ToJson().dump()});
-    Event(batch, "scheduler", "node.not-ready", "node/" + name,
-          absl::StrCat("no heartbeat for ", (now - node.last_heartbeat_us) / 1000, " ms"));
-    NodeLost(node, now, batch);
-  }
+  Liveness(now, batch);
   Timers(now, batch);  // leases, idle GPUs, maintenance windows
   // Cancelled before any replica started: nothing to stop.
   for (auto& [id, job] : jobs_) {
@@ -125,7 +146,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   Workload workload;
   std::vector<JobRecord*> queued;
   for (auto& [id, job] : jobs_) {
-    if (job.state == "queued") queued.push_back(&job);
+    if (job.state == "queued" && job.not_before_us <= now) queued.push_back(&job);
     if (IsFinal(job.state) || job.replicas.empty()) continue;
     auto request = ToJobRequest(job.spec, *catalog_);
     for (const ReplicaRecord& rep : job.replicas) {
@@ -135,6 +156,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
                              ToGrants(cluster, it->second, rep.grants)});
     }
   }
+  BlockFaultyInstances(cluster, nodes_, ids);
   for (auto& [id, job] : jobs_) {
     auto request = ToJobRequest(job.spec, *catalog_);
     if (request.ok()) workload.push_back({request->replica, 1.0});

@@ -121,7 +121,7 @@ class PlatformTest : public ::testing::Test {
     std::filesystem::remove(dir_ / "data/server");
     server_ = Spawn({CARVE_BINARY, "server", "--data", (dir_ / "data").string(), "--listen",
                      absl::StrCat("127.0.0.1:", port_), "--schedule-interval-ms", "50",
-                     "--node-timeout-ms", "1500"},
+                     "--node-timeout-ms", "1000", "--lost-after-ms", "500"},
                     (dir_ / "server.log").string());
     for (int i = 0; i < 100 && !std::filesystem::exists(dir_ / "data/server"); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -156,6 +156,37 @@ TEST_F(PartitionTest, LayoutChangedBehindCarveIsReportedNotAdopted) {
   EXPECT_EQ(EventsOf("device.layout-adopted").size(), 1u);
 }
 
+// An XID attributed to one MIG instance moves only the job on that instance; its neighbour on
+// the same GPU keeps running and nothing new lands on the instance until it is healthy again.
+TEST_F(PartitionTest, InstanceFaultTouchesOnlyTheJobOnThatInstance) {
+  ASSERT_TRUE(Api().Post("/api/v1/nodes/mig-a/cordon?gpu=1", json::object()).ok());
+  json a = WaitRunning(SubmitSlice("3g.20gb")["id"]);
+  json b = WaitRunning(SubmitSlice("3g.20gb", "inference")["id"]);
+  ASSERT_TRUE(Api().Post("/api/v1/nodes/mig-a/uncordon?gpu=1", json::object()).ok());
+  int start = a["replicas"][0]["grants"][0]["start"];
+  std::ofstream(dir_ / absl::StrCat("agents/mig-a/simgpu/GPU-sim-mig-a-0/health-", start))
+      << "unhealthy XID 94\n";
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("device.unhealthy").empty(); }));
+  json fault = EventsOf("device.unhealthy")[0];
+  EXPECT_EQ(fault["subject"], absl::StrCat("node/mig-a/gpu/0/mig/", start));
+  EXPECT_EQ(fault["details"]["jobs"], json::array({a["id"]}));
+  EXPECT_THAT(fault["reason"].get<std::string>(), HasSubstr("XID 94"));
+  ASSERT_TRUE(Eventually([&] {
+    json j = Job(a["id"]);
+    return j["attempt"] == 1 && j["state"] == "running";
+  })) << Job(a["id"]).dump(2);
+  json moved = Job(a["id"]);
+  EXPECT_EQ(moved["replicas"][0]["grants"][0]["device"], 1) << "not back on the faulty instance";
+  json still = Job(b["id"]);
+  EXPECT_EQ(still["attempt"], 0);
+  EXPECT_EQ(still["replicas"][0]["pid"], b["replicas"][0]["pid"]);
+  EXPECT_TRUE(Node("mig-a")["instance_faults"].contains(absl::StrCat("0/", start)));
+  std::filesystem::remove(dir_ /
+                          absl::StrCat("agents/mig-a/simgpu/GPU-sim-mig-a-0/health-", start));
+  EXPECT_TRUE(Eventually([&] { return Node("mig-a")["instance_faults"].empty(); }));
+  EXPECT_EQ(EventsOf("device.healthy").size(), 1u);
+}
+
 const NodeList kDynamicNode = {
     {"mig-d", "gpus:\n  - {model: A100-40GB, mode: partition, layout: dynamic}\n"},
 };

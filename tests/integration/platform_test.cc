@@ -231,7 +231,7 @@ TEST_F(PlatformTest, NodeLossRetriesTrainingElsewhereAndFencesTheDevices) {
                      {"command",
                       {"sh", "-c",
                        "step=$(cat $CARVE_CHECKPOINT_DIR/step 2>/dev/null || echo 0); "
-                       "while [ $step -lt 25 ]; do step=$((step+1)); echo $step > "
+                       "while [ $step -lt 60 ]; do step=$((step+1)); echo $step > "
                        "$CARVE_CHECKPOINT_DIR/step; echo attempt $CARVE_ATTEMPT step $step on "
                        "$CARVE_NODE; sleep 0.1; done"}}});
   int64_t id = job["id"];

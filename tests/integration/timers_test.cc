@@ -98,5 +98,32 @@ TEST_F(PlatformTest, MaintenanceWindowKeepsLongJobsOffThenDrainsAndReturns) {
   EXPECT_THAT(Job(early)["attempts"][0]["cause"].get<std::string>(), HasSubstr("firmware"));
 }
 
+// A silent node is not-ready first; its jobs are lost only after lost_after more silence, or as
+// soon as an admin declares it dead (which also releases its fenced devices).
+TEST_F(PlatformTest, AnAdminDeclaresASilentNodeDead) {
+  int64_t id = Submit({{"command", {"sleep", "60"}},
+                       {"resources", {{"mode", "partition"}, {"profile", "3g.40gb"}}}})["id"];
+  ASSERT_TRUE(Eventually([&] { return Job(id)["state"] == "running"; }));
+  ASSERT_EQ(Job(id)["replicas"][0]["node"], "gpu-b");
+  auto alive = Api().Post("/api/v1/nodes/gpu-a/dead", json::object());
+  ASSERT_FALSE(alive.ok());
+  EXPECT_THAT(alive.status().message(), HasSubstr("is heartbeating"));
+  Kill(agents_[1], SIGKILL);
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("node.not-ready").empty(); }));
+  ASSERT_TRUE(Api().Post("/api/v1/nodes/gpu-b/dead", json::object()).ok());
+  json node = Node("gpu-b");
+  EXPECT_EQ(node["state"], "dead");
+  EXPECT_TRUE(node["fenced"].empty());
+  json dead = EventsOf("node.declared-dead");
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0]["actor"], "user:admin");
+  EXPECT_EQ(dead[0]["details"]["unfenced"][0]["job"], id);
+  EXPECT_EQ(EventsOf("job.lost").size(), 1u);
+  EXPECT_EQ(Job(id)["attempt"], 1) << "requeued by its policy";
+  // The agent comes back: the node is ready again and the orphan replica is stopped.
+  agents_[1] = StartAgent(1);
+  EXPECT_TRUE(Eventually([&] { return Node("gpu-b")["state"] == "ready"; }));
+}
+
 }  // namespace
 }  // namespace carve

@@ -45,6 +45,11 @@ class SimulatedBackend : public DeviceBackend {
       if (g.dynamic_layout) ReadDynamicInstances(g);
       g.utilization_pct = 0;
       std::ifstream(state_dir_ + "/" + g.uuid + "/utilization") >> g.utilization_pct;
+      for (const DiscoveredMigInstance& m : g.mig_instances) {
+        std::ifstream in(absl::StrCat(state_dir_, "/", g.uuid, "/health-", m.start));
+        std::string line;
+        if (std::getline(in, line) && !line.empty()) g.instance_health[m.start] = line;
+      }
       std::ifstream in(state_dir_ + "/" + g.uuid + "/health");
       std::string health;
       if (!(in >> health)) continue;
