@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -165,19 +166,41 @@ TEST_F(FakeNvmlActivityTest, CriticalXidMarksOnlyItsGpuAndStays) {
   EXPECT_EQ(Fn<int (*)()>("FakeNvmlEventSets")(), 0);  // the event set was freed
 }
 
-TEST_F(FakeNvmlActivityTest, XidOfAMigInstanceNamesItsGpuInstance) {
+// An XID the driver attributes to a GPU instance marks that instance only (by its start slice),
+// until the instance is destroyed.
+TEST_F(FakeNvmlActivityTest, XidOfAMigInstanceMarksOnlyThatInstance) {
+  int gpu = AddGpu("NVIDIA A100-SXM4-80GB", "GPU-mig", 81920, true);
+  AddMig(gpu, 0, "MIG-a", 3, 40192, 9, 0);  // GPU instance 1
+  AddMig(gpu, 1, "MIG-b", 3, 40192, 9, 4);  // GPU instance 2
+  std::unique_ptr<DeviceBackend> backend = Open();
+  InjectXid(gpu, 94, 2);
+  InjectXid(gpu, 94, 2);  // repeated: named once
+  absl::StatusOr<std::vector<DiscoveredGpu>> gpus = backend->Discover();
+  ASSERT_TRUE(gpus.ok());
+  EXPECT_EQ((*gpus)[0].health, "healthy");
+  EXPECT_EQ((*gpus)[0].instance_health, (std::map<int, std::string>{{4, "suspect XID 94"}}));
+  InjectXid(gpu, 95, 2);
+  gpus = backend->Discover();
+  EXPECT_EQ((*gpus)[0].instance_health,
+            (std::map<int, std::string>{{4, "unhealthy XID 94; XID 95"}}));
+  // Destroyed (here by a re-layout), the instance takes its fault along.
+  ASSERT_TRUE(backend->ApplyMigLayout(0, Want({{"7g.80gb", 0}})).ok());
+  gpus = backend->Discover();
+  EXPECT_TRUE((*gpus)[0].instance_health.empty());
+  EXPECT_EQ((*gpus)[0].health, "healthy");
+}
+
+// When the instance cannot be placed (here: no privilege to ask), the GPU carries the fault.
+TEST_F(FakeNvmlActivityTest, XidOfAnInstanceThatCannotBePlacedMarksItsGpu) {
   int gpu = MigGpu();
+  SetPrivileged(false);
   std::unique_ptr<DeviceBackend> backend = Open();
   InjectXid(gpu, 94, 1);
-  InjectXid(gpu, 94, 1);  // repeated: named once
   absl::StatusOr<std::vector<DiscoveredGpu>> gpus = backend->Discover();
   ASSERT_TRUE(gpus.ok());
   EXPECT_EQ((*gpus)[0].health, "suspect");
   EXPECT_EQ((*gpus)[0].health_reason, "XID 94 (GPU instance 1)");
-  InjectXid(gpu, 95, 1);
-  gpus = backend->Discover();
-  EXPECT_EQ((*gpus)[0].health, "unhealthy");
-  EXPECT_EQ((*gpus)[0].health_reason, "XID 94 (GPU instance 1); XID 95 (GPU instance 1)");
+  EXPECT_TRUE((*gpus)[0].instance_health.empty());
 }
 
 TEST_F(FakeNvmlActivityTest, AGpuThatCannotBeRegisteredIsNotWatched) {

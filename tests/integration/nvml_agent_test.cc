@@ -132,6 +132,30 @@ TEST_F(NvmlMigAgentTest, RelayoutCreatesInstancesThroughNvml) {
   EXPECT_EQ(done["state"], "succeeded") << Logs(job["id"]);
   EXPECT_THAT(Logs(job["id"]), HasSubstr("MIG-fake-0-"));
   EXPECT_EQ(done["replicas"][0]["reclaim"]["status"], "verified") << done.dump(2);
+
+  // An XID the driver attributes to one instance moves only the job on it.
+  json hit = Submit({{"command", {"sleep", "60"}},
+                     {"resources", {{"mode", "partition"}, {"profile", "3g.40gb"}}}});
+  json spared = Submit({{"command", {"sleep", "60"}},
+                        {"resources", {{"mode", "partition"}, {"profile", "3g.40gb"}}}});
+  for (int64_t id : {hit["id"].get<int64_t>(), spared["id"].get<int64_t>()}) {
+    ASSERT_TRUE(Eventually([&] { return Job(id)["state"] == "running"; })) << Job(id).dump(2);
+  }
+  int start = Job(hit["id"])["replicas"][0]["grants"][0]["start"];
+  // The fake numbers GPU instances by creation: the one at slice 0 is 1, at slice 4 is 2.
+  std::ofstream(nvml_ / "xid/1") << "GPU-mig0 94 " << (start == 0 ? 1 : 2) << "\n";
+  // XID 94 (contained ECC error): the instance is suspect.
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("device.suspect").empty(); }))
+      << Slurp((dir_ / "nv.log").string());
+  json fault = EventsOf("device.suspect")[0];
+  EXPECT_THAT(fault["reason"].get<std::string>(), HasSubstr("XID 94"));
+  EXPECT_EQ(fault["subject"], absl::StrCat("node/nv/gpu/0/mig/", start)) << fault.dump(2);
+  EXPECT_EQ(fault["details"]["jobs"], json::array({hit["id"]})) << fault.dump(2);
+  EXPECT_EQ(Node("nv")["gpus"][0]["health"], "healthy");
+  ASSERT_TRUE(Eventually([&] { return Job(hit["id"])["attempt"] == 1; }));
+  json other = Job(spared["id"]);
+  EXPECT_EQ(other["state"], "running");
+  EXPECT_EQ(other["attempt"], 0);
 }
 
 }  // namespace

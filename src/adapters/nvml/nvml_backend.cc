@@ -4,6 +4,7 @@
 #include "adapters/nvml/nvml_backend.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
@@ -98,7 +99,7 @@ class NvmlBackend : public DeviceBackend {
       return absl::FailedPreconditionError(
           absl::StrCat("GPU ", index, " is in use by ", absl::StrJoin(who, ", ")));
     };
-    return ApplyNvmlMigLayout(*lib_, *device, index, model, layout, check_idle);
+    return ApplyNvmlMigLayout(*lib_, *device, index, model, layout, check_idle, Forget(index));
   }
 
   absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,
@@ -115,7 +116,7 @@ class NvmlBackend : public DeviceBackend {
     if (!device.ok()) return device.status();
     absl::StatusOr<GpuModelId> id = MigModel(index);
     if (!id.ok()) return id.status();
-    return DestroyNvmlMigInstance(*lib_, *device, index, catalog_.model(*id), start);
+    return DestroyNvmlMigInstance(*lib_, *device, index, catalog_.model(*id), start, Forget(index));
   }
 
   absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override {
@@ -124,19 +125,28 @@ class NvmlBackend : public DeviceBackend {
     if (r != nvml::kSuccess) {
       return absl::UnavailableError(absl::StrCat("nvmlDeviceGetCount_v2 failed: ", lib_->Error(r)));
     }
-    const std::map<int, NvmlXidWatch::Mark> xids = xids_->Poll();
+    const NvmlXidWatch::Marks xids = xids_->Poll();
     std::vector<DiscoveredGpu> gpus;
     gpus.reserve(count);
     for (unsigned int i = 0; i < count; ++i) {
       gpus.push_back(Describe(i));
-      if (auto it = xids.find(static_cast<int>(i)); it != xids.end()) {
+      if (auto it = xids.gpus.find(static_cast<int>(i)); it != xids.gpus.end()) {
         Degrade(gpus.back(), it->second.health, it->second.reason);
       }
+    }
+    for (const auto& [where, mark] : xids.instances) {
+      if (where.first < 0 || where.first >= static_cast<int>(gpus.size())) continue;
+      gpus[where.first].instance_health[where.second] = mark.health + " " + mark.reason;
     }
     return gpus;
   }
 
  private:
+  // Tells the XID watch that an instance of GPU `index` is gone, with its fault.
+  std::function<void(int)> Forget(int index) {
+    return [this, index](int start) { xids_->ForgetInstance(index, start); };
+  }
+
   absl::StatusOr<nvml::Device> Handle(int index) const {
     unsigned int count = 0;
     nvml::Return r = lib_->fn().get_count(&count);

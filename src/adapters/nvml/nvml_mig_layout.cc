@@ -28,8 +28,14 @@ bool NoSuchProfile(nvml::Return r) {
 
 class MigEditor {
  public:
-  MigEditor(const NvmlLibrary& lib, nvml::Device device, int index, const GpuModel& model)
-      : lib_(lib), f_(lib.fn()), device_(device), index_(index), model_(model) {}
+  MigEditor(const NvmlLibrary& lib, nvml::Device device, int index, const GpuModel& model,
+            std::function<void(int)> destroyed = nullptr)
+      : lib_(lib),
+        f_(lib.fn()),
+        device_(device),
+        index_(index),
+        model_(model),
+        destroyed_(std::move(destroyed)) {}
 
   absl::Status Apply(const std::vector<DiscoveredMigInstance>& layout,
                      const std::function<absl::Status()>& check_idle) {
@@ -56,6 +62,7 @@ class MigEditor {
         return PartWay(
             lib_.Failure(r, absl::StrCat("nvmlGpuInstanceDestroy (", Name(gi.info), ")")));
       }
+      Destroyed(gi.info);
       done_.push_back(absl::StrCat("destroyed ", Name(gi.info)));
     }
     for (const auto& [profile_id, placement] : plan) {
@@ -131,6 +138,7 @@ class MigEditor {
         return PartWay(
             lib_.Failure(r, absl::StrCat("nvmlGpuInstanceDestroy (", Name(gi.info), ")")));
       }
+      Destroyed(gi.info);
       return absl::OkStatus();
     }
     return absl::NotFoundError(absl::StrCat("GPU ", index_, " has no instance at slice ", start));
@@ -306,6 +314,10 @@ class MigEditor {
                                                       " slices for the GPU instance ", name));
   }
 
+  void Destroyed(const nvml::GpuInstanceInfo& info) const {
+    if (destroyed_) destroyed_(static_cast<int>(info.placement.start));
+  }
+
   std::string ProfileName(unsigned int id) const {
     for (const MigProfile& p : model_.mig_profiles) {
       if (p.id == static_cast<int>(id)) return p.name;
@@ -349,6 +361,7 @@ class MigEditor {
   nvml::Device device_;
   int index_;
   const GpuModel& model_;
+  std::function<void(int)> destroyed_;
   std::map<unsigned int, nvml::GpuInstanceProfileInfo> profiles_;
   std::vector<std::string> done_;
 };
@@ -362,15 +375,17 @@ absl::StatusOr<std::string> CreateNvmlMigInstance(const NvmlLibrary& lib, nvml::
 }
 
 absl::Status DestroyNvmlMigInstance(const NvmlLibrary& lib, nvml::Device device, int index,
-                                    const GpuModel& model, int start) {
-  return MigEditor(lib, device, index, model).Destroy(start);
+                                    const GpuModel& model, int start,
+                                    const std::function<void(int start)>& destroyed) {
+  return MigEditor(lib, device, index, model, destroyed).Destroy(start);
 }
 
 absl::Status ApplyNvmlMigLayout(const NvmlLibrary& lib, nvml::Device device, int index,
                                 const GpuModel& model,
                                 const std::vector<DiscoveredMigInstance>& layout,
-                                const std::function<absl::Status()>& check_idle) {
-  return MigEditor(lib, device, index, model).Apply(layout, check_idle);
+                                const std::function<absl::Status()>& check_idle,
+                                const std::function<void(int start)>& destroyed) {
+  return MigEditor(lib, device, index, model, destroyed).Apply(layout, check_idle);
 }
 
 }  // namespace carve

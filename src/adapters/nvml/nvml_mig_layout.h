@@ -20,11 +20,13 @@ namespace carve {
 // read and `check_idle` is asked; any error then changes nothing and says so. Then every compute
 // instance and GPU instance is destroyed and the new ones are created in order; a failure
 // part-way returns the failing call's status with what was done and the instances the GPU has
-// now (read back from the driver). Needs root (NO_PERMISSION otherwise).
+// now (read back from the driver). `destroyed` hears of each GPU instance destroyed, by its start.
+// Needs root (NO_PERMISSION otherwise).
 absl::Status ApplyNvmlMigLayout(const NvmlLibrary& lib, nvml::Device device, int index,
                                 const GpuModel& model,
                                 const std::vector<DiscoveredMigInstance>& layout,
-                                const std::function<absl::Status()>& check_idle);
+                                const std::function<absl::Status()>& check_idle,
+                                const std::function<void(int start)>& destroyed);
 
 // Dynamic partitions: one GPU instance of catalog profile `profile` at `start`, with a compute
 // instance spanning it, next to the GPU's other instances (the driver refuses an overlap); the
@@ -36,7 +38,8 @@ absl::StatusOr<std::string> CreateNvmlMigInstance(const NvmlLibrary& lib, nvml::
 // Destroys the GPU instance at `start` with its compute instances; the driver refuses one in use
 // (FailedPrecondition). NotFound when there is none.
 absl::Status DestroyNvmlMigInstance(const NvmlLibrary& lib, nvml::Device device, int index,
-                                    const GpuModel& model, int start);
+                                    const GpuModel& model, int start,
+                                    const std::function<void(int start)>& destroyed);
 
 }  // namespace carve
 

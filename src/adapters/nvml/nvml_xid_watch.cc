@@ -10,6 +10,15 @@ namespace {
 // More events than one poll handles; the rest wait for the next poll.
 constexpr int kMaxEventsPerPoll = 256;
 
+// Keeps the worse health; reasons accumulate, each once.
+void Add(NvmlXidWatch::Mark& mark, const std::string& health, const std::string& reason) {
+  if (mark.health != "unhealthy") mark.health = health;
+  if (absl::StrContains(absl::StrCat("; ", mark.reason, "; "), absl::StrCat("; ", reason, "; "))) {
+    return;
+  }
+  mark.reason = mark.reason.empty() ? reason : absl::StrCat(mark.reason, "; ", reason);
+}
+
 }  // namespace
 
 NvmlXidWatch::NvmlXidWatch(const NvmlLibrary& lib, const std::vector<nvml::Device>& devices)
@@ -44,7 +53,7 @@ NvmlXidWatch::~NvmlXidWatch() {
   if (set_ != nullptr) lib_.fn().event_set_free(set_);
 }
 
-std::map<int, NvmlXidWatch::Mark> NvmlXidWatch::Poll() {
+NvmlXidWatch::Marks NvmlXidWatch::Poll() {
   std::lock_guard<std::mutex> lock(mu_);
   if (set_ == nullptr) return marks_;
   for (int n = 0; n < kMaxEventsPerPoll; ++n) {
@@ -62,18 +71,36 @@ std::map<int, NvmlXidWatch::Mark> NvmlXidWatch::Poll() {
   return marks_;
 }
 
+void NvmlXidWatch::ForgetInstance(int index, int start) {
+  std::lock_guard<std::mutex> lock(mu_);
+  marks_.instances.erase({index, start});
+}
+
+int NvmlXidWatch::StartOf(int index, unsigned int id) const {
+  const NvmlLibrary::Functions& f = lib_.fn();
+  if (f.get_gi_by_id == nullptr || f.get_gi_info == nullptr) return -1;
+  nvml::GpuInstance instance = nullptr;
+  nvml::GpuInstanceInfo info{};
+  if (f.get_gi_by_id(devices_[static_cast<size_t>(index)], id, &instance) != nvml::kSuccess ||
+      f.get_gi_info(instance, &info) != nvml::kSuccess) {
+    return -1;
+  }
+  return static_cast<int>(info.placement.start);
+}
+
 void NvmlXidWatch::Record(int index, unsigned long long xid, unsigned int gpu_instance) {
   std::string health = XidHealth(xid);
   if (health.empty()) return;  // about one application only
   std::string reason = absl::StrCat("XID ", xid);
-  if (gpu_instance != nvml::kNoInstance)
-    absl::StrAppend(&reason, " (GPU instance ", gpu_instance, ")");
-  Mark& mark = marks_[index];
-  if (mark.health != "unhealthy") mark.health = health;
-  if (absl::StrContains(absl::StrCat("; ", mark.reason, "; "), absl::StrCat("; ", reason, "; "))) {
+  if (gpu_instance == nvml::kNoInstance) {
+    Add(marks_.gpus[index], health, reason);
     return;
   }
-  mark.reason = mark.reason.empty() ? reason : absl::StrCat(mark.reason, "; ", reason);
+  if (int start = StartOf(index, gpu_instance); start >= 0) {
+    Add(marks_.instances[{index, start}], health, reason);
+    return;
+  }
+  Add(marks_.gpus[index], health, absl::StrCat(reason, " (GPU instance ", gpu_instance, ")"));
 }
 
 }  // namespace carve

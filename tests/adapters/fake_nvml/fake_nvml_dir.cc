@@ -5,7 +5,8 @@
 //   DIR/processes/<pid>      "<gpu uuid> <MiB>" lines: a compute process on those GPUs, listed
 //                            while <pid> lives (the driver frees a dead process's memory)
 //   DIR/utilization/<uuid>   the GPU's activity in percent
-//   DIR/xid/<name>           "<gpu uuid> <xid>": a critical XID, delivered once (then removed)
+//   DIR/xid/<name>           "<gpu uuid> <xid> [<GPU instance id>]": a critical XID, delivered
+//                            once (then removed)
 #include <signal.h>
 
 #include <cstdlib>
@@ -80,13 +81,13 @@ void XidsFromDir() {
   if (Dir() == nullptr) return;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(std::string(Dir()) + "/xid", ec)) {
+    std::ifstream in(entry.path());
     std::string uuid;
     unsigned long long xid = 0;
-    std::ifstream(entry.path()) >> uuid >> xid;
+    unsigned int instance = nvml::kNoInstance;
+    in >> uuid >> xid >> instance;
     int gpu = GpuByUuid(uuid);
-    if (gpu >= 0 && xid > 0) {
-      State().events.push_back({static_cast<size_t>(gpu), xid, nvml::kNoInstance});
-    }
+    if (gpu >= 0 && xid > 0) State().events.push_back({static_cast<size_t>(gpu), xid, instance});
     std::filesystem::remove(entry.path(), ec);
   }
 }
