@@ -1,4 +1,4 @@
-// The CLI over the REST API: submit, ls, show, explain, cancel, logs, nodes, events.
+// The CLI over the REST API: submit, ls, show, cancel, logs, nodes, events.
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -55,7 +55,7 @@ void PrintJobs(const json& jobs) {
 struct SubmitFlags {
   std::string file;
   std::string name, mode, gpu_memory, gpu_compute, profile, cpu, memory, max_runtime, queue, kind,
-      idempotency_key;
+      idempotency_key, priority_class, topology;
   std::vector<std::string> gpu_models, env, command;
   int gpus = -1;
   int replicas = 0;
@@ -83,6 +83,8 @@ json SpecFromFlags(const SubmitFlags& f, const CLI::App& cmd) {
   put("--queue", spec, "queue", f.queue);
   put("--kind", spec, "kind", f.kind);
   put("--priority", spec, "priority", f.priority);
+  put("--priority-class", spec, "priority_class", f.priority_class);
+  put("--topology", spec, "topology", f.topology);
   put("--replicas", spec, "replicas", f.replicas);
   put("--max-runtime", spec, "max_runtime", f.max_runtime);
   put("--gpus", r, "gpus", f.gpus);
@@ -127,7 +129,10 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Connection> c) {
   cmd->add_option("--queue", f->queue, "Queue");
   cmd->add_option("--kind", f->kind,
                   "training | inference | batch | evaluation | interactive | data");
-  cmd->add_option("--priority", f->priority, "Priority (higher first)");
+  cmd->add_option("--priority", f->priority, "Priority (higher first; default from the class)");
+  cmd->add_option("--priority-class", f->priority_class,
+                  "critical | standard | exploratory, or an applied priority class");
+  cmd->add_option("--topology", f->topology, "compact: replicas on one node, NVLink domain, rack");
   cmd->add_option("--env", f->env, "KEY=VALUE (repeatable)");
   cmd->add_option("--idempotency-key", f->idempotency_key,
                   "Submitting again with the same key returns the first job");
@@ -162,18 +167,6 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
     json job = Check(Client(*c).Get(path));
     if (c->output == "table") c->output = "yaml";
     Structured(*c, job);
-  });
-  CLI::App* explain = app.add_subcommand("explain", "Why a job waits, or where it runs");
-  explain->add_option("job", *id, "Job id")->required();
-  explain->callback([c, id] {
-    json e = Check(Client(*c).Get(absl::StrCat("/api/v1/jobs/", JobId(*id), "/explain")));
-    if (Structured(*c, e)) return;
-    std::cout << "job " << e.value("id", int64_t{0}) << " is " << e.value("state", "") << ": "
-              << e.value("reason", "") << "\n";
-    if (e.contains("explanation") && !e["explanation"].get<std::string>().empty()) {
-      std::cout << "gate: " << e.value("gate", "") << "\n"
-                << e["explanation"].get<std::string>() << "\n";
-    }
   });
   CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job (stops all its processes)");
   cancel->add_option("job", *id, "Job id")->required();
@@ -346,6 +339,7 @@ void AddClientCommands(CLI::App& app) {
   AddLogs(app, c);
   AddConfig(app, c);
   AddOperationsCommands(app, c);
+  AddQueueCommands(app, c);
 }
 
 }  // namespace carve::app

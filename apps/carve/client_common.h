@@ -36,6 +36,7 @@ int64_t JobId(const std::string& text);
 
 // Command groups beside AddClientCommands, each in its own file.
 void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c);  // relayout, scale
+void AddQueueCommands(CLI::App& app, std::shared_ptr<Connection> c);       // queues, explain
 
 }  // namespace carve::app
 

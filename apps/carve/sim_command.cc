@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "sim/compare.h"
 #include "sim/fill.h"
+#include "sim/queue_trace.h"
 #include "sim/synth.h"
 
 namespace carve::app {
@@ -136,6 +137,36 @@ void AddCompare(CLI::App& sim) {
   });
 }
 
+void AddQueues(CLI::App& sim) {
+  auto opts = std::make_shared<sim::QueueTraceOptions>();
+  auto json = std::make_shared<std::string>();
+  opts->nodes_path = DefaultTraceFile("openb_node_list_gpu_node.csv");
+  opts->pods_path = DefaultTraceFile("openb_pod_list_default.csv");
+  CLI::App* queues = sim.add_subcommand(
+      "queues", "Two tenants' queues with quotas in one cohort over the trace: share over time");
+  queues->add_option("--nodes", opts->nodes_path, "Trace node list (CSV)");
+  queues->add_option("--pods", opts->pods_path, "Trace pod list with creation/deletion times");
+  queues->add_option("--node-fraction", opts->node_fraction, "Share of the GPU nodes used");
+  queues->add_option("--prod-share", opts->prod_share, "prod's nominal share of the GPUs");
+  queues->add_option("--arrival-speedup", opts->arrival_speedup,
+                     "Arrivals this many times faster than in the trace (durations unchanged)");
+  queues->add_option("--buckets", opts->buckets, "Report rows over the trace's time span");
+  queues->add_option("--policy", opts->policy, "Placement policy");
+  queues->add_option("--json", *json, "Also write the result as JSON to this file");
+  queues->callback([opts, json] {
+    if (opts->node_fraction <= 0 || opts->node_fraction > 1 || opts->prod_share <= 0 ||
+        opts->prod_share >= 1 || opts->buckets < 1 || opts->arrival_speedup <= 0) {
+      Fail(absl::InvalidArgumentError(
+          "--node-fraction must be in (0, 1], --prod-share in (0, 1), --buckets at least 1, "
+          "--arrival-speedup above 0"));
+    }
+    auto result = sim::RunQueueTrace(*opts);
+    if (!result.ok()) Fail(result.status());
+    result->PrintTable(std::cout);
+    WriteJson(*json, result->ToJson());
+  });
+}
+
 }  // namespace
 
 void AddSimCommands(CLI::App& app) {
@@ -144,6 +175,7 @@ void AddSimCommands(CLI::App& app) {
   AddFill(*sim);
   AddSynth(*sim);
   AddCompare(*sim);
+  AddQueues(*sim);
 }
 
 }  // namespace carve::app

@@ -5,7 +5,7 @@
 
 namespace carve::app {
 
-// Registers `carve sim fill` and `carve sim synth`.
+// Registers `carve sim fill`, `synth`, `compare` and `queues`.
 void AddSimCommands(CLI::App& app);
 
 }  // namespace carve::app

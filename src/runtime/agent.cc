@@ -233,10 +233,10 @@ void Agent::StartReclaim(Replica& r) {
   r.reclaiming = std::async(std::launch::async, [this, copy = r] { return Reclaim(copy); }).share();
 }
 
-void Agent::StopAsync(const ProcessHandle& handle) {
-  stopping_.push_back(std::async(std::launch::async, [this, handle] {
-    (void)launcher_->Stop(handle, options_.stop_grace_ms);
-  }));
+void Agent::StopAsync(const ProcessHandle& handle, int64_t grace_ms) {
+  if (grace_ms < 0) grace_ms = options_.stop_grace_ms;
+  stopping_.push_back(std::async(
+      std::launch::async, [this, handle, grace_ms] { (void)launcher_->Stop(handle, grace_ms); }));
 }
 
 json Agent::Reclaim(Replica r) {
@@ -407,8 +407,9 @@ absl::Status Agent::Tick() {
   }
   for (const json& stop : answer->value("stop", json::array())) {
     auto it = replicas_.find({stop.value("job", int64_t{0}), stop.value("replica", 0)});
-    if (it != replicas_.end() && it->second.launched && !it->second.exit) {
-      StopAsync(it->second.handle);
+    if (it != replicas_.end() && it->second.launched && !it->second.exit && !it->second.stop_sent) {
+      it->second.stop_sent = true;
+      StopAsync(it->second.handle, stop.value("grace_ms", options_.stop_grace_ms));
     }
   }
   for (const json& a : answer->value("assignments", json::array())) Launch(a);

@@ -63,6 +63,9 @@ class Agent {
     int64_t deadline_us = 0;  // 0: none
     bool timed_out = false;
     bool launched = false;
+    // The server asked it to stop: signalled once, so a job saving a checkpoint on SIGTERM is
+    // not interrupted by the next heartbeat's repeat of the request.
+    bool stop_sent = false;
     std::optional<ExitStatus> exit;
     int64_t ended_us = 0;
     nlohmann::json grants = nlohmann::json::array();
@@ -86,7 +89,8 @@ class Agent {
   // Destroys a dynamic MIG instance made for a replica and records whether the device agrees.
   template <typename Check>
   void CheckDestroyed(const nlohmann::json& grant, Check& check);
-  void StopAsync(const ProcessHandle& handle);
+  // SIGTERM, then SIGKILL after `grace_ms` (-1: the agent's stop grace).
+  void StopAsync(const ProcessHandle& handle, int64_t grace_ms = -1);
   // Applies a MIG layout the server asked for, once per request; the result is reported until the
   // server stops asking.
   void ApplyLayout(const nlohmann::json& request);

@@ -242,6 +242,11 @@ void ApiServer::Routes() {
           std::string kind = req.matches[1].str();
           Reply(res, 200, control_->ListObjects(kind.substr(0, kind.size() - 1)));
         });
+  // Queues: quota, used, borrowed, lent and pending per queue (control_plane_queues.cc).
+  s.Get("/api/v1/queues/status", [=, this](const httplib::Request& req, httplib::Response& res) {
+    if (!authed(req, res, "user")) return;
+    Reply(res, 200, control_->QueueStatus());
+  });
   s.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, "user");

@@ -160,6 +160,7 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
     auto it = idempotency_.find(who.name + "\n" + idem_key);
     if (it != idempotency_.end()) return jobs_.at(it->second).ToJson();
   }
+  if (absl::Status s = ResolveScheduling(*spec, body); !s.ok()) return s;
   JobRecord job;
   job.id = next_job_id_++;
   job.spec = *spec;
@@ -202,11 +203,8 @@ absl::StatusOr<json> ControlPlane::Explain(int64_t id) const {
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
   const JobRecord& job = it->second;
   json out = {{"id", job.id}, {"state", job.state}, {"reason", job.reason}};
-  if (job.state == "queued") {
-    out["gate"] = "placement";
-    out["explanation"] = job.explanation;
-    out["reasons"] = job.explanation_reasons;
-  } else {
+  out.update(ExplainScheduling(job));
+  if (job.state != "queued") {
     json placed = json::array();
     for (const ReplicaRecord& r : job.replicas) {
       json g = json::array();

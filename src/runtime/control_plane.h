@@ -6,11 +6,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "core/model/cluster.h"
 #include "core/model/gpu_catalog.h"
+#include "core/sched/placement/policy.h"
+#include "core/sched/queueing/quota.h"
 #include "nlohmann/json.hpp"
 #include "ports/store.h"
 #include "runtime/journal.h"
@@ -96,11 +99,16 @@ class ControlPlane {
   nlohmann::json ListObjects(const std::string& kind) const;
   nlohmann::json Events(int64_t after, int64_t limit) const;
 
-  // One scheduling cycle: node liveness, then every queued job in order (priority, age, id).
+  // One scheduling cycle: node liveness and timers, then the queueing cycle over every queued job
+  // (quota, order, gangs, backfill, preemption; docs/scheduling.md).
   // Returns how many jobs were scheduled.
   absl::StatusOr<int> ScheduleOnce();
 
   bool healthy() const;
+
+  // Per queue: its configuration, and per resource quota, used, borrowed, lent, borrowable;
+  // pending and running job counts.
+  nlohmann::json QueueStatus() const;
 
  private:
   ControlPlane(Store* store, const GpuCatalog* catalog, Options options, Clock now);
@@ -172,6 +180,24 @@ class ControlPlane {
   std::string LogPath(int64_t job, int replica) const;
   bool ObjectExists(const std::string& kind, const std::string& name) const;
 
+  // Queues and scheduling (control_plane_queues.cc).
+  // Checks the job's queue against its project and sets priority and preemptibility from its
+  // priority class where the submission left them out.
+  absl::Status ResolveScheduling(JobSpec& spec, const nlohmann::json& body) const;
+  // A project's `queues` must name queues that exist or are applied alongside.
+  absl::Status CheckProjectQueues(
+      const nlohmann::json& doc,
+      const std::set<std::pair<std::string, std::string>>& declared) const;
+  // Runs the core's queueing cycle over the queued jobs (`held`: what each active job holds in
+  // `cluster`) and records binds, preemptions and explanations. Returns jobs scheduled.
+  int ScheduleQueued(Cluster& cluster, const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
+                     const PlacementPolicy& policy, int64_t now, StoreBatch& batch);
+  void BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,
+               const Cluster& cluster, bool backfilled, int64_t now, StoreBatch& batch);
+  std::vector<QueueSpec> QueueSpecs() const;
+  // Queue, class, priority, preemption on both sides and, while queued, the gates that hold it.
+  nlohmann::json ExplainScheduling(const JobRecord& job) const;
+
   Store* store_;
   const GpuCatalog* catalog_;
   Options options_;
@@ -184,6 +210,8 @@ class ControlPlane {
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
   std::map<std::pair<std::string, std::string>, nlohmann::json> objects_;  // (kind, name)
   std::map<std::string, std::map<int, std::string>> mode_overrides_;       // node -> gpu -> mode
+  std::map<int64_t, nlohmann::json> waits_;  // the last cycle's explanation per waiting job
+  std::map<int64_t, int64_t> nominated_;     // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   bool broken_ = false;
 };

@@ -284,7 +284,11 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     if (report.value("state", "") == "running" &&
         (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() || failed_sibling ||
          MustStop(job, job.replicas[r]))) {
-      stops.push_back({{"job", id}, {"replica", r}});
+      json stop = {{"job", id}, {"replica", r}};
+      if (!job.spec.checkpoint_grace.empty()) {
+        stop["grace_ms"] = ParseDurationUs(job.spec.checkpoint_grace).value_or(0) / 1000;
+      }
+      stops.push_back(stop);
     }
   }
   json assignments = json::array();

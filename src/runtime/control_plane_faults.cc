@@ -15,8 +15,11 @@ void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::
   std::string subject = absl::StrCat("job/", job.id);
   std::string policy = job.spec.RecoveryPolicy();
   std::string node = job.replicas.empty() ? "" : job.replicas[0].node;
-  if (job.cancel_requested || policy == "none" || job.attempt >= job.spec.MaxRetries()) {
-    job.state = job.cancel_requested ? "cancelled" : "failed";
+  // A preempted job is requeued without spending a retry: it did nothing wrong.
+  bool preempted = cause.rfind("preempted by ", 0) == 0;
+  if (job.cancel_requested || policy == "none" ||
+      (!preempted && job.attempt >= job.spec.MaxRetries())) {
+    job.state = job.cancel_requested ? "cancelled" : preempted ? "preempted" : "failed";
     job.reason =
         absl::StrCat(cause, policy == "none" ? "; recovery policy none" : "; no retries left");
     job.ended_us = now_();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"
+#include "runtime/queue_config.h"
 
 namespace carve {
 
@@ -22,21 +23,6 @@ absl::Status CheckFields(size_t doc, const json& j, const std::set<std::string>&
       std::vector<std::string> names(known.begin(), known.end());
       return Invalid(doc, k, absl::StrCat("unknown field; known: ", absl::StrJoin(names, ", ")));
     }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckQuota(size_t doc, const json& quota) {
-  if (!quota.is_object()) return Invalid(doc, "quota", "must be a map");
-  for (const auto& [k, v] : quota.items()) {
-    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
-    absl::Status s = k == "gpus"     ? ParseGpuMilli(text).status()
-                     : k == "cpu"    ? ParseCpuMilli(text).status()
-                     : k == "memory" ? ParseMemMib(text).status()
-                                     : absl::InvalidArgumentError(
-                                           "unknown resource; use gpus, "
-                                           "cpu or memory");
-    if (!s.ok()) return Invalid(doc, "quota." + k, s.message());
   }
   return absl::OkStatus();
 }
@@ -92,15 +78,20 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
       }
       continue;
     }
-    if (kind != "tenant" && kind != "project" && kind != "queue") {
-      return Invalid(i, "kind", "\"" + kind + "\" is not tenant, project, queue or node");
+    if (kind != "tenant" && kind != "project" && kind != "queue" && kind != "priority-class") {
+      return Invalid(i, "kind",
+                     "\"" + kind + "\" is not tenant, project, queue, priority-class or node");
     }
     if (!std::regex_match(name, kName)) {
       return Invalid(i, "name", "\"" + name + "\" must be lowercase letters, digits and dashes");
     }
     std::set<std::string> fields = {"kind", "name", "description"};
-    if (kind == "project") fields.insert("tenant");
-    if (kind == "queue") fields.insert({"pool", "quota", "weight", "idle_after", "idle_action"});
+    if (kind == "project") fields.insert({"tenant", "queues"});
+    if (kind == "queue") {
+      fields.insert({"pool", "quota", "weight", "cohort", "borrowing_limit", "lending_limit",
+                     "idle_after", "idle_action"});
+    }
+    if (kind == "priority-class") fields.insert({"priority", "preemptible"});
     if (absl::Status s = CheckFields(i, d, fields); !s.ok()) return s;
     if (kind == "project") {
       std::string tenant = d.value("tenant", "");
@@ -108,8 +99,12 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
         return Invalid(i, "tenant", "no tenant \"" + tenant + "\" (apply it first or alongside)");
       }
     }
-    if (kind == "queue" && d.contains("quota")) {
-      if (absl::Status s = CheckQuota(i, d["quota"]); !s.ok()) return s;
+    absl::Status sched = kind == "queue"            ? CheckQueueDoc(d, *catalog_)
+                         : kind == "priority-class" ? CheckPriorityClassDoc(d)
+                         : kind == "project"        ? CheckProjectQueues(d, declared)
+                                                    : absl::OkStatus();
+    if (!sched.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("document ", i, ": ", sched.message()));
     }
     if (kind == "queue" && d.contains("idle_after")) {
       auto after = d["idle_after"].is_string() ? ParseDurationUs(d["idle_after"])
@@ -119,10 +114,6 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
     if (kind == "queue" && d.contains("idle_action") && d["idle_action"] != "flag" &&
         d["idle_action"] != "stop") {
       return Invalid(i, "idle_action", "must be flag or stop");
-    }
-    if (kind == "queue" && d.contains("weight") &&
-        (!d["weight"].is_number() || d["weight"].get<double>() <= 0)) {
-      return Invalid(i, "weight", "must be a positive number");
     }
     declared.insert({kind, name});
   }

@@ -104,12 +104,31 @@ json YamlNodeToJson(const YAML::Node& n) {
   }
 }
 
+// Preemptibility and topology; the priority class is checked against the configured classes
+// when the job is submitted.
+absl::Status ReadScheduling(const json& j, JobSpec& spec) {
+  if (j.contains("preemptible")) {
+    if (!j["preemptible"].is_boolean()) return FieldError("preemptible", "must be true or false");
+    spec.preemptible = j["preemptible"].get<bool>();
+  }
+  if (auto t = ParseTopology(spec.topology); !t.ok()) {
+    return FieldError("topology", t.status().message());
+  }
+  if (!spec.checkpoint_grace.empty()) {
+    auto grace = ParseDurationUs(spec.checkpoint_grace);
+    if (!grace.ok()) return FieldError("checkpoint_grace", grace.status().message());
+    if (*grace > 600'000'000) return FieldError("checkpoint_grace", "must be at most 10m");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
   static const std::set<std::string> kTop = {
-      "name",      "tenant",  "project", "queue",   "kind",        "priority", "replicas",
-      "resources", "command", "env",     "workdir", "max_runtime", "recovery", "lease"};
+      "name",     "tenant",    "project",        "queue",       "kind",     "priority",
+      "replicas", "resources", "command",        "env",         "workdir",  "max_runtime",
+      "recovery", "lease",     "priority_class", "preemptible", "topology", "checkpoint_grace"};
   static const std::set<std::string> kResources = {
       "gpus", "mode", "gpu_compute", "gpu_memory", "profile", "gpu_model", "cpu", "memory"};
   if (absl::Status s = CheckKeys(j, "", kTop); !s.ok()) return s;
@@ -121,7 +140,10 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
                           {"queue", &spec.queue},
                           {"kind", &spec.kind},
                           {"workdir", &spec.workdir},
-                          {"max_runtime", &spec.max_runtime}}) {
+                          {"max_runtime", &spec.max_runtime},
+                          {"priority_class", &spec.priority_class},
+                          {"topology", &spec.topology},
+                          {"checkpoint_grace", &spec.checkpoint_grace}}) {
     if (absl::Status s = Read(j, key, key, *out); !s.ok()) return s;
   }
   int64_t replicas = 1;
@@ -177,6 +199,7 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
                                      "\" is not checkpoint-retry, failover, requeue or none"));
     }
   }
+  if (absl::Status s = ReadScheduling(j, spec); !s.ok()) return s;
   if (spec.command.empty()) return FieldError("command", "is required (what the job runs)");
   if (spec.name.empty()) spec.name = spec.command[0];
   return spec;
@@ -196,6 +219,10 @@ json JobSpec::ToJson() const {
   if (!workdir.empty()) j["workdir"] = workdir;
   if (!max_runtime.empty()) j["max_runtime"] = max_runtime;
   if (!lease.empty()) j["lease"] = lease;
+  if (!priority_class.empty()) j["priority_class"] = priority_class;
+  if (preemptible.has_value()) j["preemptible"] = *preemptible;
+  if (!topology.empty()) j["topology"] = topology;
+  if (!checkpoint_grace.empty()) j["checkpoint_grace"] = checkpoint_grace;
   if (!recovery.empty() || max_retries >= 0) {
     j["recovery"] = json::object();
     if (!recovery.empty()) j["recovery"]["policy"] = recovery;

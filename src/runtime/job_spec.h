@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/model/gpu_catalog.h"
+#include "core/sched/queueing/topology.h"
 #include "core/sched/request.h"
 #include "nlohmann/json.hpp"
 
@@ -51,6 +53,15 @@ struct JobSpec {
   // stopped and its GPUs come back. Default 1h for kind interactive; empty otherwise.
   std::string lease;
   int max_retries = -1;  // -1: the policy's default
+  // Scheduling: a priority class (critical | standard | exploratory, or one applied with
+  // `carve apply`) sets the default priority and preemptibility; `topology: compact` prefers
+  // the replicas on one node, then one NVLink domain, then one rack.
+  std::string priority_class;
+  std::optional<bool> preemptible;
+  std::string topology;
+  // How long the job has to checkpoint once told to stop (preempted, drained, cancelled):
+  // SIGTERM, then SIGKILL after this ("30s"); empty: the agent's default (3 s).
+  std::string checkpoint_grace;
 
   nlohmann::json ToJson() const;
   std::string RecoveryPolicy() const;

@@ -15,6 +15,8 @@ const char* OpenApiDocument() {
         "name": {"type": "string"}, "tenant": {"type": "string"}, "project": {"type": "string"}, "queue": {"type": "string"},
         "kind": {"type": "string", "enum": ["training", "inference", "batch", "evaluation", "interactive", "data"]},
         "priority": {"type": "integer"}, "replicas": {"type": "integer", "minimum": 1},
+        "priority_class": {"type": "string", "example": "standard"}, "preemptible": {"type": "boolean"},
+        "topology": {"type": "string", "enum": ["any", "compact"]},
         "resources": {"type": "object", "additionalProperties": false, "properties": {
           "gpus": {"type": "integer", "minimum": 0}, "mode": {"type": "string", "enum": ["exclusive", "shared", "partition"]},
           "gpu_compute": {"type": "string", "example": "30%"}, "gpu_memory": {"type": "string", "example": "10Gi"},
@@ -22,7 +24,7 @@ const char* OpenApiDocument() {
           "cpu": {"type": "string", "example": "2"}, "memory": {"type": "string", "example": "8Gi"}}},
         "command": {"type": "array", "items": {"type": "string"}}, "env": {"type": "object", "additionalProperties": {"type": "string"}},
         "workdir": {"type": "string"}, "max_runtime": {"type": "string", "example": "2h"}}},
-      "Job": {"type": "object", "properties": {"id": {"type": "integer"}, "state": {"type": "string", "enum": ["queued", "scheduled", "running", "succeeded", "failed", "cancelled", "timed-out", "lost"]},
+      "Job": {"type": "object", "properties": {"id": {"type": "integer"}, "state": {"type": "string", "enum": ["queued", "scheduled", "running", "succeeded", "failed", "cancelled", "timed-out", "lost", "preempted"]},
         "reason": {"type": "string"}, "name": {"type": "string"}, "spec": {"$ref": "#/components/schemas/JobSpec"}, "replicas": {"type": "array", "items": {"type": "object"}},
         "explanation": {"type": "string"}, "created_us": {"type": "integer"}, "scheduled_us": {"type": "integer"}, "started_us": {"type": "integer"}, "ended_us": {"type": "integer"}}}
     }
@@ -37,6 +39,7 @@ const char* OpenApiDocument() {
         "responses": {"201": {"description": "queued", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Job"}}}}, "400": {"description": "invalid", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}, "401": {"description": "no or bad token"}}},
       "get": {"summary": "List active jobs (all=true: every job)", "parameters": [{"name": "all", "in": "query", "schema": {"type": "boolean"}}], "responses": {"200": {"description": "jobs"}}}},
     "/api/v1/jobs/{id}": {"get": {"summary": "One job", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}], "responses": {"200": {"description": "job"}, "404": {"description": "no such job"}}}},
+    "/api/v1/queues/status": {"get": {"summary": "Per queue and resource: quota, used, borrowed, lent, borrowable; pending and running jobs", "responses": {"200": {"description": "queues"}}}},
     "/api/v1/jobs/{id}/explain": {"get": {"summary": "Why the job waits, or where it was placed", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}], "responses": {"200": {"description": "explanation"}}}},
     "/api/v1/jobs/{id}/cancel": {"post": {"summary": "Cancel: stops every process of the job", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}], "responses": {"200": {"description": "cancelling"}, "409": {"description": "already ended"}}}},
     "/api/v1/jobs/{id}/renew": {"post": {"summary": "Renew a running job's lease (interactive jobs hold one; unrenewed, the job is stopped)", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}], "responses": {"200": {"description": "renewed"}, "409": {"description": "no lease, or not running"}}}},

@@ -9,7 +9,7 @@ using json = nlohmann::json;
 
 bool IsFinal(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "cancelled" ||
-         state == "timed-out" || state == "lost";
+         state == "timed-out" || state == "lost" || state == "preempted";
 }
 
 json GrantToJson(const GrantRecord& g) {
@@ -93,7 +93,10 @@ json JobRecord::ToJson() const {
             {"attempts", attempts},
             {"replicas", reps},
             {"explanation", explanation},
-            {"explanation_reasons", explanation_reasons}};
+            {"explanation_reasons", explanation_reasons},
+            {"preempted_by", preempted_by},
+            {"preemption", preemption},
+            {"victims", victims}};
   if (!idempotency_key.empty()) j["idempotency_key"] = idempotency_key;
   return j;
 }
@@ -124,6 +127,9 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.attempts = j.value("attempts", json::array());
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
+    r.preempted_by = j.value("preempted_by", int64_t{0});
+    r.preemption = j.value("preemption", "");
+    r.victims = j.value("victims", json::array());
     for (const json& rj : j.value("replicas", json::array())) {
       ReplicaRecord rep;
       rep.node = rj.value("node", "");

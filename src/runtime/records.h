@@ -15,8 +15,8 @@
 namespace carve {
 
 // Job states: queued -> scheduled -> running -> reclaiming -> succeeded | failed | cancelled |
-// timed-out | lost. `reclaiming` holds the job's devices until every replica's reclaim record is
-// in.
+// timed-out | lost | preempted (preempted with recovery policy none). `reclaiming` holds the job's
+// devices until every replica's reclaim record is in.
 bool IsFinal(const std::string& state);
 
 // A device grant as stored and sent to agents (the core's DeviceGrant, with the profile by name).
@@ -73,6 +73,10 @@ struct JobRecord {
   std::vector<ReplicaRecord> replicas;                // empty until scheduled
   std::string explanation;                            // last scheduling cycle's reason for waiting
   std::map<std::string, int> explanation_reasons;
+  // Preemption, both sides: the job it was last preempted for and why; the jobs it preempted.
+  int64_t preempted_by = 0;
+  std::string preemption;
+  nlohmann::json victims = nlohmann::json::array();  // [{job, reason}]
 
   // Whether a replica of the job holds a grant on `node` (on its GPU `gpu`; -1: any GPU);
   // retired replicas hold nothing.

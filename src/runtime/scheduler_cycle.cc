@@ -65,6 +65,7 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
     n.capacity.cpu = CpuMilli(rec.cpu_milli);
     n.capacity.memory = MemMib(rec.memory_mib);
     for (const auto& [k, v] : rec.labels) n.labels[k] = v;
+    if (auto pool = rec.labels.find("pool"); pool != rec.labels.end()) n.pool = pool->second;
     for (const DiscoveredGpu& g : rec.gpus) {
       Device d;
       d.model = *catalog->Find(g.model);  // checked at registration
@@ -144,16 +145,17 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   std::map<std::string, NodeId> ids;
   Cluster cluster = BuildCluster(catalog_, nodes_, ids);
   Workload workload;
-  std::vector<JobRecord*> queued;
+  std::map<int64_t, std::vector<ReplicaPlacement>> held;  // what each active job holds
   for (auto& [id, job] : jobs_) {
-    if (job.state == "queued" && job.not_before_us <= now) queued.push_back(&job);
     if (IsFinal(job.state) || job.replicas.empty()) continue;
     auto request = ToJobRequest(job.spec, *catalog_);
     for (const ReplicaRecord& rep : job.replicas) {
       auto it = ids.find(rep.node);
       if (it == ids.end() || !request.ok() || rep.state == "retired") continue;
-      ApplyReplica(cluster, {it->second, request->replica.resources,
-                             ToGrants(cluster, it->second, rep.grants)});
+      ReplicaPlacement p{it->second, request->replica.resources,
+                         ToGrants(cluster, it->second, rep.grants)};
+      ApplyReplica(cluster, p);
+      held[id].push_back(std::move(p));
     }
   }
   BlockFaultyInstances(cluster, nodes_, ids);
@@ -164,59 +166,12 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   for (WorkloadClass& w : workload) w.weight /= static_cast<double>(workload.size());
   auto policy = MakePolicy(options_.policy, PolicyOptions{workload});
   if (!policy.ok()) return policy.status();
-  Placer placer(&cluster, policy->get(), static_cast<uint64_t>(now));
-  PlaceReplacements(cluster, placer, batch);  // running services first
-  std::stable_sort(queued.begin(), queued.end(), [](const JobRecord* a, const JobRecord* b) {
-    if (a->spec.priority != b->spec.priority) return a->spec.priority > b->spec.priority;
-    if (a->created_us != b->created_us) return a->created_us < b->created_us;
-    return a->id < b->id;
-  });
-  int scheduled = 0;
-  for (JobRecord* job : queued) {
-    auto request = ToJobRequest(job->spec, *catalog_);
-    if (!request.ok()) continue;  // validated at submission; the catalog cannot shrink
-    TolerateWindows(*request, job->spec, now);
-    PlaceResult r = placer.Place(*request);
-    std::string subject = absl::StrCat("job/", job->id);
-    if (!r.placed) {
-      std::string summary = r.report.Summary();
-      if (summary == job->explanation) continue;
-      job->explanation = summary;
-      job->explanation_reasons.clear();
-      for (int i = 1; i < kFitReasonCount; ++i) {
-        if (r.report.reasons[i] > 0) {
-          job->explanation_reasons[std::string(ToString(static_cast<FitReason>(i)))] =
-              r.report.reasons[i];
-        }
-      }
-      job->reason = "waiting: " + summary;
-      Event(batch, "scheduler", "job.waiting", subject, summary,
-            {{"reasons", job->explanation_reasons}, {"policy", options_.policy}});
-      Touch(*job, batch);
-      continue;
-    }
-    ++scheduled;
-    job->state = "scheduled";
-    job->scheduled_us = now;
-    job->explanation.clear();
-    job->explanation_reasons.clear();
-    job->replicas.clear();
-    json where = json::array();
-    std::vector<std::string> nodes_used;
-    for (const ReplicaPlacement& p : r.replicas) {
-      ReplicaRecord rep = ToReplicaRecord(cluster, p);
-      rep.slot = static_cast<int>(job->replicas.size());
-      json devices = json::array();
-      for (const GrantRecord& g : rep.grants) devices.push_back(g.device);
-      where.push_back({{"node", rep.node}, {"devices", devices}});
-      nodes_used.push_back(rep.node);
-      job->replicas.push_back(std::move(rep));
-    }
-    job->reason = "placed on " + absl::StrJoin(nodes_used, ", ");
-    Event(batch, "scheduler", "job.scheduled", subject, job->reason,
-          {{"replicas", where}, {"policy", options_.policy}});
-    Touch(*job, batch);
+  {
+    Placer placer(&cluster, policy->get(), static_cast<uint64_t>(now));
+    PlaceReplacements(cluster, placer, batch);  // running services first
   }
+  // Queues, quotas, order, preemption and placement: the core's cycle (control_plane_queues.cc).
+  int scheduled = ScheduleQueued(cluster, held, **policy, now, batch);
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return scheduled;
 }

@@ -117,6 +117,14 @@ absl::StatusOr<std::vector<TracePod>> ReadPodList(const std::string& path) {
         if (layout == 0 && !f[5].empty() && f[5] != "nan") {
           p.gpu_spec = absl::StrSplit(f[5], '|');
         }
+        if (layout == 0) {
+          p.qos = std::string(f[6]);
+          for (auto [field, name, out] : {std::tuple{f[8], "creation_time", &p.creation_s},
+                                          std::tuple{f[9], "deletion_time", &p.deletion_s}}) {
+            if (field.empty() || field == "nan") continue;
+            if (absl::Status s = ParseInt(field, name, *out); !s.ok()) return s;
+          }
+        }
         pods.push_back(std::move(p));
         return absl::OkStatus();
       });

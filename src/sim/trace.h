@@ -27,6 +27,10 @@ struct TracePod {
   int num_gpu = 0;
   int64_t gpu_milli = 0;              // per GPU; below 1000 only when num_gpu == 1
   std::vector<std::string> gpu_spec;  // allowed models; empty means any
+  // The 11-column layout only: QoS class (LS, Burstable, BE) and lifetime in seconds.
+  std::string qos;
+  int64_t creation_s = 0;
+  int64_t deletion_s = 0;
 };
 
 // Errors name the file and line ("pods.csv:17: gpu_milli: ...").

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -51,6 +52,25 @@ TEST(CarveCli, SimSynthReportsThroughput) {
   std::ifstream in(json);
   nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_GT(j["placements_per_sec"].get<double>(), 0);
+}
+
+TEST(CarveCli, SimQueuesReportsEachQueueAgainstItsQuota) {
+  std::string json = ::testing::TempDir() + "queues.json";
+  CliRun r =
+      Carve("sim queues --node-fraction 0.1 --arrival-speedup 100 --buckets 4 --json " + json);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("quota prod 345.0 GPUs, research 345.0 GPUs (one cohort)"));
+  std::ifstream in(json);
+  nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["rows"].size(), 4u);
+  EXPECT_EQ(j["never_started"], 0);
+  EXPECT_GT(j["reclaims"].get<int>(), 0);  // research takes back what prod borrowed
+  double peak = 0;
+  for (const auto& row : j["rows"]) peak = std::max(peak, row["prod_gpus"].get<double>());
+  EXPECT_GT(peak, 0);
+  CliRun bad = Carve("sim queues --prod-share 1.5");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_THAT(bad.output, HasSubstr("--prod-share in (0, 1)"));
 }
 
 TEST(CarveCli, BadInputSaysWhatWasWrong) {

@@ -1,0 +1,158 @@
+#include "core/sched/queueing/explain.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace carve {
+namespace {
+
+std::string ModelNames(const Cluster& cluster, const ReplicaRequest& replica) {
+  if (replica.allowed_models.empty()) return "GPUs";
+  std::vector<std::string> names;
+  for (GpuModelId m : replica.allowed_models) names.push_back(cluster.catalog().model(m).name);
+  return absl::StrJoin(names, "/");
+}
+
+// Nodes that pass the filters no amount of freeing changes: state, pool, selector, taints.
+bool Eligible(const Cluster& cluster, const Node& node, const ReplicaRequest& replica) {
+  FitReason r = CheckNode(cluster, node, replica);
+  return r != FitReason::kNodeNotReady && r != FitReason::kPool && r != FitReason::kNodeSelector &&
+         r != FitReason::kTaint;
+}
+
+bool Serves(const Device& d, const ReplicaRequest& replica) {
+  if (!d.schedulable() || !ModelAllowed(replica, d.model)) return false;
+  if (replica.gpu.mode == DeliveryMode::kExclusive) {
+    return d.mode == DeliveryMode::kExclusive || d.mode == DeliveryMode::kShared;
+  }
+  return d.mode == replica.gpu.mode;
+}
+
+std::string BestNode(const std::string& name, int64_t have) {
+  return name.empty() ? "no eligible node has any"
+                      : absl::StrCat("best node ", name, " has ", have);
+}
+
+}  // namespace
+
+absl::string_view ToString(Gate gate) {
+  switch (gate) {
+    case Gate::kQuota:
+      return "quota";
+    case Gate::kGang:
+      return "gang";
+    case Gate::kPlacement:
+      return "placement";
+    case Gate::kOrder:
+      return "order";
+    case Gate::kPreemption:
+      return "preemption";
+  }
+  return "unknown";
+}
+
+std::string WaitExplanation::Summary() const {
+  std::vector<std::string> parts;
+  for (const GateFacts& g : gates) parts.push_back(g.summary);
+  return absl::StrJoin(parts, "; ");
+}
+
+GateFacts PlacementGate(const Cluster& cluster, const FitReport& report) {
+  GateFacts g;
+  g.gate = Gate::kPlacement;
+  g.nodes_considered = report.nodes_considered;
+  for (int i = 1; i < kFitReasonCount; ++i) {
+    if (report.reasons[i] > 0) {
+      g.reasons[std::string(ToString(static_cast<FitReason>(i)))] = report.reasons[i];
+    }
+  }
+  auto not_ready = g.reasons.find(std::string(ToString(FitReason::kNodeNotReady)));
+  if (not_ready != g.reasons.end()) {
+    int cordoned = 0;
+    for (const Node& n : cluster.nodes()) cordoned += n.state == NodeState::kCordoned;
+    cordoned = std::min(cordoned, not_ready->second);
+    if (cordoned > 0) g.reasons["cordoned"] = cordoned;
+    not_ready->second -= cordoned;
+    if (not_ready->second == 0) g.reasons.erase(not_ready);
+  }
+  std::vector<std::string> parts;
+  int failed = 0;
+  for (const auto& [reason, count] : g.reasons) {
+    failed += count;
+    parts.push_back(absl::StrCat(count, " ", reason));
+  }
+  g.summary = absl::StrCat(report.nodes_considered - failed, "/", report.nodes_considered,
+                           " nodes fit replica ", std::max(report.replica, 0),
+                           parts.empty() ? "" : ": ", absl::StrJoin(parts, ", "));
+  return g;
+}
+
+std::string NearestFit(const Cluster& cluster, const ReplicaRequest& replica) {
+  std::string cpu_node, mem_node, gpu_node;
+  int64_t best_cpu = -1, best_mem = -1, best_gpu = -1;
+  int partition_devices = 0;
+  for (const Node& node : cluster.nodes()) {
+    if (!Eligible(cluster, node, replica)) continue;
+    if (node.free.cpu.units() > best_cpu) best_cpu = node.free.cpu.units(), cpu_node = node.name;
+    if (node.free.memory.units() > best_mem) {
+      best_mem = node.free.memory.units(), mem_node = node.name;
+    }
+    int64_t gpu = 0;
+    for (const Device& d : node.devices) {
+      if (!Serves(d, replica)) continue;
+      if (replica.gpu.mode == DeliveryMode::kExclusive) {
+        gpu += d.idle() ? 1 : 0;
+      } else if (replica.gpu.mode == DeliveryMode::kShared) {
+        gpu = std::max(gpu, d.free_compute.units());
+      } else {
+        ++partition_devices;
+      }
+    }
+    if (gpu > best_gpu) best_gpu = gpu, gpu_node = node.name;
+  }
+  if (best_cpu < 0) return "no ready node matches its pool, node selector and tolerations";
+  const Resources& need = replica.resources;
+  if (best_cpu < need.cpu.units()) {
+    return absl::StrCat("needs ", FormatMilli(need.cpu.units()), " CPU on one node; ",
+                        BestNode(cpu_node, 0), " ", FormatMilli(best_cpu), " free");
+  }
+  if (best_mem < need.memory.units()) {
+    return absl::StrCat("needs ", FormatMemMib(need.memory), " memory on one node; best node ",
+                        mem_node, " has ", FormatMemMib(MemMib(best_mem)), " free");
+  }
+  const GpuRequest& gpu = replica.gpu;
+  if (gpu.none()) return "fits an empty node; waits for CPU or memory to be freed";
+  std::string models = ModelNames(cluster, replica);
+  switch (gpu.mode) {
+    case DeliveryMode::kExclusive:
+      return absl::StrCat("needs ", gpu.count, " whole ", models, " on one node; best node ",
+                          gpu_node, " has ", std::max<int64_t>(best_gpu, 0), " free");
+    case DeliveryMode::kShared:
+      return absl::StrCat("needs a ", FormatMilli(gpu.compute.units()), " share of one ", models,
+                          " in shared mode; best device (on ", gpu_node, ") has ",
+                          FormatMilli(std::max<int64_t>(best_gpu, 0)), " free");
+    case DeliveryMode::kPartition:
+      return absl::StrCat("needs ", gpu.count, " free ", gpu.profile, " instance(s) on one node; ",
+                          partition_devices, " partition-mode ", models,
+                          " devices on eligible nodes, none with room");
+  }
+  return "";
+}
+
+GateFacts QuotaGate(const std::string& queue, const QuotaVerdict& v) {
+  GateFacts g;
+  g.gate = Gate::kQuota;
+  g.queue = queue;
+  g.quota = v;
+  g.summary =
+      absl::StrCat("queue ", queue, ": ", v.resource, " ", FormatResourceAmount(v.resource, v.used),
+                   "/", FormatResourceAmount(v.resource, v.nominal), " used, needs ",
+                   FormatResourceAmount(v.resource, v.requested), ", ",
+                   FormatResourceAmount(v.resource, v.borrowable), " borrowable",
+                   v.reclaimable ? " (within nominal: lent quota is reclaimable)" : "");
+  return g;
+}
+
+}  // namespace carve

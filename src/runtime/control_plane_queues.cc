@@ -1,0 +1,269 @@
+// Queues in the control plane: submission checks, the core's queueing cycle over the live state
+// (binds, preemptions, explanations) and the queue report.
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/sched/queueing/cycle.h"
+#include "runtime/control_plane.h"
+#include "runtime/explain_json.h"
+#include "runtime/queue_config.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr absl::string_view kPreemptedBy = "preempted by ";
+
+int64_t MaxRuntimeUs(const JobSpec& spec) {
+  return spec.max_runtime.empty() ? 0 : ParseDurationUs(spec.max_runtime).value_or(0);
+}
+
+// Told to stop (cancelled, drained, preempted) or releasing its devices: not a victim again.
+bool Stopping(const JobRecord& job) {
+  return job.cancel_requested || !job.displaced.empty() || job.state == "reclaiming";
+}
+
+}  // namespace
+
+std::vector<QueueSpec> ControlPlane::QueueSpecs() const {
+  std::vector<QueueSpec> queues;
+  for (const auto& [key, doc] : objects_) {
+    if (key.first == "queue") queues.push_back(QueueFromDoc(doc, *catalog_));
+  }
+  return queues;
+}
+
+absl::Status ControlPlane::CheckProjectQueues(
+    const json& doc, const std::set<std::pair<std::string, std::string>>& declared) const {
+  if (!doc.contains("queues")) return absl::OkStatus();
+  const json& queues = doc["queues"];
+  if (!queues.is_array()) return absl::InvalidArgumentError("queues: must be a list of names");
+  for (const json& q : queues) {
+    if (!q.is_string()) return absl::InvalidArgumentError("queues: must be a list of names");
+    std::string name = q.get<std::string>();
+    if (!ObjectExists("queue", name) && !declared.count({"queue", name})) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("queues: no queue \"", name, "\" (apply it first or alongside)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body) const {
+  auto project = objects_.find({"project", spec.project});
+  if (project != objects_.end() && project->second.contains("queues")) {
+    const json& allowed = project->second["queues"];
+    if (std::find(allowed.begin(), allowed.end(), spec.queue) == allowed.end()) {
+      std::vector<std::string> names = allowed.get<std::vector<std::string>>();
+      return absl::PermissionDeniedError(absl::StrCat("queue: project ", spec.project,
+                                                      " may submit to ", absl::StrJoin(names, ", "),
+                                                      "; not to \"", spec.queue, "\""));
+    }
+  }
+  std::vector<PriorityClass> classes = PriorityClasses(objects_);
+  std::string name = spec.priority_class.empty() ? "standard" : spec.priority_class;
+  auto c = std::find_if(classes.begin(), classes.end(),
+                        [&](const PriorityClass& k) { return k.name == name; });
+  if (c == classes.end()) {
+    std::vector<std::string> known;
+    for (const PriorityClass& k : classes) known.push_back(k.name);
+    return absl::InvalidArgumentError(absl::StrCat("priority_class: no priority class \"", name,
+                                                   "\"; known: ", absl::StrJoin(known, ", ")));
+  }
+  spec.priority_class = c->name;
+  if (!body.contains("priority")) spec.priority = c->priority;
+  if (!spec.preemptible.has_value()) spec.preemptible = c->preemptible;
+  return absl::OkStatus();
+}
+
+int ControlPlane::ScheduleQueued(Cluster& cluster,
+                                 const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
+                                 const PlacementPolicy& policy, int64_t now, StoreBatch& batch) {
+  // Explanations and nominations only hold while a job is queued (it may have been cancelled).
+  auto not_queued = [&](const auto& entry) {
+    auto it = jobs_.find(entry.first);
+    return it == jobs_.end() || it->second.state != "queued";
+  };
+  std::erase_if(waits_, not_queued);
+  std::erase_if(nominated_, not_queued);
+  CycleInput in;
+  in.cluster = &cluster;
+  in.policy = &policy;
+  in.seed = static_cast<uint64_t>(now);
+  in.now_us = now;
+  in.queues = QueueSpecs();
+  std::map<std::string, std::string> pools;
+  for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
+  for (const auto& [id, job] : jobs_) {
+    auto request = ToJobRequest(job.spec, *catalog_);
+    if (!request.ok()) continue;  // validated at submission; the catalog cannot shrink
+    if (!pools[job.spec.queue].empty()) request->replica.pool = pools[job.spec.queue];
+    bool preemptible = job.spec.preemptible.value_or(true);
+    if (job.state == "queued") {
+      if (job.not_before_us > now) continue;  // a retry's backoff
+      TolerateWindows(*request, job.spec, now);
+      in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
+                            MaxRuntimeUs(job.spec), std::move(*request),
+                            ParseTopology(job.spec.topology).value_or(Topology::kAny),
+                            nominated_.count(id) ? nominated_.at(id) : 0});
+      continue;
+    }
+    auto holds = held.find(id);
+    if (IsFinal(job.state) || holds == held.end()) continue;
+    bool stopping = Stopping(job);
+    int64_t by = stopping && absl::StartsWith(job.displaced, kPreemptedBy) ? job.preempted_by : 0;
+    in.running.push_back({id, job.spec.queue, job.spec.priority, preemptible,
+                          job.started_us > 0 ? job.started_us : job.scheduled_us,
+                          MaxRuntimeUs(job.spec), std::move(*request), holds->second, stopping,
+                          by});
+  }
+  Decisions d = Schedule(in);
+  for (const Bind& b : d.binds) {
+    waits_.erase(b.job);
+    nominated_.erase(b.job);
+    BindJob(jobs_.at(b.job), b.replicas, cluster, b.backfilled, now, batch);
+  }
+  for (const Preemption& p : d.preemptions) {
+    JobRecord& victim = jobs_.at(p.victim);
+    JobRecord& preemptor = jobs_.at(p.preemptor);
+    victim.preempted_by = p.preemptor;
+    victim.preemption = p.reason;
+    Event(batch, "scheduler", "job.preempted", absl::StrCat("job/", p.victim), p.reason,
+          {{"preemptor", p.preemptor}, {"kind", p.kind}, {"queue", p.victim_queue}});
+    Displace(victim, p.reason, batch);
+    preemptor.victims.push_back({{"job", p.victim}, {"reason", p.reason}});
+    nominated_.emplace(p.preemptor, now);
+    Touch(preemptor, batch);
+  }
+  for (const WaitExplanation& w : d.waits) {
+    JobRecord& job = jobs_.at(w.job);
+    json explained = WaitToJson(w);
+    waits_[w.job] = explained;
+    std::string summary = w.Summary();
+    if (summary == job.explanation) continue;
+    job.explanation = summary;
+    job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
+    job.reason = "waiting: " + summary;
+    Event(batch, "scheduler", "job.waiting", absl::StrCat("job/", w.job), summary,
+          {{"gates", explained["gates"]}, {"fix", w.fix}, {"policy", options_.policy}});
+    Touch(job, batch);
+  }
+  return static_cast<int>(d.binds.size());
+}
+
+void ControlPlane::BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,
+                           const Cluster& cluster, bool backfilled, int64_t now,
+                           StoreBatch& batch) {
+  job.state = "scheduled";
+  job.scheduled_us = now;
+  job.explanation.clear();
+  job.explanation_reasons.clear();
+  job.replicas.clear();
+  json where = json::array();
+  std::vector<std::string> nodes_used;
+  for (const ReplicaPlacement& p : replicas) {
+    ReplicaRecord rep = ToReplicaRecord(cluster, p);
+    rep.slot = static_cast<int>(job.replicas.size());
+    json devices = json::array();
+    for (const GrantRecord& g : rep.grants) devices.push_back(g.device);
+    where.push_back({{"node", rep.node}, {"devices", devices}});
+    nodes_used.push_back(rep.node);
+    job.replicas.push_back(std::move(rep));
+  }
+  job.reason = "placed on " + absl::StrJoin(nodes_used, ", ");
+  if (backfilled) job.reason += " (backfilled: ends before the reserved job needs its devices)";
+  Event(batch, "scheduler", "job.scheduled", absl::StrCat("job/", job.id), job.reason,
+        {{"replicas", where}, {"policy", options_.policy}, {"backfilled", backfilled}});
+  Touch(job, batch);
+}
+
+json ControlPlane::ExplainScheduling(const JobRecord& job) const {
+  json out = {{"queue", job.spec.queue},
+              {"priority_class", job.spec.priority_class},
+              {"priority", job.spec.priority},
+              {"preemptible", job.spec.preemptible.value_or(true)}};
+  if (job.preempted_by != 0) {
+    out["preempted_by"] = job.preempted_by;
+    out["preemption"] = job.preemption;
+  }
+  if (!job.victims.empty()) out["victims"] = job.victims;
+  if (job.state != "queued") return out;
+  auto wait = waits_.find(job.id);
+  if (wait != waits_.end()) {
+    out.update(wait->second);
+  } else {
+    out.update({{"gate", ""},
+                {"gates", json::array()},
+                {"explanation", job.explanation},
+                {"reasons", job.explanation_reasons}});
+  }
+  return out;
+}
+
+json ControlPlane::QueueStatus() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<QueueSpec> specs = QueueSpecs();
+  QuotaLedger ledger(specs);
+  std::map<std::string, int> pending, running;
+  std::map<std::string, ResourceList> waiting;
+  for (const auto& [id, job] : jobs_) {
+    auto request = ToJobRequest(job.spec, *catalog_);
+    if (!request.ok() || IsFinal(job.state)) continue;
+    ResourceList charge = RequestCharge(*request, *catalog_);
+    if (job.state == "queued") {
+      ++pending[job.spec.queue];
+      AddResources(waiting[job.spec.queue], charge);
+      continue;
+    }
+    if (request->replica.gpu.mode == DeliveryMode::kExclusive &&
+        request->replica.allowed_models.size() != 1) {
+      for (const ReplicaRecord& r : job.replicas) {
+        auto node = nodes_.find(r.node);
+        for (const GrantRecord& g : r.grants) {
+          if (node == nodes_.end() || g.device >= static_cast<int>(node->second.gpus.size())) {
+            continue;
+          }
+          auto model = catalog_->Find(node->second.gpus[g.device].model);
+          if (model.ok()) charge["gpus/" + catalog_->model(*model).name] += kWholeGpu.units();
+        }
+      }
+    }
+    ++running[job.spec.queue];
+    ledger.Charge(job.spec.queue, charge);
+  }
+  std::set<std::string> names = {"default"};
+  for (const QueueSpec& q : specs) names.insert(q.name);
+  for (const auto& [q, n] : pending) names.insert(q);
+  for (const auto& [q, n] : running) names.insert(q);
+  json out = json::array();
+  for (const std::string& name : names) {
+    const QueueSpec* q = ledger.Find(name);
+    json resources = json::object();
+    for (const auto& [resource, s] : ledger.Status(name)) {
+      auto amount = [&](int64_t v) { return FormatResourceAmount(resource, v); };
+      json r = {{"used", amount(s.used)}};
+      if (s.limited) {
+        r.update({{"quota", amount(s.nominal)},
+                  {"borrowed", amount(s.borrowed)},
+                  {"lent", amount(s.lent)},
+                  {"borrowable", amount(s.borrowable)}});
+      }
+      resources[resource] = r;
+    }
+    out.push_back({{"name", name},
+                   {"cohort", q ? q->cohort : ""},
+                   {"pool", q ? q->pool : ""},
+                   {"weight", q ? q->weight : 1.0},
+                   {"pending", pending[name]},
+                   {"running", running[name]},
+                   {"pending_demand", ResourcesToJson(waiting[name])},
+                   {"resources", resources}});
+  }
+  return out;
+}
+
+}  // namespace carve
