@@ -52,17 +52,7 @@ class MigEditor {
     if (!current.ok()) return Unchanged(current.status());
 
     for (const GpuInstanceState& gi : *current) {
-      for (nvml::ComputeInstance ci : gi.compute) {
-        if (nvml::Return r = f_.destroy_ci(ci); r != nvml::kSuccess) {
-          return PartWay(
-              lib_.Failure(r, absl::StrCat("nvmlComputeInstanceDestroy (", Name(gi.info), ")")));
-        }
-      }
-      if (nvml::Return r = f_.destroy_gi(gi.handle); r != nvml::kSuccess) {
-        return PartWay(
-            lib_.Failure(r, absl::StrCat("nvmlGpuInstanceDestroy (", Name(gi.info), ")")));
-      }
-      Destroyed(gi.info);
+      if (absl::Status s = DestroyOne(gi); !s.ok()) return s;
       done_.push_back(absl::StrCat("destroyed ", Name(gi.info)));
     }
     for (const auto& [profile_id, placement] : plan) {
@@ -128,23 +118,27 @@ class MigEditor {
     if (!current.ok()) return Unchanged(current.status());
     for (const GpuInstanceState& gi : *current) {
       if (gi.info.placement.start != static_cast<unsigned int>(start)) continue;
-      for (nvml::ComputeInstance ci : gi.compute) {
-        if (nvml::Return r = f_.destroy_ci(ci); r != nvml::kSuccess) {
-          return PartWay(
-              lib_.Failure(r, absl::StrCat("nvmlComputeInstanceDestroy (", Name(gi.info), ")")));
-        }
-      }
-      if (nvml::Return r = f_.destroy_gi(gi.handle); r != nvml::kSuccess) {
-        return PartWay(
-            lib_.Failure(r, absl::StrCat("nvmlGpuInstanceDestroy (", Name(gi.info), ")")));
-      }
-      Destroyed(gi.info);
-      return absl::OkStatus();
+      return DestroyOne(gi);
     }
     return absl::NotFoundError(absl::StrCat("GPU ", index_, " has no instance at slice ", start));
   }
 
  private:
+  // A GPU instance with its compute instances; a failure says what the GPU was left with.
+  absl::Status DestroyOne(const GpuInstanceState& gi) {
+    for (nvml::ComputeInstance ci : gi.compute) {
+      if (nvml::Return r = f_.destroy_ci(ci); r != nvml::kSuccess) {
+        return PartWay(
+            lib_.Failure(r, absl::StrCat("nvmlComputeInstanceDestroy (", Name(gi.info), ")")));
+      }
+    }
+    if (nvml::Return r = f_.destroy_gi(gi.handle); r != nvml::kSuccess) {
+      return PartWay(lib_.Failure(r, absl::StrCat("nvmlGpuInstanceDestroy (", Name(gi.info), ")")));
+    }
+    Destroyed(gi.info);
+    return absl::OkStatus();
+  }
+
   // The UUID of the MIG device in GPU instance `id`.
   absl::StatusOr<std::string> MigDeviceUuid(unsigned int id) const {
     if (f_.get_max_mig == nullptr || f_.get_mig_handle == nullptr || f_.get_gi_id == nullptr) {
