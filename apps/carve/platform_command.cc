@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "adapters/nvml/nvml_backend.h"
 #include "core/base/quantity.h"
 #include "ports/devices.h"
 #include "ports/process.h"
@@ -280,6 +281,7 @@ void AddServer(CLI::App& app) {
 void AddAgent(CLI::App& app) {
   auto o = std::make_shared<Agent::Options>();
   auto devices_file = std::make_shared<std::string>();
+  auto nvml_library = std::make_shared<std::string>(kNvmlLibrary);
   auto token_file = std::make_shared<std::string>();
   auto cpu = std::make_shared<std::string>("8");
   auto memory = std::make_shared<std::string>("32Gi");
@@ -292,11 +294,15 @@ void AddAgent(CLI::App& app) {
   agent->add_option("--node", o->node, "This node's name")->capture_default_str();
   agent->add_option("--devices", *devices_file,
                     "YAML file of simulated GPUs (default: discover real GPUs through NVML)");
+  agent
+      ->add_option("--nvml-library", *nvml_library,
+                   "The NVML library to load (a driver outside the loader's path)")
+      ->capture_default_str();
   agent->add_option("--cpu", *cpu, "CPU this node offers")->capture_default_str();
   agent->add_option("--memory", *memory, "Memory this node offers")->capture_default_str();
   agent->add_option("--data", o->data_dir, "Agent data directory")->capture_default_str();
   agent->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period")->capture_default_str();
-  agent->callback([o, devices_file, token_file, cpu, memory] {
+  agent->callback([o, devices_file, nvml_library, token_file, cpu, memory] {
     std::ifstream in(*token_file);
     if (!(in >> o->token)) Die(absl::NotFoundError(*token_file + ": cannot read the token"));
     auto c = ParseCpuMilli(*cpu);
@@ -305,8 +311,8 @@ void AddAgent(CLI::App& app) {
     if (!m.ok()) Die(m.status());
     o->cpu_milli = c->units();
     o->memory_mib = m->units();
-    auto devices =
-        devices_file->empty() ? OpenNvmlBackend() : OpenSimulatedBackend(*devices_file, o->node);
+    auto devices = devices_file->empty() ? OpenNvmlBackendFromLibrary(*nvml_library)
+                                         : OpenSimulatedBackend(*devices_file, o->node);
     if (!devices.ok()) Die(devices.status());
     BlockSignals();
     Agent agent(*o, *std::move(devices), MakePosixLauncher("carve"));

@@ -39,8 +39,8 @@ struct DiscoveredGpu {
 // A compute process on a device, as the driver (or the simulation) sees it.
 struct DeviceProcess {
   int64_t pid = 0;
-  int64_t memory_mib = 0;  // device memory it holds
-  std::string owner;       // simulated: "job-17-r0"; NVML: empty (match by pid)
+  int64_t memory_mib = 0;  // device memory it holds; -1: the driver does not say
+  std::string owner;       // simulated: "job-17-r0"; NVML: empty (ProcessLauncher::Owns by pid)
 };
 
 // Where a node's GPUs come from: NVML on a real node, a YAML description on a simulated one.

@@ -69,6 +69,14 @@ class ProcessLauncher {
   // True when the handle's process (group) is still alive: for re-adopting replicas after an
   // agent restart.
   virtual bool Alive(const ProcessHandle& handle) = 0;
+  // True when live process `pid` belongs to the replica: it is in the replica's cgroup, or (as
+  // Alive counts members) in its process group or session. For matching device processes,
+  // which NVML names only by pid, to a replica.
+  virtual bool Owns(const ProcessHandle& handle, int64_t pid) {
+    (void)handle;
+    (void)pid;
+    return false;
+  }
   // How many times the kernel's OOM killer acted inside the replica's memory cgroup (cgroup v2
   // memory.events, v1 memory.oom_control "oom_kill"); 0 when unknown. Call before Cleanup.
   virtual int64_t OomKills(const ProcessHandle& handle) {

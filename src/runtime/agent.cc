@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -267,46 +268,57 @@ json Agent::Reclaim(Replica r) {
           left         ? "processes of the group survived SIGKILL"
           : stragglers ? "stragglers stopped (SIGTERM, then SIGKILL after the grace period)"
                        : "process group and cgroup empty");
-    (void)launcher_->Cleanup(r.handle);
   }
-  std::string owner = absl::StrCat("job-", r.job, "-r", r.index);
+  std::set<int> checked;
   for (const json& g : r.grants) {
     int device = g.value("device", -1);
-    if (g.contains("profile")) {
-      if (g.value("created", false)) CheckDestroyed(g, check);
-      continue;
-    }
-    auto processes = devices_->Processes(device);
-    if (!processes.ok()) {
-      checks.push_back({{"name", "device-processes"},
-                        {"ok", true},
-                        {"skipped", true},
-                        {"device", device},
-                        {"observed", std::string(processes.status().message())},
-                        {"time_us", NowUs()}});
-      continue;
-    }
-    std::vector<std::string> live;
-    int64_t held = 0;
-    for (const DeviceProcess& p : *processes) {
-      if (p.owner != owner) continue;
-      held += p.memory_mib;
-      if (p.pid > 0) live.push_back(std::to_string(p.pid));
-    }
-    check("device-processes", live.empty(),
-          live.empty() ? "no process of the job on the device"
-                       : "still on the device: pid " + absl::StrJoin(live, ", "),
-          device);
-    check("device-memory", held <= options_.memory_tolerance_mib,
-          absl::StrCat(held, " MiB still held by the job (tolerance ",
-                       options_.memory_tolerance_mib, " MiB)"),
-          device);
+    // Device processes first, once per device (on a MIG GPU NVML lists its MIG devices' too): a
+    // driver refuses to destroy an instance that a process still uses.
+    if (device >= 0 && checked.insert(device).second)
+      CheckDeviceProcesses(r, device, check, checks);
+    if (g.contains("profile") && g.value("created", false)) CheckDestroyed(g, check);
   }
+  // After the device checks: a straggler keeps its cgroup, which Owns reads.
+  if (r.launched) (void)launcher_->Cleanup(r.handle);
   return {{"status", verified ? "verified" : "failed"},
           {"checks", checks},
           {"quarantine", quarantine},
           {"oom_killed", oom_killed},
           {"time_us", NowUs()}};
+}
+
+template <typename Check>
+void Agent::CheckDeviceProcesses(const Replica& r, int device, Check& check, json& checks) {
+  auto processes = devices_->Processes(device);
+  if (!processes.ok()) {
+    checks.push_back({{"name", "device-processes"},
+                      {"ok", true},
+                      {"skipped", true},
+                      {"device", device},
+                      {"observed", std::string(processes.status().message())},
+                      {"time_us", NowUs()}});
+    return;
+  }
+  // A device process is the replica's when the backend names it so (simulated), or, when it has
+  // only a pid (NVML), when that pid is in the replica's cgroup or process group.
+  std::string owner = absl::StrCat("job-", r.job, "-r", r.index);
+  std::vector<std::string> live;
+  int64_t held = 0;
+  for (const DeviceProcess& p : *processes) {
+    bool ours = !p.owner.empty() ? p.owner == owner
+                                 : r.launched && p.pid > 0 && launcher_->Owns(r.handle, p.pid);
+    if (!ours) continue;
+    if (p.memory_mib > 0) held += p.memory_mib;
+    if (p.pid > 0) live.push_back(std::to_string(p.pid));
+  }
+  check("device-processes", live.empty(),
+        live.empty() ? "no process of the job on the device"
+                     : "still on the device: pid " + absl::StrJoin(live, ", "),
+        device);
+  check("device-memory", held <= options_.memory_tolerance_mib,
+        absl::StrCat(held, " MiB still held by the job (tolerance ", options_.memory_tolerance_mib,
+                     " MiB)"),
+        device);
 }
 
 template <typename Check>

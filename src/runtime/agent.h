@@ -83,6 +83,9 @@ class Agent {
   // Runs on its own thread; returns the record with "oom_killed".
   nlohmann::json Reclaim(Replica r);
   void StartReclaim(Replica& r);
+  // Checks that no process of `r` is left on GPU `device` and its memory is back.
+  template <typename Check>
+  void CheckDeviceProcesses(const Replica& r, int device, Check& check, nlohmann::json& checks);
   // Destroys a dynamic MIG instance made for a replica and records whether the device agrees.
   template <typename Check>
   void CheckDestroyed(const nlohmann::json& grant, Check& check);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "adapters/fake_nvml/fake_nvml_fixture.h"
 #include "adapters/nvml/nvml_backend.h"
 #include "adapters/nvml/nvml_names.h"
 #include "core/model/gpu_catalog.h"
@@ -406,50 +407,6 @@ TEST(NvmlBackendTest, LibraryWithoutNvmlIsUnavailable) {
   EXPECT_EQ(backend.status().message(),
             "NVML unavailable: libm.so.6 has no nvmlInit_v2 (driver too old?)");
 }
-
-// The fake libnvidia-ml (tests/adapters/fake_nvml), driven through its FakeNvml* functions.
-class FakeNvmlTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    handle_ = dlopen(CARVE_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(handle_, nullptr) << dlerror();
-    Fn<void (*)()>("FakeNvmlReset")();
-  }
-  void TearDown() override {
-    if (handle_ != nullptr) dlclose(handle_);
-  }
-
-  template <typename F>
-  F Fn(const char* name) {
-    F f = reinterpret_cast<F>(dlsym(handle_, name));
-    EXPECT_NE(f, nullptr) << name;
-    return f;
-  }
-  int AddGpu(const char* name, const char* uuid, unsigned long long memory_mib, bool mig) {
-    return Fn<int (*)(const char*, const char*, unsigned long long, int)>("FakeNvmlAddGpu")(
-        name, uuid, memory_mib, mig ? 1 : 0);
-  }
-  void AddMig(int gpu, unsigned int index, const char* uuid, unsigned int slices,
-              unsigned long long memory_mib, unsigned int profile_id, unsigned int start) {
-    Fn<void (*)(int, unsigned int, const char*, unsigned int, unsigned long long, unsigned int,
-                unsigned int)>("FakeNvmlAddMig")(gpu, index, uuid, slices, memory_mib, profile_id,
-                                                 start);
-  }
-  int Initialized() { return Fn<int (*)()>("FakeNvmlInitialized")(); }
-
-  std::vector<DiscoveredGpu> DiscoverAll() {
-    absl::StatusOr<std::unique_ptr<DeviceBackend>> backend =
-        OpenNvmlBackendFromLibrary(CARVE_FAKE_NVML);
-    EXPECT_TRUE(backend.ok()) << backend.status();
-    if (!backend.ok()) return {};
-    EXPECT_EQ((*backend)->name(), "nvml");
-    absl::StatusOr<std::vector<DiscoveredGpu>> gpus = (*backend)->Discover();
-    EXPECT_TRUE(gpus.ok()) << gpus.status();
-    return gpus.ok() ? *gpus : std::vector<DiscoveredGpu>{};
-  }
-
-  void* handle_ = nullptr;
-};
 
 TEST_F(FakeNvmlTest, InitFailureIsUnavailable) {
   AddGpu("NVIDIA H200", "GPU-1", 143771, false);

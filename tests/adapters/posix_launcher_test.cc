@@ -198,6 +198,23 @@ TEST_F(PosixLauncherTest, StopKillsTheWholeGroupWithGrandchildren) {
   }
 }
 
+// How the agent tells an NVML device process (known only by pid) of a replica from others'.
+TEST_F(PosixLauncherTest, OwnsTheGroupsProcessesAndNoOthers) {
+  const std::string pid_file = dir_ + "/owned.pid";
+  ProcessHandle handle =
+      Launch(Spec({"sh", "-c", "sleep 300 & echo $! > " + pid_file + "; sleep 300"}, "owns"));
+  pid_t grandchild = PidFrom(pid_file);
+  ASSERT_GT(grandchild, 0);
+  EXPECT_TRUE(launcher_->Owns(handle, handle.pid));
+  EXPECT_TRUE(launcher_->Owns(handle, grandchild));
+  EXPECT_FALSE(launcher_->Owns(handle, getpid()));
+  EXPECT_FALSE(launcher_->Owns(handle, 0));
+  ASSERT_TRUE(launcher_->Stop(handle, 200).ok());
+  PollUntilEnded(*launcher_, handle);
+  EXPECT_FALSE(launcher_->Owns(handle, grandchild));
+  EXPECT_TRUE(launcher_->Cleanup(handle).ok());
+}
+
 TEST_F(PosixLauncherTest, StopSendsSigkillAfterTheGraceWhenSigtermIsIgnored) {
   const std::string pid_file = dir_ + "/stubborn.pid";
   ProcessHandle handle = Launch(

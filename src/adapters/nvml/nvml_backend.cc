@@ -3,126 +3,28 @@
 // suspect or unhealthy instead of failing the whole discovery.
 #include "adapters/nvml/nvml_backend.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
-#include <type_traits>
+#include <functional>
+#include <map>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "adapters/nvml/nvml_api.h"
+#include "adapters/nvml/nvml_library.h"
+#include "adapters/nvml/nvml_mig_layout.h"
 #include "adapters/nvml/nvml_names.h"
+#include "adapters/nvml/nvml_processes.h"
+#include "adapters/nvml/nvml_xid_watch.h"
 #include "core/model/gpu_catalog.h"
 
 namespace carve {
 namespace {
 
 constexpr unsigned long long kMib = 1024ULL * 1024ULL;
-
-template <typename Fn>
-Fn Symbol(void* handle, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(handle, name));
-}
-
-// A loaded and initialized NVML. NVML counts nvmlInit/nvmlShutdown pairs, so several may coexist.
-class NvmlLibrary {
- public:
-  // Optional functions are null when the driver predates them.
-  struct Functions {
-    nvml::InitFn init = nullptr;
-    nvml::ShutdownFn shutdown = nullptr;
-    nvml::ErrorStringFn error_string = nullptr;
-    nvml::DeviceGetCountFn get_count = nullptr;
-    nvml::DeviceGetHandleByIndexFn get_handle = nullptr;
-    nvml::DeviceGetStringFn get_uuid = nullptr;
-    nvml::DeviceGetStringFn get_name = nullptr;
-    nvml::DeviceGetMemoryInfoFn get_memory = nullptr;
-    // Optional: MIG (R450 and later) and health.
-    nvml::DeviceGetMigModeFn get_mig_mode = nullptr;
-    nvml::DeviceGetMaxMigDeviceCountFn get_max_mig = nullptr;
-    nvml::DeviceGetMigDeviceHandleByIndexFn get_mig_handle = nullptr;
-    nvml::DeviceGetAttributesFn get_attributes = nullptr;
-    nvml::DeviceGetGpuInstanceIdFn get_gi_id = nullptr;
-    nvml::DeviceGetGpuInstanceByIdFn get_gi_by_id = nullptr;
-    nvml::GpuInstanceGetInfoFn get_gi_info = nullptr;
-    nvml::DeviceGetRetiredPagesPendingStatusFn get_retired_pending = nullptr;
-    nvml::DeviceGetRemappedRowsFn get_remapped_rows = nullptr;
-  };
-
-  static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Open(const std::string& path);
-
-  explicit NvmlLibrary(void* handle) : handle_(handle) {}
-  ~NvmlLibrary() {
-    if (initialized_) fn_.shutdown();
-    dlclose(handle_);
-  }
-  NvmlLibrary(const NvmlLibrary&) = delete;
-  NvmlLibrary& operator=(const NvmlLibrary&) = delete;
-
-  const Functions& fn() const { return fn_; }
-
-  // "Driver Not Loaded (9)".
-  std::string Error(nvml::Return r) const {
-    const char* text = fn_.error_string != nullptr ? fn_.error_string(r) : nullptr;
-    if (text == nullptr) return absl::StrCat("NVML error ", r);
-    return absl::StrCat(text, " (", r, ")");
-  }
-
- private:
-  void* handle_;
-  bool initialized_ = false;
-  Functions fn_;
-};
-
-absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string& path) {
-  dlerror();
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    return absl::UnavailableError(absl::StrCat("NVML unavailable: cannot load ", path, " (",
-                                               why != nullptr ? why : "?",
-                                               "); is the NVIDIA driver installed?"));
-  }
-  auto lib = std::make_unique<NvmlLibrary>(handle);
-  Functions& f = lib->fn_;
-  const char* missing = nullptr;
-  auto load = [&](auto& slot, const char* name, bool required) {
-    slot = Symbol<std::remove_reference_t<decltype(slot)>>(handle, name);
-    if (slot == nullptr && required && missing == nullptr) missing = name;
-  };
-  load(f.init, "nvmlInit_v2", true);
-  load(f.shutdown, "nvmlShutdown", true);
-  load(f.error_string, "nvmlErrorString", true);
-  load(f.get_count, "nvmlDeviceGetCount_v2", true);
-  load(f.get_handle, "nvmlDeviceGetHandleByIndex_v2", true);
-  load(f.get_uuid, "nvmlDeviceGetUUID", true);
-  load(f.get_name, "nvmlDeviceGetName", true);
-  load(f.get_memory, "nvmlDeviceGetMemoryInfo", true);
-  load(f.get_mig_mode, "nvmlDeviceGetMigMode", false);
-  load(f.get_max_mig, "nvmlDeviceGetMaxMigDeviceCount", false);
-  load(f.get_mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex", false);
-  load(f.get_attributes, "nvmlDeviceGetAttributes_v2", false);
-  load(f.get_gi_id, "nvmlDeviceGetGpuInstanceId", false);
-  load(f.get_gi_by_id, "nvmlDeviceGetGpuInstanceById", false);
-  load(f.get_gi_info, "nvmlGpuInstanceGetInfo", false);
-  load(f.get_retired_pending, "nvmlDeviceGetRetiredPagesPendingStatus", false);
-  load(f.get_remapped_rows, "nvmlDeviceGetRemappedRows", false);
-  if (missing != nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("NVML unavailable: ", path, " has no ", missing, " (driver too old?)"));
-  }
-
-  nvml::Return r = f.init();
-  if (r != nvml::kSuccess) {
-    return absl::UnavailableError(
-        absl::StrCat("NVML unavailable: nvmlInit_v2 failed: ", lib->Error(r)));
-  }
-  lib->initialized_ = true;
-  return lib;
-}
 
 int HealthRank(absl::string_view health) {
   if (health == "unhealthy") return 2;
@@ -139,10 +41,83 @@ void Degrade(DiscoveredGpu& gpu, absl::string_view health, absl::string_view rea
 
 class NvmlBackend : public DeviceBackend {
  public:
-  explicit NvmlBackend(std::unique_ptr<NvmlLibrary> lib)
-      : lib_(std::move(lib)), catalog_(GpuCatalog::BuiltIn()) {}
+  // `count` GPUs; their handles are stable for the library's lifetime, so they are taken once
+  // (a null handle is retried in Describe) and the XID watch registers them.
+  NvmlBackend(std::unique_ptr<NvmlLibrary> lib, unsigned int count)
+      : lib_(std::move(lib)), catalog_(GpuCatalog::BuiltIn()) {
+    std::vector<nvml::Device> handles(count, nullptr);
+    for (unsigned int i = 0; i < count; ++i) {
+      if (lib_->fn().get_handle(i, &handles[i]) != nvml::kSuccess) handles[i] = nullptr;
+    }
+    xids_ = std::make_unique<NvmlXidWatch>(*lib_, handles);
+  }
+  ~NvmlBackend() override { xids_.reset(); }  // frees the event set while NVML is still up
 
   std::string name() const override { return "nvml"; }
+
+  absl::StatusOr<std::vector<DeviceProcess>> Processes(int index) override {
+    absl::StatusOr<nvml::Device> device = Handle(index);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<bool> mig = MigEnabled(*device);
+    if (!mig.ok()) return mig.status();
+    absl::StatusOr<std::vector<DeviceProcess>> processes = ReadNvmlProcesses(*lib_, *device, *mig);
+    if (!processes.ok()) {
+      return absl::Status(processes.status().code(),
+                          absl::StrCat("GPU ", index, ": ", processes.status().message()));
+    }
+    return processes;
+  }
+
+  absl::Status ApplyMigLayout(int index,
+                              const std::vector<DiscoveredMigInstance>& layout) override {
+    absl::StatusOr<nvml::Device> device = Handle(index);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<GpuModelId> id = MigModel(index);
+    if (!id.ok()) return id.status();
+    const GpuModel& model = catalog_.model(*id);
+    std::vector<MigSlot> slots;
+    for (const DiscoveredMigInstance& m : layout) {
+      absl::StatusOr<int> profile = catalog_.FindProfile(*id, m.profile);
+      if (!profile.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("GPU ", index, ": ", profile.status().message()));
+      }
+      slots.push_back({*profile, m.start});
+    }
+    if (absl::Status s = CheckMigLayout(model, slots); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU ", index, ": ", s.message()));
+    }
+    auto check_idle = [&]() -> absl::Status {
+      absl::StatusOr<std::vector<DeviceProcess>> processes = Processes(index);
+      if (!processes.ok()) return processes.status();
+      if (processes->empty()) return absl::OkStatus();
+      std::vector<std::string> who;
+      for (const DeviceProcess& p : *processes) {
+        who.push_back(p.memory_mib >= 0 ? absl::StrCat("pid ", p.pid, " (", p.memory_mib, " MiB)")
+                                        : absl::StrCat("pid ", p.pid));
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat("GPU ", index, " is in use by ", absl::StrJoin(who, ", ")));
+    };
+    return ApplyNvmlMigLayout(*lib_, *device, index, model, layout, check_idle, Forget(index));
+  }
+
+  absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,
+                                                int start) override {
+    absl::StatusOr<nvml::Device> device = Handle(index);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<GpuModelId> id = MigModel(index);
+    if (!id.ok()) return id.status();
+    return CreateNvmlMigInstance(*lib_, *device, index, catalog_.model(*id), profile, start);
+  }
+
+  absl::Status DestroyMigInstance(int index, int start) override {
+    absl::StatusOr<nvml::Device> device = Handle(index);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<GpuModelId> id = MigModel(index);
+    if (!id.ok()) return id.status();
+    return DestroyNvmlMigInstance(*lib_, *device, index, catalog_.model(*id), start, Forget(index));
+  }
 
   absl::StatusOr<std::vector<DiscoveredGpu>> Discover() override {
     unsigned int count = 0;
@@ -150,13 +125,69 @@ class NvmlBackend : public DeviceBackend {
     if (r != nvml::kSuccess) {
       return absl::UnavailableError(absl::StrCat("nvmlDeviceGetCount_v2 failed: ", lib_->Error(r)));
     }
+    const NvmlXidWatch::Marks xids = xids_->Poll();
     std::vector<DiscoveredGpu> gpus;
     gpus.reserve(count);
-    for (unsigned int i = 0; i < count; ++i) gpus.push_back(Describe(i));
+    for (unsigned int i = 0; i < count; ++i) {
+      gpus.push_back(Describe(i));
+      if (auto it = xids.gpus.find(static_cast<int>(i)); it != xids.gpus.end()) {
+        Degrade(gpus.back(), it->second.health, it->second.reason);
+      }
+    }
+    for (const auto& [where, mark] : xids.instances) {
+      if (where.first < 0 || where.first >= static_cast<int>(gpus.size())) continue;
+      gpus[where.first].instance_health[where.second] = mark.health + " " + mark.reason;
+    }
     return gpus;
   }
 
  private:
+  // Tells the XID watch that an instance of GPU `index` is gone, with its fault.
+  std::function<void(int)> Forget(int index) {
+    return [this, index](int start) { xids_->ForgetInstance(index, start); };
+  }
+
+  absl::StatusOr<nvml::Device> Handle(int index) const {
+    unsigned int count = 0;
+    nvml::Return r = lib_->fn().get_count(&count);
+    if (r != nvml::kSuccess) return lib_->Failure(r, "nvmlDeviceGetCount_v2");
+    if (index < 0 || static_cast<unsigned int>(index) >= count) {
+      return absl::NotFoundError(absl::StrCat("no GPU ", index, " (NVML reports ", count, ")"));
+    }
+    nvml::Device device = nullptr;
+    r = lib_->fn().get_handle(static_cast<unsigned int>(index), &device);
+    if (r != nvml::kSuccess) {
+      return lib_->Failure(r, absl::StrCat("nvmlDeviceGetHandleByIndex_v2 (GPU ", index, ")"));
+    }
+    return device;
+  }
+
+  // The catalog model of GPU `index`, which must be a MIG model in MIG mode.
+  absl::StatusOr<GpuModelId> MigModel(int index) const {
+    DiscoveredGpu gpu = Describe(static_cast<unsigned int>(index));
+    if (!gpu.mig_enabled) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("GPU ", index, ": MIG mode is off (enable it with `nvidia-smi -i ", index,
+                       " -mig 1` as root, then reset the GPU); nothing changed"));
+    }
+    absl::StatusOr<GpuModelId> id = catalog_.Find(gpu.model);
+    if (!id.ok() || !catalog_.model(*id).mig_capable()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GPU ", index, ": ", gpu.model, " is not a MIG model of the catalog; nothing changed"));
+    }
+    return id;
+  }
+
+  absl::StatusOr<bool> MigEnabled(nvml::Device device) const {
+    if (lib_->fn().get_mig_mode == nullptr) return false;
+    unsigned int current = 0;
+    unsigned int pending = 0;
+    nvml::Return r = lib_->fn().get_mig_mode(device, &current, &pending);
+    if (r == nvml::kErrorNotSupported) return false;  // not a MIG-capable GPU
+    if (r != nvml::kSuccess) return lib_->Failure(r, "nvmlDeviceGetMigMode");
+    return current == nvml::kMigEnable;
+  }
+
   // True on success. NOT_SUPPORTED only says the value is unavailable; a lost GPU is unhealthy;
   // any other failure makes the GPU suspect, naming the call.
   bool Check(DiscoveredGpu& gpu, nvml::Return r, absl::string_view call) const {
@@ -205,6 +236,7 @@ class NvmlBackend : public DeviceBackend {
       }
     }
     CheckMemoryHealth(device, gpu);
+    ReadUtilization(device, gpu);
     return gpu;
   }
 
@@ -276,7 +308,7 @@ class NvmlBackend : public DeviceBackend {
 
   // Memory health only, and only what the driver already decided: a failed row remap makes the
   // GPU unhealthy; a pending row remap or page retirement (both need a GPU reset) makes it
-  // suspect. XID events are not watched here.
+  // suspect. XID events come from NvmlXidWatch.
   void CheckMemoryHealth(nvml::Device device, DiscoveredGpu& gpu) const {
     const NvmlLibrary::Functions& f = lib_->fn();
     if (f.get_remapped_rows != nullptr) {
@@ -297,8 +329,20 @@ class NvmlBackend : public DeviceBackend {
     }
   }
 
+  // Device activity (the "gpu" percent of nvmlDeviceGetUtilizationRates). Stays -1 (unknown)
+  // when it cannot be read: MIG mode answers NOT_SUPPORTED, and a failed read is not a health
+  // signal.
+  void ReadUtilization(nvml::Device device, DiscoveredGpu& gpu) const {
+    if (lib_->fn().get_utilization == nullptr) return;
+    nvml::Utilization utilization{};
+    if (lib_->fn().get_utilization(device, &utilization) == nvml::kSuccess) {
+      gpu.utilization_pct = static_cast<int>(std::min(utilization.gpu, 100u));
+    }
+  }
+
   std::unique_ptr<NvmlLibrary> lib_;
   GpuCatalog catalog_;
+  std::unique_ptr<NvmlXidWatch> xids_;
 };
 
 }  // namespace
@@ -314,7 +358,7 @@ absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenNvmlBackendFromLibrary(
         absl::StrCat("NVML unavailable: nvmlDeviceGetCount_v2 failed: ", (*lib)->Error(r)));
   }
   if (count == 0) return absl::UnavailableError("NVML unavailable: the driver reports no GPUs");
-  return std::make_unique<NvmlBackend>(*std::move(lib));
+  return std::make_unique<NvmlBackend>(*std::move(lib), count);
 }
 
 absl::StatusOr<std::unique_ptr<DeviceBackend>> OpenNvmlBackend() {

@@ -78,4 +78,25 @@ std::string FallbackMigProfileName(int gpu_instance_slices, int64_t memory_mib) 
   return absl::StrCat(gpu_instance_slices, "g.", (memory_mib + 512) / 1024, "gb");
 }
 
+std::string XidHealth(unsigned long long xid) {
+  switch (xid) {
+    case 48:
+    case 62:
+    case 64:
+    case 74:
+    case 79:
+    case 95:
+    case 119:
+    case 120:
+    case 140:
+      return "unhealthy";
+    case 63:
+    case 92:
+    case 94:
+      return "suspect";
+    default:
+      return "";
+  }
+}
+
 }  // namespace carve

@@ -35,6 +35,14 @@ int MatchMigProfile(const GpuModel& model, int gpu_instance_slices, int64_t memo
 // A profile name for a MIG device the catalog cannot name: "<slices>g.<GiB rounded>gb".
 std::string FallbackMigProfileName(int gpu_instance_slices, int64_t memory_mib);
 
+// What a critical XID event says about the GPU, after NVIDIA's XID catalogue: "unhealthy" when
+// the GPU needs a reset or is lost (48 double-bit ECC, 62 micro-controller halt, 64 row remap or
+// page retirement failure, 74 NVLink error, 79 fallen off the bus, 95 uncontained ECC, 119/120
+// GSP errors, 140 unrecovered ECC); "suspect" when an application was lost or a reset is pending
+// but the GPU still runs (63 row remap/page retirement recorded, 92 high single-bit ECC rate,
+// 94 contained ECC); "" for XIDs that concern one application only (13, 31, 43, ...).
+std::string XidHealth(unsigned long long xid);
+
 }  // namespace carve
 
 #endif  // CARVE_ADAPTERS_NVML_NVML_NAMES_H_

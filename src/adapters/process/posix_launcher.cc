@@ -402,6 +402,12 @@ class PosixLauncher final : public ProcessLauncher {
     return !Members(handle).empty();
   }
 
+  bool Owns(const ProcessHandle& handle, int64_t pid) override {
+    if (handle.pid <= 0 || pid <= 0) return false;
+    std::vector<pid_t> members = Members(handle);
+    return std::binary_search(members.begin(), members.end(), static_cast<pid_t>(pid));
+  }
+
  private:
   enum class ChildState { kRunning, kEnded, kNotChild };
 

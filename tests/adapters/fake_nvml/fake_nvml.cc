@@ -3,64 +3,57 @@
 // answering from a scenario that tests set through the FakeNvml* functions (found with dlsym on
 // the same, already loaded, library). It checks the backend against carve's own declarations of
 // NVML, not against NVIDIA's: a wrong declaration would pass here and fail on a real driver.
-#include <cstdint>
+#include "fake_nvml_state.h"
+
 #include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "adapters/nvml/nvml_api.h"
-
-namespace {
-
-namespace nvml = carve::nvml;
-
-struct FakeMig {
-  bool present = false;
-  std::string uuid;
-  unsigned int slices = 0;
-  unsigned long long memory_mib = 0;
-  unsigned int profile_id = 0;
-  unsigned int start = 0;
-};
-
-struct FakeGpu {
-  std::string name;
-  std::string uuid;
-  unsigned long long memory_mib = 0;
-  bool mig_enabled = false;
-  bool lost = false;
-  bool remap_pending = false;
-  std::vector<FakeMig> migs;  // by MIG device index; absent ones answer NOT_FOUND
-};
-
-struct FakeState {
-  nvml::Return init_result = nvml::kSuccess;
-  bool privileged = true;
-  int initialized = 0;  // nvmlInit_v2 calls minus nvmlShutdown calls
-  std::vector<FakeGpu> gpus;
-};
+namespace fake_nvml {
 
 FakeState& State() {
   static FakeState state;
   return state;
 }
 
-// Handles encode (gpu, MIG index + 1) so nothing needs allocating: 0x10000 + gpu * 0x100 + slot.
 nvml::Device Handle(size_t gpu, size_t slot) {
   return reinterpret_cast<nvml::Device>(static_cast<uintptr_t>(0x10000 + gpu * 0x100 + slot));
 }
 
-// The GPU and MIG slot (0: the GPU itself) of a handle; false when it is not one of ours.
 bool Decode(const void* handle, size_t& gpu, size_t& slot) {
   uintptr_t v = reinterpret_cast<uintptr_t>(handle);
   if (v < 0x10000) return false;
   gpu = (v - 0x10000) / 0x100;
   slot = (v - 0x10000) % 0x100;
-  if (gpu >= State().gpus.size()) return false;
+  if (gpu >= State().gpus.size() || slot >= 0x80) return false;
   return slot == 0 ||
          (slot <= State().gpus[gpu].migs.size() && State().gpus[gpu].migs[slot - 1].present);
 }
+
+const std::vector<FakeProfile>& Profiles() {
+  static const std::vector<FakeProfile> profiles = {{0, 19, 1, 1, 7, {0, 1, 2, 3, 4, 5, 6}},
+                                                    {7, 20, 1, 1, 1, {0, 1, 2, 3, 4, 5, 6}},
+                                                    {9, 15, 1, 2, 4, {0, 2, 4, 6}},
+                                                    {1, 14, 2, 2, 3, {0, 2, 4}},
+                                                    {2, 9, 3, 4, 2, {0, 4}},
+                                                    {3, 5, 4, 4, 1, {0}},
+                                                    {4, 0, 7, 8, 1, {0}}};
+  return profiles;
+}
+
+const FakeProfile* ProfileById(unsigned int id) {
+  for (const FakeProfile& p : Profiles()) {
+    if (p.id == id) return &p;
+  }
+  return nullptr;
+}
+
+}  // namespace fake_nvml
+
+namespace {
+
+using namespace fake_nvml;  // NOLINT: the exports below are the fake's own surface
 
 nvml::Return CopyString(const std::string& s, char* out, unsigned int length) {
   if (out == nullptr || s.size() + 1 > length) return 7;  // NVML_ERROR_INSUFFICIENT_SIZE
@@ -94,7 +87,15 @@ void FakeNvmlAddMig(int gpu, unsigned int index, const char* uuid, unsigned int 
                     unsigned long long memory_mib, unsigned int profile_id, unsigned int start) {
   std::vector<FakeMig>& migs = State().gpus[gpu].migs;
   if (migs.size() <= index) migs.resize(index + 1);
-  migs[index] = {true, uuid, slices, memory_mib, profile_id, start};
+  const FakeProfile* profile = ProfileById(profile_id);
+  migs[index] = {true,
+                 uuid,
+                 slices,
+                 memory_mib,
+                 profile_id,
+                 start,
+                 profile != nullptr ? profile->size : slices,
+                 true};
 }
 
 void FakeNvmlSetLost(int gpu) { State().gpus[gpu].lost = true; }
@@ -103,17 +104,21 @@ void FakeNvmlSetRemapPending(int gpu) { State().gpus[gpu].remap_pending = true; 
 // --- NVML ---------------------------------------------------------------------------------------
 
 nvml::Return nvmlInit_v2() {
+  Lock lock;
+  LoadDirScenario();
   if (State().init_result == nvml::kSuccess) ++State().initialized;
   return State().init_result;
 }
 
 nvml::Return nvmlShutdown() {
+  Lock lock;
   if (State().initialized == 0) return nvml::kErrorUninitialized;
   --State().initialized;
   return nvml::kSuccess;
 }
 
 const char* nvmlErrorString(nvml::Return result) {
+  Lock lock;
   switch (result) {
     case nvml::kSuccess:
       return "Success";
@@ -127,23 +132,36 @@ const char* nvmlErrorString(nvml::Return result) {
       return "Driver Not Loaded";
     case nvml::kErrorGpuIsLost:
       return "GPU is lost";
+    case nvml::kErrorInvalidArgument:
+      return "Invalid Argument";
+    case nvml::kErrorInsufficientSize:
+      return "Insufficient Size";
+    case nvml::kErrorTimeout:
+      return "Timeout";
+    case nvml::kErrorInUse:
+      return "In use by another client";
+    case nvml::kErrorInsufficientResources:
+      return "Insufficient Resources";
     default:
       return "Unknown Error";
   }
 }
 
 nvml::Return nvmlDeviceGetCount_v2(unsigned int* count) {
+  Lock lock;
   *count = static_cast<unsigned int>(State().gpus.size());
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvml::Device* device) {
+  Lock lock;
   if (index >= State().gpus.size()) return 2;  // NVML_ERROR_INVALID_ARGUMENT
   *device = Handle(index, 0);
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetUUID(nvml::Device device, char* uuid, unsigned int length) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot)) return 2;
   const FakeGpu& g = State().gpus[gpu];
@@ -152,6 +170,7 @@ nvml::Return nvmlDeviceGetUUID(nvml::Device device, char* uuid, unsigned int len
 }
 
 nvml::Return nvmlDeviceGetName(nvml::Device device, char* name, unsigned int length) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot)) return 2;
   if (State().gpus[gpu].lost) return nvml::kErrorGpuIsLost;
@@ -159,6 +178,7 @@ nvml::Return nvmlDeviceGetName(nvml::Device device, char* name, unsigned int len
 }
 
 nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device device, nvml::Memory* memory) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   if (State().gpus[gpu].lost) return nvml::kErrorGpuIsLost;
@@ -170,6 +190,7 @@ nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device device, nvml::Memory* memory) 
 
 nvml::Return nvmlDeviceGetMigMode(nvml::Device device, unsigned int* current,
                                   unsigned int* pending) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   *current = *pending = State().gpus[gpu].mig_enabled ? nvml::kMigEnable : 0;
@@ -177,6 +198,7 @@ nvml::Return nvmlDeviceGetMigMode(nvml::Device device, unsigned int* current,
 }
 
 nvml::Return nvmlDeviceGetMaxMigDeviceCount(nvml::Device device, unsigned int* count) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   *count = State().gpus[gpu].mig_enabled ? 7 : 0;
@@ -185,15 +207,19 @@ nvml::Return nvmlDeviceGetMaxMigDeviceCount(nvml::Device device, unsigned int* c
 
 nvml::Return nvmlDeviceGetMigDeviceHandleByIndex(nvml::Device device, unsigned int index,
                                                  nvml::Device* mig) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   const FakeGpu& g = State().gpus[gpu];
-  if (index >= g.migs.size() || !g.migs[index].present) return nvml::kErrorNotFound;
+  if (index >= g.migs.size() || !g.migs[index].present || !g.migs[index].compute) {
+    return nvml::kErrorNotFound;
+  }
   *mig = Handle(gpu, index + 1);
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetAttributes_v2(nvml::Device device, nvml::DeviceAttributes* out) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot == 0) return nvml::kErrorNotSupported;
   const FakeMig& m = State().gpus[gpu].migs[slot - 1];
@@ -206,6 +232,7 @@ nvml::Return nvmlDeviceGetAttributes_v2(nvml::Device device, nvml::DeviceAttribu
 
 // The GPU instance id is the MIG slot; GPU instance handles reuse the MIG device encoding.
 nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device device, unsigned int* id) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot == 0) return 2;
   *id = static_cast<unsigned int>(slot);
@@ -214,6 +241,7 @@ nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device device, unsigned int* id) {
 
 nvml::Return nvmlDeviceGetGpuInstanceById(nvml::Device device, unsigned int id,
                                           nvml::GpuInstance* instance) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   if (!State().privileged) return nvml::kErrorNoPermission;
@@ -222,19 +250,21 @@ nvml::Return nvmlDeviceGetGpuInstanceById(nvml::Device device, unsigned int id,
 }
 
 nvml::Return nvmlGpuInstanceGetInfo(nvml::GpuInstance instance, nvml::GpuInstanceInfo* info) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(instance, gpu, slot) || slot == 0) return 2;
   const FakeMig& m = State().gpus[gpu].migs[slot - 1];
   info->device = Handle(gpu, 0);
   info->id = static_cast<unsigned int>(slot);
   info->profileId = m.profile_id;
-  info->placement = {m.start, m.slices};
+  info->placement = {m.start, m.size};
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetRemappedRows(nvml::Device device, unsigned int* corrected,
                                        unsigned int* uncorrected, unsigned int* pending,
                                        unsigned int* failure) {
+  Lock lock;
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   *corrected = *uncorrected = *failure = 0;
@@ -243,6 +273,7 @@ nvml::Return nvmlDeviceGetRemappedRows(nvml::Device device, unsigned int* correc
 }
 
 nvml::Return nvmlDeviceGetRetiredPagesPendingStatus(nvml::Device, int*) {
+  Lock lock;
   return nvml::kErrorNotSupported;  // as on Hopper, which remaps rows instead
 }
 
