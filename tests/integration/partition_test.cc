@@ -88,6 +88,7 @@ TEST_F(PartitionTest, RelayoutWhileTheNeighbourGpuKeepsRunning) {
   ASSERT_EQ(reconfiguring.size(), 1u);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_LT(reclaimed[0]["seq"], reconfiguring[0]["seq"]);
+  EXPECT_THAT(reclaimed[0]["reason"].get<std::string>(), HasSubstr("after MIG re-layout of GPU"));
   EXPECT_LT(reconfiguring[0]["seq"], done[0]["seq"]);
   EXPECT_EQ(done[0]["subject"], absl::StrCat("node/mig-a/gpu/", change));
 

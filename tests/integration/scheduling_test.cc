@@ -156,7 +156,9 @@ TEST_F(SchedulingTest, PreemptedJobGetsItsCheckpointGrace) {
   // The agent's own grace is 3 s; this job needs 4 s to save after SIGTERM and asks for 8.
   json spec = Job("default", 4);
   spec["command"] = {
-      "sh", "-c", "trap 'sleep 4; echo saved; exit 0' TERM; echo up; while :; do sleep 0.1; done"};
+      "sh", "-c",
+      "trap 'stop=1' TERM; echo up; while [ -z \"$stop\" ]; do sleep 0.1; done; sleep 4; "
+      "echo saved"};
   spec["checkpoint_grace"] = "8s";
   int64_t low = Submit(spec)["id"];
   ASSERT_TRUE(
