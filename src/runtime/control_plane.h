@@ -171,9 +171,14 @@ class ControlPlane {
   // instead: not a service, or (unplanned) no other replica serves.
   bool ReplaceReplicas(JobRecord& job, const std::function<bool(const ReplicaRecord&)>& affected,
                        const std::string& cause, bool planned, bool lost, StoreBatch& batch);
-  // Displace, but a service only moves its replicas on `node` (on GPU `gpu`; -1: any).
-  bool DisplaceOn(JobRecord& job, const std::string& node, int gpu, const std::string& cause,
-                  bool planned, StoreBatch& batch);
+  // Displace, but a service only moves its replicas on `node` (on GPU `gpu`, on its MIG instance
+  // at slice `start`; -1: any).
+  bool DisplaceOn(JobRecord& job, const std::string& node, int gpu, int start,
+                  const std::string& cause, bool planned, StoreBatch& batch);
+  // Moves every job on `node` (GPU `gpu`, MIG instance at `start`; -1: any) by its policy: drains,
+  // maintenance, re-layouts and faults. Returns the blast radius: {jobs, queues, tenants}.
+  nlohmann::json MoveOff(const std::string& node, int gpu, int start, const std::string& cause,
+                         bool planned, StoreBatch& batch);
   // Whether the agent must stop this replica now.
   static bool MustStop(const JobRecord& job, const ReplicaRecord& rep);
   // A replaced replica's evidence is in: it gives its devices back (or quarantines them).
@@ -186,8 +191,8 @@ class ControlPlane {
   // A placement as the replica's record: node and grants (profiles by name).
   ReplicaRecord ToReplicaRecord(const Cluster& cluster, const ReplicaPlacement& p) const;
   // Queues `job` again as a new attempt, or ends it when its policy allows no more.
-  void Recover(JobRecord& job, const std::string& cause, const std::string& fault_ref,
-               StoreBatch& batch);
+  // By value: callers pass the job's own fields (job.displaced), which Recover clears.
+  void Recover(JobRecord& job, std::string cause, std::string fault_ref, StoreBatch& batch);
   // The agent's view of its GPUs' health: an unhealthy device displaces only its own jobs.
   void DeviceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
   // What the agent says of its GPUs' activity: utilization, and how long each replica's GPUs

@@ -188,8 +188,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
     if (rep.retire.empty()) verified &= QuarantineFailedChecks(job, rep, batch);
   }
   if (!job.displaced.empty() && !job.cancel_requested) {
-    const std::string cause = job.displaced;  // Recover clears job.displaced
-    Recover(job, cause, cause, batch);
+    Recover(job, job.displaced, job.displaced, batch);
     return;
   }
   job.state = job.outcome;

@@ -10,7 +10,7 @@ namespace carve {
 
 using json = nlohmann::json;
 
-void ControlPlane::Recover(JobRecord& job, const std::string& cause, const std::string& fault_ref,
+void ControlPlane::Recover(JobRecord& job, std::string cause, std::string fault_ref,
                            StoreBatch& batch) {
   std::string subject = absl::StrCat("job/", job.id);
   std::string policy = job.spec.RecoveryPolicy();
@@ -176,11 +176,7 @@ absl::StatusOr<json> ControlPlane::Cordon(const std::string& name, const std::st
   std::string target = gpu >= 0 ? absl::StrCat("GPU ", gpu, " of node ", name) : "node " + name;
   if (action == "drain") {
     std::string cause = absl::StrCat("drain of ", target, " by ", who.name);
-    for (auto& [id, job] : jobs_) {
-      if (job.Uses(name, gpu) && DisplaceOn(job, name, gpu, cause, true, batch)) {
-        moved.push_back(id);
-      }
-    }
+    moved = MoveOff(name, gpu, -1, cause, true, batch)["jobs"];
   }
   batch.puts.push_back({"node", name, node.ToJson().dump()});
   std::string type = action == "drain" ? "node.drained" : "node." + action + "ed";
@@ -216,18 +212,9 @@ void ControlPlane::DeviceHealth(NodeRecord& node, const json& gpus, StoreBatch& 
     // The blast radius: only the jobs on this device.
     std::string cause = absl::StrCat("GPU ", index, " of ", node.name, " is ", health,
                                      why.empty() ? "" : ": " + why);
-    json jobs = json::array();
-    std::set<std::string> queues, tenants;
-    for (auto& [id, job] : jobs_) {
-      if (!job.Uses(node.name, index) || !DisplaceOn(job, node.name, index, cause, false, batch)) {
-        continue;
-      }
-      jobs.push_back(id);
-      queues.insert(job.spec.queue);
-      tenants.insert(job.spec.tenant);
-    }
-    Event(batch, "agent:" + node.name, "device." + health, subject, cause,
-          {{"jobs", jobs}, {"queues", queues}, {"tenants", tenants}, {"reason", why}});
+    json radius = MoveOff(node.name, index, -1, cause, false, batch);
+    radius["reason"] = why;
+    Event(batch, "agent:" + node.name, "device." + health, subject, cause, radius);
   }
 }
 

@@ -130,10 +130,7 @@ absl::StatusOr<json> ControlPlane::Relayout(const std::string& name, int gpu, co
   if (node.layout_mismatch.erase(gpu) > 0) node.quarantined.erase(gpu);
   std::string target = absl::StrCat("GPU ", gpu, " of node ", name);
   std::string cause = absl::StrCat("MIG re-layout of ", target, " by ", who.name);
-  json moved = json::array();
-  for (auto& [id, job] : jobs_) {
-    if (job.Uses(name, gpu) && DisplaceOn(job, name, gpu, cause, true, batch)) moved.push_back(id);
-  }
+  json moved = MoveOff(name, gpu, -1, cause, true, batch)["jobs"];
   json record = {{"layout", *layout},
                  {"from", LayoutNames(InstancesJson(node.gpus[gpu].mig_instances))},
                  {"by", who.name},
@@ -275,23 +272,9 @@ void ControlPlane::InstanceHealth(NodeRecord& node, const json& gpus, StoreBatch
       std::string cause =
           absl::StrCat("MIG instance ", PartitionId(node.name, index, profile, start), " is ",
                        health, why.empty() ? "" : ": " + why);
-      json jobs = json::array();
-      std::set<std::string> queues, tenants;
-      for (auto& [id, job] : jobs_) {
-        bool on = false;
-        for (const ReplicaRecord& r : job.replicas) {
-          for (const GrantRecord& gr : r.grants) {
-            on |= r.node == node.name && r.state != "retired" && gr.device == index &&
-                  gr.start == start && !gr.profile.empty();
-          }
-        }
-        if (!on || !DisplaceOn(job, node.name, index, cause, false, batch)) continue;
-        jobs.push_back(id);
-        queues.insert(job.spec.queue);
-        tenants.insert(job.spec.tenant);
-      }
-      Event(batch, "agent:" + node.name, "device." + health, subject, cause,
-            {{"jobs", jobs}, {"queues", queues}, {"tenants", tenants}, {"reason", why}});
+      json radius = MoveOff(node.name, index, start, cause, false, batch);
+      radius["reason"] = why;
+      Event(batch, "agent:" + node.name, "device." + health, subject, cause, radius);
     }
   }
 }

@@ -1,6 +1,7 @@
 // Services (recovery policy failover, the default for inference): a replica that is lost,
 // drained or scaled away is replaced alone while the others keep serving.
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -14,6 +15,16 @@ using json = nlohmann::json;
 namespace {
 
 bool Gone(const ReplicaRecord& rep) { return rep.state == "retired" || rep.state == "lost"; }
+
+// Whether `rep` holds something on `node`: its GPU `gpu`, the MIG instance at slice `start`
+// (-1: any). Retired replicas hold nothing.
+bool Holds(const ReplicaRecord& rep, const std::string& node, int gpu, int start) {
+  if (rep.node != node || rep.state == "retired") return false;
+  if (gpu < 0) return true;
+  return std::any_of(rep.grants.begin(), rep.grants.end(), [&](const GrantRecord& g) {
+    return g.device == gpu && (start < 0 || (!g.profile.empty() && g.start == start));
+  });
+}
 
 bool Serving(const ReplicaRecord& rep) { return rep.retire.empty() && rep.state == "running"; }
 
@@ -63,16 +74,26 @@ bool ControlPlane::ReplaceReplicas(JobRecord& job,
   return true;
 }
 
-bool ControlPlane::DisplaceOn(JobRecord& job, const std::string& node, int gpu,
+bool ControlPlane::DisplaceOn(JobRecord& job, const std::string& node, int gpu, int start,
                               const std::string& cause, bool planned, StoreBatch& batch) {
-  auto on = [&](const ReplicaRecord& rep) {
-    if (rep.node != node) return false;
-    if (gpu < 0) return true;
-    return std::any_of(rep.grants.begin(), rep.grants.end(),
-                       [&](const GrantRecord& g) { return g.device == gpu; });
-  };
+  auto on = [&](const ReplicaRecord& rep) { return Holds(rep, node, gpu, start); };
   if (ReplaceReplicas(job, on, cause, planned, false, batch)) return true;
   return Displace(job, cause, batch);
+}
+
+json ControlPlane::MoveOff(const std::string& node, int gpu, int start, const std::string& cause,
+                           bool planned, StoreBatch& batch) {
+  json jobs = json::array();
+  std::set<std::string> queues, tenants;
+  for (auto& [id, job] : jobs_) {
+    bool on = std::any_of(job.replicas.begin(), job.replicas.end(),
+                          [&](const ReplicaRecord& rep) { return Holds(rep, node, gpu, start); });
+    if (!on || !DisplaceOn(job, node, gpu, start, cause, planned, batch)) continue;
+    jobs.push_back(id);
+    queues.insert(job.spec.queue);
+    tenants.insert(job.spec.tenant);
+  }
+  return {{"jobs", jobs}, {"queues", queues}, {"tenants", tenants}};
 }
 
 bool ControlPlane::MustStop(const JobRecord& job, const ReplicaRecord& rep) {
@@ -158,6 +179,10 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
 void ControlPlane::PlaceReplacements(Cluster& cluster, Placer& placer, StoreBatch& batch) {
   for (auto& [id, job] : jobs_) {
     if (job.state != "running" || job.cancel_requested) continue;
+    bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& rep) {
+      return rep.node.empty() && rep.state == "pending";
+    });
+    if (!unplaced) continue;  // most running jobs: no request to build
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok()) continue;
     request->replicas = 1;

@@ -106,10 +106,7 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
       std::string cause =
           absl::StrCat("maintenance of node ", name, " by ", node.maintenance.value("by", ""), ": ",
                        node.maintenance.value("reason", ""));
-      json moved = json::array();
-      for (auto& [id, job] : jobs_) {
-        if (job.Uses(name) && DisplaceOn(job, name, -1, cause, true, batch)) moved.push_back(id);
-      }
+      json moved = MoveOff(name, -1, -1, cause, true, batch)["jobs"];
       Event(batch, "scheduler", "node.maintenance-started", subject, cause,
             {{"jobs", moved}, {"window", node.maintenance}});
       batch.puts.push_back({"node", name, node.ToJson().dump()});
