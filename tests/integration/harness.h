@@ -87,6 +87,7 @@ class PlatformTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     StartServer();
+    if (HasFatalFailure()) return;
     for (const auto& [name, yaml] : Nodes()) {
       std::string file = (dir_ / absl::StrCat(name, ".yaml")).string();
       std::ofstream(file) << yaml;
@@ -96,10 +97,10 @@ class PlatformTest : public ::testing::Test {
                                (dir_ / "agents" / name).string(), "--heartbeat-ms", "100"},
                               (dir_ / absl::StrCat(name, ".log")).string()));
     }
-    for (int i = 0; i < 100 && Api().Get("/api/v1/nodes")->size() < Nodes().size(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ASSERT_EQ(Api().Get("/api/v1/nodes")->size(), Nodes().size())
+    ASSERT_TRUE(Eventually([&] {
+      auto nodes = Api().Get("/api/v1/nodes");
+      return nodes.ok() && nodes->size() == Nodes().size();
+    })) << ServerLog()
         << Slurp((dir_ / "gpu-a.log").string());
   }
 
@@ -117,22 +118,48 @@ class PlatformTest : public ::testing::Test {
     Kill(server_, SIGKILL);
   }
 
+  // Starts `carve server` on a free port the first time and on the same port after that (a
+  // restart keeps the URL the agents know); the server writes its URL to data/server.
   void StartServer() {
     std::filesystem::remove(dir_ / "data/server");
     server_ = Spawn({CARVE_BINARY, "server", "--data", (dir_ / "data").string(), "--listen",
                      absl::StrCat("127.0.0.1:", port_), "--schedule-interval-ms", "50",
                      "--node-timeout-ms", "1000", "--lost-after-ms", "500"},
                     (dir_ / "server.log").string());
-    for (int i = 0; i < 100 && !std::filesystem::exists(dir_ / "data/server"); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    Eventually(
+        [&] {
+          std::string url = Slurp((dir_ / "data/server").string());
+          return (!url.empty() && url.back() == '\n') || Dead(server_);
+        },
+        10);
     url_ = Slurp((dir_ / "data/server").string());
     while (!url_.empty() && url_.back() == '\n') url_.pop_back();
-    ASSERT_FALSE(url_.empty()) << Slurp((dir_ / "server.log").string());
+    ASSERT_FALSE(url_.empty()) << "the server did not start: " << ServerLog();
+    size_t colon = url_.rfind(':');
+    ASSERT_NE(colon, std::string::npos) << url_;
+    port_ = std::stoi(url_.substr(colon + 1));
     token_ = Slurp((dir_ / "data/admin.token").string());
   }
 
+  std::string ServerLog() {
+    return "\n--- server.log ---\n" + Slurp((dir_ / "server.log").string());
+  }
+
   ApiClient Api() { return ApiClient(url_, token_); }
+
+  // GET/POST as the admin; a failed call fails the test (with the server's log) and gives null.
+  json ApiGet(const std::string& path) {
+    auto r = Api().Get(path);
+    if (r.ok()) return *r;
+    ADD_FAILURE() << "GET " << path << ": " << r.status() << ServerLog();
+    return json();
+  }
+  json ApiPost(const std::string& path, const json& body) {
+    auto r = Api().Post(path, body);
+    if (r.ok()) return *r;
+    ADD_FAILURE() << "POST " << path << ": " << r.status() << ServerLog();
+    return json();
+  }
 
   json Submit(json spec, const std::string& key = "") {
     std::map<std::string, std::string> headers;
@@ -145,8 +172,13 @@ class PlatformTest : public ::testing::Test {
   json WaitFinal(int64_t id, int seconds = 20) {
     json job;
     for (int i = 0; i < seconds * 20; ++i) {
-      job = *Api().Get(absl::StrCat("/api/v1/jobs/", id));
-      if (IsFinal(job["state"])) return job;
+      auto got = Api().Get(absl::StrCat("/api/v1/jobs/", id));
+      if (!got.ok()) {
+        ADD_FAILURE() << "job " << id << ": " << got.status() << ServerLog();
+        return json();
+      }
+      job = *got;
+      if (job["state"].is_string() && IsFinal(job["state"])) return job;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ADD_FAILURE() << "job " << id << " did not end: " << job.dump(2);
@@ -163,10 +195,10 @@ class PlatformTest : public ::testing::Test {
     return done();
   }
 
-  json Job(int64_t id) { return *Api().Get(absl::StrCat("/api/v1/jobs/", id)); }
+  json Job(int64_t id) { return ApiGet(absl::StrCat("/api/v1/jobs/", id)); }
 
   json Node(const std::string& name) {
-    const json nodes = *Api().Get("/api/v1/nodes");
+    const json nodes = ApiGet("/api/v1/nodes");
     for (const json& n : nodes) {
       if (n["name"] == name) return n;
     }
@@ -176,7 +208,7 @@ class PlatformTest : public ::testing::Test {
   // Events of `type` (all of them when empty), oldest first.
   json EventsOf(const std::string& type) {
     json out = json::array();
-    const json events = *Api().Get("/api/v1/events?after=0&limit=100000");
+    const json events = ApiGet("/api/v1/events?after=0&limit=100000");
     for (const json& e : events) {
       if (type.empty() || e["type"] == type) out.push_back(e);
     }
@@ -189,7 +221,7 @@ class PlatformTest : public ::testing::Test {
   }
 
   static inline int counter_ = 0;
-  int port_ = 17070 + getpid() % 1000;
+  int port_ = 0;  // 0 until the first StartServer: any free port
   std::filesystem::path dir_;
   std::string url_;
   std::string token_;
