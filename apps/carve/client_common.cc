@@ -49,7 +49,7 @@ void YamlEmit(YAML::Emitter& out, const json& j) {
   std::exit(absl::IsInvalidArgument(s) ? 2 : 1);
 }
 
-// Flags, then CARVE_SERVER / CARVE_TOKEN, then what `carve dev` wrote to ./carve-data.
+// Flags, then CARVE_SERVER / CARVE_TOKEN / CARVE_CA, then what `carve dev` wrote to ./carve-data.
 ApiClient Client(const Connection& c) {
   std::string server = c.server;
   if (server.empty() && std::getenv("CARVE_SERVER")) server = std::getenv("CARVE_SERVER");
@@ -63,7 +63,9 @@ ApiClient Client(const Connection& c) {
         "no token: pass --token, set CARVE_TOKEN, or run from the directory where `carve dev` "
         "wrote carve-data/admin.token"));
   }
-  return ApiClient(server, token);
+  std::string ca = c.ca;
+  if (ca.empty() && std::getenv("CARVE_CA")) ca = std::getenv("CARVE_CA");
+  return ApiClient(server, token, ca);
 }
 
 json Check(absl::StatusOr<json> r) {

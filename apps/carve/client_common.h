@@ -14,16 +14,18 @@
 
 namespace carve::app {
 
-// --server, --token and -o, shared by every client command.
+// --server, --token, --ca and -o, shared by every client command.
 struct Connection {
   std::string server;
   std::string token;
+  std::string ca;  // PEM CA file for an https server
   std::string output = "table";
 };
 
 // Prints the error and exits: 2 for bad input, 1 otherwise.
 [[noreturn]] void Die(const absl::Status& s);
-// Flags, then CARVE_SERVER / CARVE_TOKEN, then what `carve dev` wrote to ./carve-data.
+// Flags, then CARVE_SERVER / CARVE_TOKEN / CARVE_CA, then what `carve dev` wrote to
+// ./carve-data.
 ApiClient Client(const Connection& c);
 // The value, or Die.
 nlohmann::json Check(absl::StatusOr<nlohmann::json> r);

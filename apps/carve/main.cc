@@ -1,3 +1,4 @@
+#include <csignal>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -5,6 +6,8 @@
 #include "sim_command.h"
 
 int main(int argc, char** argv) {
+  // OpenSSL writes to sockets with write(2): a peer that closes a TLS connection must not kill us.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"Carve: GPU scheduling and sharing for clusters many teams share"};
   app.require_subcommand(1);
   app.fallthrough();  // `carve show 1 -o json`: global flags after the subcommand too

@@ -2,10 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,6 +25,7 @@
 #include "ports/process.h"
 #include "runtime/agent.h"
 #include "runtime/api_server.h"
+#include "runtime/api_socket.h"
 #include "runtime/replica_monitor.h"
 #include "yaml-cpp/yaml.h"
 
@@ -103,6 +108,9 @@ struct ServerSettings {
   std::string listen = "127.0.0.1:7070";
   std::string policy = "carve";
   std::string config;
+  std::string tls_cert;  // server only; `carve dev` serves plain HTTP
+  std::string tls_key;
+  bool insecure = false;  // plain HTTP on a non-loopback address
   int64_t schedule_interval_ms = 200;
   int64_t node_timeout_ms = 10000;
   int64_t lost_after_ms = 10000;
@@ -130,11 +138,17 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
         set("--node-timeout-ms", s.node_timeout_ms);
       } else if (key == "lost_after_ms") {
         set("--lost-after-ms", s.lost_after_ms);
+      } else if (key == "tls_cert") {
+        set("--tls-cert", s.tls_cert);
+      } else if (key == "tls_key") {
+        set("--tls-key", s.tls_key);
+      } else if (key == "insecure") {
+        set("--insecure", s.insecure);
       } else {
         Die(absl::InvalidArgumentError(
             absl::StrCat(s.config, ": unknown key \"", key,
                          "\"; known: data, listen, policy, schedule_interval_ms, node_timeout_ms, "
-                         "lost_after_ms")));
+                         "lost_after_ms, tls_cert, tls_key, insecure")));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -155,6 +169,48 @@ void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
   cmd->add_option("--lost-after-ms", s.lost_after_ms,
                   "A not-ready node's jobs are lost after this much more silence")
       ->capture_default_str();
+  cmd->add_flag("--insecure", s.insecure,
+                "Serve plain HTTP on a non-loopback address (tokens cross the network in clear)");
+}
+
+void AddTlsFlags(CLI::App* cmd, ServerSettings& s) {
+  cmd->add_option("--tls-cert", s.tls_cert, "PEM certificate (chain) to serve HTTPS with");
+  cmd->add_option("--tls-key", s.tls_key, "PEM private key of --tls-cert");
+}
+
+// TLS files load, and plain HTTP is served on loopback only unless --insecure.
+void CheckTransport(const ServerSettings& s, const Listen& l) {
+  if (!s.tls_cert.empty() || !s.tls_key.empty()) {
+    if (auto st = CheckTlsFiles(s.tls_cert, s.tls_key); !st.ok()) Die(st);
+    return;
+  }
+  if (s.insecure || IsLoopbackHost(l.host)) return;
+  Die(absl::InvalidArgumentError(absl::StrCat(
+      "refusing to serve plain HTTP on ", l.host, ":", l.port,
+      " (not a loopback address): bearer tokens would cross the network in clear; give "
+      "--tls-cert and --tls-key, listen on 127.0.0.1, or pass --insecure")));
+}
+
+// Holds DATA/server.lock for the life of the process: a second server on the same data directory
+// stops here, before it touches the store or any file of the running one.
+int LockData(const std::string& data) {
+  std::string path = data + "/server.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) Die(absl::InternalError(absl::StrCat(path, ": ", std::strerror(errno))));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    Die(absl::FailedPreconditionError(
+        absl::StrCat(data, " is in use by another carve server; stop it or give another --data")));
+  }
+  return fd;
+}
+
+// Writes DATA/server whole (a reader never sees half a URL).
+void WriteServerFile(const std::string& data, const std::string& url) {
+  std::string tmp = data + "/server.tmp";
+  std::ofstream(tmp) << url << "\n";
+  std::error_code ec;
+  std::filesystem::rename(tmp, data + "/server", ec);
+  if (ec) Die(absl::InternalError(absl::StrCat(data, "/server: ", ec.message())));
 }
 
 // The running controller: store, control plane, API server.
@@ -166,13 +222,21 @@ struct Controller {
   std::string admin_token;
   std::string agent_token;
   std::string url;
+  int data_lock = -1;
 };
 
+// The port and the data directory are taken before anything is written: a server that cannot
+// start changes no file of the one that runs.
 std::unique_ptr<Controller> StartController(const ServerSettings& s) {
+  Listen l = ParseListen(s.listen);
+  CheckTransport(s, l);
+  auto listen_fd = ListenExclusive(l.host, l.port);
+  if (!listen_fd.ok()) Die(listen_fd.status());
   auto c = std::make_unique<Controller>();
   std::error_code ec;
   std::filesystem::create_directories(s.data, ec);
   if (ec) Die(absl::InternalError(absl::StrCat(s.data, ": ", ec.message())));
+  c->data_lock = LockData(s.data);
   auto store = OpenSqliteStore(s.data + "/carve.db");
   if (!store.ok()) Die(store.status());
   c->store = *std::move(store);
@@ -189,12 +253,14 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   c->agent_token = TokenFile(s.data, "agent");
   if (auto st = c->control->AddToken(c->admin_token, "admin", "admin"); !st.ok()) Die(st);
   if (auto st = c->control->AddToken(c->agent_token, "agents", "agent"); !st.ok()) Die(st);
-  Listen l = ParseListen(s.listen);
-  c->api = std::make_unique<ApiServer>(c->control.get(),
-                                       ApiServer::Options{l.host, l.port, s.schedule_interval_ms});
+  ApiServer::Options api{l.host, l.port, s.schedule_interval_ms};
+  api.tls_cert = s.tls_cert;
+  api.tls_key = s.tls_key;
+  api.listen_fd = *listen_fd;
+  c->api = std::make_unique<ApiServer>(c->control.get(), api);
   if (auto st = c->api->Start(); !st.ok()) Die(st);
-  c->url = absl::StrCat("http://", l.host, ":", c->api->port());
-  std::ofstream(s.data + "/server") << c->url << "\n";
+  c->url = absl::StrCat(s.tls_cert.empty() ? "http://" : "https://", l.host, ":", c->api->port());
+  WriteServerFile(s.data, c->url);
   return c;
 }
 
@@ -266,6 +332,7 @@ void AddServer(CLI::App& app) {
   auto s = std::make_shared<ServerSettings>();
   CLI::App* server = app.add_subcommand("server", "Run the controller: REST API and scheduler");
   AddServerFlags(server, *s);
+  AddTlsFlags(server, *s);
   server->callback([s, server] {
     ApplyConfig(*s, *server);
     BlockSignals();
@@ -291,6 +358,8 @@ void AddAgent(CLI::App& app) {
       app.add_subcommand("agent", "Run a node agent: discover GPUs, register, run assigned jobs");
   agent->add_option("--server", o->server, "Server URL")->capture_default_str();
   agent->add_option("--token-file", *token_file, "File holding the agent token")->required();
+  agent->add_option("--ca", o->ca_file,
+                    "PEM CA that signed an https server's certificate (or CARVE_CA)");
   agent->add_option("--node", o->node, "This node's name")->capture_default_str();
   agent->add_option("--devices", *devices_file,
                     "YAML file of simulated GPUs (default: discover real GPUs through NVML)");
@@ -305,6 +374,7 @@ void AddAgent(CLI::App& app) {
   agent->callback([o, devices_file, nvml_library, token_file, cpu, memory] {
     std::ifstream in(*token_file);
     if (!(in >> o->token)) Die(absl::NotFoundError(*token_file + ": cannot read the token"));
+    if (o->ca_file.empty() && std::getenv("CARVE_CA")) o->ca_file = std::getenv("CARVE_CA");
     auto c = ParseCpuMilli(*cpu);
     if (!c.ok()) Die(c.status());
     auto m = ParseMemMib(*memory);

@@ -54,7 +54,7 @@ absl::Status Agent::Start(int64_t deadline_ms) {
                {"backend", devices_->name()},
                {"gpus", json::array()}};
   for (const DiscoveredGpu& g : gpus_) body["gpus"].push_back(GpuToJson(g));
-  ApiClient api(options_.server, options_.token);
+  ApiClient api(options_.server, options_.token, options_.ca_file);
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
   absl::StatusOr<json> r = api.Post("/api/v1/agents/register", body);
   while (!r.ok() && absl::IsUnavailable(r.status()) && std::chrono::steady_clock::now() < until) {
@@ -222,7 +222,7 @@ void Agent::PollAndEnforce() {
 }
 
 void Agent::ShipLogs() {
-  ApiClient api(options_.server, options_.token);
+  ApiClient api(options_.server, options_.token, options_.ca_file);
   for (auto& [key, r] : replicas_) {
     std::ifstream in(r.log_path, std::ios::binary);
     if (!in) continue;
@@ -402,7 +402,7 @@ absl::Status Agent::Tick() {
     return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   });
   ShipLogs();
-  ApiClient api(options_.server, options_.token);
+  ApiClient api(options_.server, options_.token, options_.ca_file);
   auto answer = api.Post("/api/v1/agents/heartbeat", Report());
   if (!answer.ok()) return answer.status();
   // The server has the exits it was just told about: forget those replicas once their output is

@@ -40,6 +40,7 @@ class Agent {
     // The carve binary, which leads each replica's group as `carve internal-run` (see
     // replica_monitor.h). Empty: this process's own executable.
     std::string self_exe;
+    std::string ca_file;  // PEM CA for an https server (empty: the system's CAs)
   };
   Agent(Options options, std::unique_ptr<DeviceBackend> devices,
         std::unique_ptr<ProcessLauncher> launcher);

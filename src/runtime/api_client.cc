@@ -34,6 +34,14 @@ absl::Status FromHttp(int status, const std::string& body) {
 
 template <typename Result>
 absl::StatusOr<const httplib::Response*> Check(const Result& r, const std::string& server) {
+  if (!r && r.error() == httplib::Error::SSLServerVerification) {
+    return absl::UnavailableError(absl::StrCat(
+        "the TLS certificate of the Carve server at ", server,
+        " is not trusted or does not name it; pass --ca FILE (or set CARVE_CA) with its CA"));
+  }
+  if (!r && r.error() == httplib::Error::SSLLoadingCerts) {
+    return absl::InvalidArgumentError("cannot load the CA file (--ca, CARVE_CA): not PEM?");
+  }
   if (!r) {
     return absl::UnavailableError(absl::StrCat("cannot reach the Carve server at ", server, " (",
                                                httplib::to_string(r.error()),
@@ -45,10 +53,12 @@ absl::StatusOr<const httplib::Response*> Check(const Result& r, const std::strin
 
 }  // namespace
 
-ApiClient::ApiClient(const std::string& server, std::string token)
+ApiClient::ApiClient(const std::string& server, std::string token, const std::string& ca_file)
     : server_(absl::StartsWith(server, "http") ? server : "http://" + server),
       token_(std::move(token)),
       http_(std::make_unique<httplib::Client>(server_)) {
+  http_->enable_server_certificate_verification(true);
+  if (!ca_file.empty()) http_->set_ca_cert_path(ca_file);
   http_->set_connection_timeout(2, 0);
   http_->set_read_timeout(30, 0);
   if (!token_.empty()) http_->set_bearer_token_auth(token_);

@@ -18,8 +18,10 @@ namespace carve {
 // turned back into a Status with the server's message.
 class ApiClient {
  public:
-  // `server` is "http://host:port" (or "host:port").
-  ApiClient(const std::string& server, std::string token);
+  // `server` is "http://host:port", "https://host:port" (or "host:port"). An https server's
+  // certificate must chain to `ca_file` (PEM) when given, else to the system's CAs, and name the
+  // host.
+  ApiClient(const std::string& server, std::string token, const std::string& ca_file = "");
   ~ApiClient();
 
   absl::StatusOr<nlohmann::json> Get(const std::string& path);

@@ -5,13 +5,16 @@
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "runtime/api_http.h"
+#include "runtime/api_socket.h"
 
 namespace carve {
 
 using json = nlohmann::json;
 
 ApiServer::ApiServer(ControlPlane* control, Options options)
-    : control_(control), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+    : control_(control),
+      options_(std::move(options)),
+      http_(NewApiHttpServer(options_.tls_cert, options_.tls_key)) {
   Harden();
   Routes();
 }
@@ -19,15 +22,18 @@ ApiServer::ApiServer(ControlPlane* control, Options options)
 ApiServer::~ApiServer() { Stop(); }
 
 absl::Status ApiServer::Start() {
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host);
-  } else {
-    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  if (!http_->is_valid()) {
+    absl::Status st = CheckTlsFiles(options_.tls_cert, options_.tls_key);
+    return st.ok() ? absl::InternalError("cannot set up TLS") : st;
   }
-  if (port_ <= 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.host, ":",
-                                               options_.port, " (in use? try --listen)"));
+  int fd = options_.listen_fd;
+  if (fd < 0) {
+    auto bound = ListenExclusive(options_.host, options_.port);
+    if (!bound.ok()) return bound.status();
+    fd = *bound;
   }
+  port_ = LocalPort(fd);
+  AdoptListenSocket(*http_, fd);
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });
   schedule_thread_ = std::thread([this] { ScheduleLoop(); });
   return absl::OkStatus();
@@ -68,8 +74,12 @@ void ApiServer::ScheduleLoop() {
 
 std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib::Response& res,
                                            const char* role) {
-  std::string header = req.get_header_value("Authorization");
-  std::string token = absl::StartsWith(header, "Bearer ") ? header.substr(7) : "";
+  // The header exactly as sent (api_socket.cc): one value, "Bearer " and the token's bytes.
+  std::string token;
+  if (req.headers.count("Authorization") == 1) {
+    const std::string& header = req.headers.find("Authorization")->second;
+    if (absl::StartsWith(header, "Bearer ")) token = header.substr(7);
+  }
   auto who = control_->Authenticate(token);
   if (!who.ok()) {
     ReplyError(res, who.status());

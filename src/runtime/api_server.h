@@ -35,11 +35,17 @@ class ApiServer {
     size_t max_body_bytes = 4 << 20;
     int timeout_s = 10;
     int threads = 64;
+    // TLS: PEM certificate (chain) and private key; plain HTTP when empty.
+    std::string tls_cert{};
+    std::string tls_key{};
+    // A socket from ListenExclusive (api_socket.h) to serve on; -1: Start binds host:port.
+    int listen_fd = -1;
   };
   ApiServer(ControlPlane* control, Options options);
   ~ApiServer();
 
-  // Binds and starts serving and scheduling in background threads.
+  // Binds host:port exclusively (or takes listen_fd) and starts serving and scheduling in
+  // background threads. FailedPrecondition "port N is in use ..." when another socket has it.
   absl::Status Start();
   void Stop();
   int port() const { return port_; }

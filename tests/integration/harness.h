@@ -88,14 +88,10 @@ class PlatformTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     StartServer();
     if (HasFatalFailure()) return;
-    for (const auto& [name, yaml] : Nodes()) {
-      std::string file = (dir_ / absl::StrCat(name, ".yaml")).string();
-      std::ofstream(file) << yaml;
-      agents_.push_back(Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
-                               (dir_ / "data/agent.token").string(), "--node", name, "--devices",
-                               file, "--cpu", "16", "--memory", "64Gi", "--data",
-                               (dir_ / "agents" / name).string(), "--heartbeat-ms", "100"},
-                              (dir_ / absl::StrCat(name, ".log")).string()));
+    for (size_t i = 0; i < Nodes().size(); ++i) {
+      const auto& [name, yaml] = Nodes()[i];
+      std::ofstream((dir_ / absl::StrCat(name, ".yaml")).string()) << yaml;
+      agents_.push_back(StartAgent(static_cast<int>(i)));
     }
     ASSERT_TRUE(Eventually([&] {
       auto nodes = Api().Get("/api/v1/nodes");
@@ -106,11 +102,18 @@ class PlatformTest : public ::testing::Test {
 
   pid_t StartAgent(int i) {
     const std::string& name = Nodes()[i].first;
-    return Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
-                  (dir_ / "data/agent.token").string(), "--node", name, "--devices",
-                  (dir_ / absl::StrCat(name, ".yaml")).string(), "--cpu", "16", "--memory", "64Gi",
-                  "--data", (dir_ / "agents" / name).string(), "--heartbeat-ms", "100"},
-                 (dir_ / absl::StrCat(name, ".log")).string());
+    std::vector<std::string> args = {
+        CARVE_BINARY,     "agent",
+        "--server",       url_,
+        "--token-file",   (dir_ / "data/agent.token").string(),
+        "--node",         name,
+        "--devices",      (dir_ / absl::StrCat(name, ".yaml")).string(),
+        "--cpu",          "16",
+        "--memory",       "64Gi",
+        "--data",         (dir_ / "agents" / name).string(),
+        "--heartbeat-ms", "100"};
+    if (!ca_.empty()) args.insert(args.end(), {"--ca", ca_});
+    return Spawn(args, (dir_ / absl::StrCat(name, ".log")).string());
   }
 
   void TearDown() override {
@@ -122,10 +125,20 @@ class PlatformTest : public ::testing::Test {
   // restart keeps the URL the agents know); the server writes its URL to data/server.
   void StartServer() {
     std::filesystem::remove(dir_ / "data/server");
-    server_ = Spawn({CARVE_BINARY, "server", "--data", (dir_ / "data").string(), "--listen",
-                     absl::StrCat("127.0.0.1:", port_), "--schedule-interval-ms", "50",
-                     "--node-timeout-ms", "1000", "--lost-after-ms", "500"},
-                    (dir_ / "server.log").string());
+    std::vector<std::string> args = {CARVE_BINARY,
+                                     "server",
+                                     "--data",
+                                     (dir_ / "data").string(),
+                                     "--listen",
+                                     absl::StrCat("127.0.0.1:", port_),
+                                     "--schedule-interval-ms",
+                                     "50",
+                                     "--node-timeout-ms",
+                                     "1000",
+                                     "--lost-after-ms",
+                                     "500"};
+    args.insert(args.end(), server_args_.begin(), server_args_.end());
+    server_ = Spawn(args, (dir_ / "server.log").string());
     Eventually(
         [&] {
           std::string url = Slurp((dir_ / "data/server").string());
@@ -145,7 +158,7 @@ class PlatformTest : public ::testing::Test {
     return "\n--- server.log ---\n" + Slurp((dir_ / "server.log").string());
   }
 
-  ApiClient Api() { return ApiClient(url_, token_); }
+  ApiClient Api() { return ApiClient(url_, token_, ca_); }
 
   // GET/POST as the admin; a failed call fails the test (with the server's log) and gives null.
   json ApiGet(const std::string& path) {
@@ -226,6 +239,8 @@ class PlatformTest : public ::testing::Test {
   std::string url_;
   std::string token_;
   pid_t server_ = 0;
+  std::vector<std::string> server_args_;  // more `carve server` flags (set before SetUp)
+  std::string ca_;  // the PEM CA that Api() and the agents trust (TLS tests; set before SetUp)
   std::vector<pid_t> agents_;
 };
 
