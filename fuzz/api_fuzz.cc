@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)cp.Register(body, World::kAgent);
       break;
     case 5:
-      (void)cp.Heartbeat(body, World::kAgent);
+      (void)cp.Heartbeat(body, World::kAdmin);  // the join token only registers
       break;
     default:
       (void)cp.ScheduleOnce();

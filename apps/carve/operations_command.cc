@@ -88,10 +88,27 @@ void AddDeclareDead(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+void AddRevokeNodeCredential(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto node = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "revoke-node-credential",
+      "Revoke a node's credential (admins): the join token may then register the name again");
+  cmd->add_option("node", *node, "Node name")->required();
+  cmd->callback([c, node] {
+    json r =
+        Check(Client(*c).Post("/api/v1/nodes/" + *node + "/credential/revoke", json::object()));
+    if (!Structured(*c, r)) {
+      std::cout << "node " << *node << ": credential " << r["revoked"].dump()
+                << " revoked; restart its agent to join again\n";
+    }
+  });
+}
+
 }  // namespace
 
 void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
   AddDeclareDead(app, c);
+  AddRevokeNodeCredential(app, c);
   AddRelayout(app, c);
   AddScale(app, c);
   AddMaintenance(app, c);

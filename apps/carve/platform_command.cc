@@ -338,7 +338,7 @@ void AddServer(CLI::App& app) {
     BlockSignals();
     auto c = StartController(*s);
     std::cout << "carve server listening on " << c->url << "; admin token in " << s->data
-              << "/admin.token, agent token in " << s->data << "/agent.token\n"
+              << "/admin.token, join token for agents in " << s->data << "/agent.token\n"
               << std::flush;
     WaitForSignal();
     c->api->Stop();
@@ -357,7 +357,11 @@ void AddAgent(CLI::App& app) {
   CLI::App* agent =
       app.add_subcommand("agent", "Run a node agent: discover GPUs, register, run assigned jobs");
   agent->add_option("--server", o->server, "Server URL")->capture_default_str();
-  agent->add_option("--token-file", *token_file, "File holding the agent token")->required();
+  agent
+      ->add_option("--token-file", *token_file,
+                   "File holding the join token (the server's agent.token); the agent then keeps "
+                   "its own node credential in DATA/node.token")
+      ->required();
   agent->add_option("--ca", o->ca_file,
                     "PEM CA that signed an https server's certificate (or CARVE_CA)");
   agent->add_option("--node", o->node, "This node's name")->capture_default_str();

@@ -1,5 +1,9 @@
 #include "runtime/agent.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -54,16 +58,49 @@ absl::Status Agent::Start(int64_t deadline_ms) {
                {"backend", devices_->name()},
                {"gpus", json::array()}};
   for (const DiscoveredGpu& g : gpus_) body["gpus"].push_back(GpuToJson(g));
-  ApiClient api(options_.server, options_.token, options_.ca_file);
+  if (absl::Status s = Join(body, deadline_ms); !s.ok()) return s;
+  LoadState();
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<json> Agent::RegisterWith(const std::string& token, const json& body,
+                                         int64_t deadline_ms) {
+  ApiClient api(options_.server, token, options_.ca_file);
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
   absl::StatusOr<json> r = api.Post("/api/v1/agents/register", body);
   while (!r.ok() && absl::IsUnavailable(r.status()) && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     r = api.Post("/api/v1/agents/register", body);
   }
+  return r;
+}
+
+absl::Status Agent::Join(const json& body, int64_t deadline_ms) {
+  const std::string path = options_.data_dir + "/node.token";
+  std::string saved;
+  std::ifstream(path) >> saved;
+  absl::StatusOr<json> r = absl::UnauthenticatedError("no node credential yet");
+  if (!saved.empty()) r = RegisterWith(saved, body, deadline_ms);
+  // No credential yet, or the server no longer takes it (revoked, or another server): join with
+  // the join token, which the server answers with this node's own credential.
+  if (!r.ok() && absl::IsUnauthenticated(r.status())) {
+    r = RegisterWith(options_.token, body, deadline_ms);
+    saved.clear();
+  }
   if (!r.ok()) return r.status();
-  LoadState();
-  thread_ = std::thread([this] { Loop(); });
+  if (saved.empty()) {
+    saved = r->value("node_token", "");
+    if (saved.empty()) return absl::OkStatus();  // an admin token registered the node: keep it
+    int fd = ::open((path + ".tmp").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool written = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
+                   ::write(fd, saved.data(), saved.size()) == static_cast<ssize_t>(saved.size());
+    if (fd >= 0) ::close(fd);
+    std::error_code ec;
+    if (written) std::filesystem::rename(path + ".tmp", path, ec);
+    if (!written || ec) return absl::InternalError(path + ": cannot save the node credential");
+  }
+  options_.token = saved;  // every later call speaks as this node only
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 #include "ports/process.h"
@@ -28,7 +29,7 @@ class Agent {
  public:
   struct Options {
     std::string server = "http://127.0.0.1:7070";
-    std::string token;
+    std::string token;  // the join token; the node's own credential is kept in data_dir/node.token
     std::string node;
     std::string data_dir;  // logs, checkpoints and the state file live here
     int64_t cpu_milli = 0;
@@ -75,6 +76,12 @@ class Agent {
     std::shared_future<nlohmann::json> reclaiming;
   };
 
+  // Registers with the node credential saved in DATA/node.token, or else with the join token
+  // (options.token) and saves the node credential the server answers with (mode 0600); every
+  // later call uses the node credential.
+  absl::Status Join(const nlohmann::json& body, int64_t deadline_ms);
+  absl::StatusOr<nlohmann::json> RegisterWith(const std::string& token, const nlohmann::json& body,
+                                              int64_t deadline_ms);
   void Loop();
   absl::Status Tick();
   void Launch(const nlohmann::json& assignment);

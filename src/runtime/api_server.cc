@@ -80,14 +80,18 @@ std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib:
     const std::string& header = req.headers.find("Authorization")->second;
     if (absl::StartsWith(header, "Bearer ")) token = header.substr(7);
   }
+  ControlPlane::SetActing(std::nullopt);
   auto who = control_->Authenticate(token);
   if (!who.ok()) {
     ReplyError(res, who.status());
     return std::nullopt;
   }
-  // "user": any person (admin, tenant-admin, member, viewer); "admin": admins; "agent": agents.
+  // "user": any person (admin, tenant-admin, member, viewer); "admin": admins; "agent": the join
+  // token and node credentials (the control plane checks which node a credential may act for).
   bool ok = who->role == "admin" ||
-            (std::string(role) == "user" ? IsUserRole(who->role) : who->role == role);
+            (std::string(role) == "user"
+                 ? IsUserRole(who->role)
+                 : who->role == role || (std::string(role) == "agent" && who->role == "node"));
   if (!ok) {
     ReplyError(res,
                absl::PermissionDeniedError(absl::StrCat("this call needs the ", role, " role")));
@@ -97,6 +101,7 @@ std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib:
     ReplyError(res, st);
     return std::nullopt;
   }
+  ControlPlane::SetActing(*who);  // the events this request causes name the credential
   return *who;
 }
 
@@ -239,6 +244,11 @@ void ApiServer::Routes() {
            respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(),
                                          static_cast<int>(IntParam(req, "gpu", -1)), *who));
          });
+  s.Post(R"(/api/v1/nodes/([^/]+)/credential/revoke)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "admin");
+           if (who) respond(res, control_->RevokeNodeCredential(req.matches[1].str(), *who));
+         });
   s.Post(R"(/api/v1/nodes/([^/]+)/dead)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, "user");
@@ -294,10 +304,11 @@ void ApiServer::Routes() {
                 body.ok() ? control_->Heartbeat(*body, *who) : absl::StatusOr<json>(body.status()));
       });
   s.Post("/api/v1/agents/logs", [=, this](const httplib::Request& req, httplib::Response& res) {
-    if (!authed(req, res, "agent")) return;
+    auto who = authed(req, res, "agent");
+    if (!who) return;
     absl::Status st = control_->AppendLog(IntParam(req, "job", -1),
                                           static_cast<int>(IntParam(req, "replica", -1)),
-                                          IntParam(req, "offset", 0), req.body);
+                                          IntParam(req, "offset", 0), req.body, *who);
     if (!st.ok()) return ReplyError(res, st);
     Reply(res, 200, {{"ok", true}});
   });

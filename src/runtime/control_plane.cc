@@ -87,6 +87,15 @@ void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) const {
   batch.puts.push_back({"job", absl::StrFormat("%012d", job.id), job.ToJson().dump()});
 }
 
+namespace {
+
+// The credential of the request this thread serves (ControlPlane::SetActing).
+thread_local std::optional<Principal> acting;
+
+}  // namespace
+
+void ControlPlane::SetActing(std::optional<Principal> who) { acting = std::move(who); }
+
 void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std::string& type,
                          const std::string& subject, const std::string& reason,
                          json details) const {
@@ -104,6 +113,13 @@ void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std:
       details["project"] = job->second.spec.project;
       details["queue"] = job->second.spec.queue;
     }
+  }
+  // Which credential acted: the token id, and the tenant or node it is bound to.
+  if (acting && details.is_object() && !details.contains("actor_token")) {
+    details["actor_token"] = acting->token_id;
+    details["actor_role"] = acting->role;
+    if (!acting->tenant.empty()) details["actor_tenant"] = acting->tenant;
+    if (acting->role == "node") details["actor_node"] = acting->name;
   }
   e.details_json = details.dump();
   batch.events.push_back(std::move(e));
@@ -259,11 +275,34 @@ std::string ControlPlane::LogPath(int64_t job, int replica) const {
   return absl::StrCat(TenantDir(options_.log_dir, tenant), "/job-", job, "-", replica, ".log");
 }
 
+namespace {
+
+// Whether replica `r` of `job` runs on `node` now or ran there in an earlier attempt.
+bool RanOn(const JobRecord& job, int r, const std::string& node) {
+  if (job.replicas[static_cast<size_t>(r)].node == node) return true;
+  for (const json& attempt : job.attempts) {
+    const json& held = attempt.value("replicas", json::array());
+    if (held.is_array() && r < static_cast<int>(held.size()) && held[r].is_object() &&
+        held[r].value("node", "") == node) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
-                                     const std::string& bytes) {
+                                     const std::string& bytes, const Principal& who) {
+  if (who.role != "node" && who.role != "admin") {
+    return absl::PermissionDeniedError(
+        "a join token only registers nodes; logs are shipped with the node's credential");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
-  if (it == jobs_.end() || replica < 0 || replica >= static_cast<int>(it->second.replicas.size())) {
+  // Another node's replica answers exactly like a missing one.
+  if (it == jobs_.end() || replica < 0 || replica >= static_cast<int>(it->second.replicas.size()) ||
+      (who.role == "node" && !RanOn(it->second, replica, who.name))) {
     return absl::NotFoundError(absl::StrCat("no replica ", replica, " of job ", job));
   }
   std::string path = LogPath(job, replica);

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -46,6 +47,11 @@ class ControlPlane {
   // Tokens are stored as SHA-256 hashes. AddToken registers a bootstrap token (no expiry).
   absl::Status AddToken(const std::string& token, const std::string& name, const std::string& role);
   absl::StatusOr<Principal> Authenticate(const std::string& token) const;
+  // The credential behind the request this thread serves, set by the API server once it has
+  // authenticated the caller (nullopt: none, as in the scheduler loop). Every event this thread
+  // records meanwhile names it in its details: actor_token and actor_role, plus actor_tenant (a
+  // tenant's user) or actor_node (a node credential).
+  static void SetActing(std::optional<Principal> who);
 
   // Tenancy (control_plane_tenancy.cc): users, tokens with expiry, per-tenant access.
   absl::StatusOr<nlohmann::json> CreateUser(const nlohmann::json& body, const Principal& who);
@@ -55,6 +61,10 @@ class ControlPlane {
   absl::StatusOr<nlohmann::json> CreateToken(const nlohmann::json& body, const Principal& who);
   nlohmann::json ListTokens(const Principal& who) const;
   absl::StatusOr<nlohmann::json> RevokeToken(const std::string& id, const Principal& who);
+  // Admins: revokes the node's credential, so the join token may register the name again (the
+  // node's agent joins anew after a restart).
+  absl::StatusOr<nlohmann::json> RevokeNodeCredential(const std::string& node,
+                                                      const Principal& who);
   // NotFound with NoJobMessage(id) unless the job exists and `who` may see it; PermissionDenied
   // when `who` sees it but may not `access` it.
   absl::Status CheckJob(int64_t id, const Principal& who, Access access) const;
@@ -97,11 +107,15 @@ class ControlPlane {
   // Extends a running job's lease by its lease duration from now.
   absl::StatusOr<nlohmann::json> Renew(int64_t id, const Principal& who);
 
-  // Agents.
+  // Agents. The join token (role agent) only registers a node that holds no credential yet, and
+  // the answer carries the node's own credential (node_token, shown once). A node credential
+  // (role node) registers, heartbeats and ships logs as its own node only (NodeRestriction).
   absl::StatusOr<nlohmann::json> Register(const nlohmann::json& body, const Principal& who);
   // Takes the agent's replica reports; answers with what to start and what to stop.
   absl::StatusOr<nlohmann::json> Heartbeat(const nlohmann::json& body, const Principal& who);
-  absl::Status AppendLog(int64_t job, int replica, int64_t offset, const std::string& bytes);
+  // A node credential ships logs only for replicas that ran on its node (others: NotFound).
+  absl::Status AppendLog(int64_t job, int replica, int64_t offset, const std::string& bytes,
+                         const Principal& who);
   // Log bytes from `offset`; `size` gets the log's full size.
   absl::StatusOr<std::string> ReadLog(int64_t job, int replica, int64_t offset,
                                       int64_t* size) const;
@@ -217,6 +231,10 @@ class ControlPlane {
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;
   bool ObjectExists(const std::string& kind, const std::string& name) const;
+  // The node's live credential, or nullptr.
+  const TokenRecord* NodeCredential(const std::string& node) const;
+  // Makes the node's credential (stored hashed); returns its secret, "" without randomness.
+  std::string IssueNodeCredential(const std::string& node, StoreBatch& batch);
   absl::Status LoadTenancy();
   absl::Status LoadUtilization();
 

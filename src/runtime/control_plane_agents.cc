@@ -11,8 +11,25 @@ namespace carve {
 
 using json = nlohmann::json;
 
+namespace {
+
+std::string AlreadyJoined(const std::string& node) {
+  return absl::StrCat("node \"", node,
+                      "\" is already joined: its agent authenticates with the node credential in "
+                      "its data directory (node.token), not the join token; an admin releases the "
+                      "name with `carve revoke-node-credential ",
+                      node, "`");
+}
+
+std::string OtherNode(const Principal& who, const std::string& what) {
+  return absl::StrCat("this node credential belongs to node \"", who.name, "\"; it ", what,
+                      " only as that node");
+}
+
+}  // namespace
+
 absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& who) {
-  if (who.role != "agent" && who.role != "admin") {
+  if (who.role != "agent" && who.role != "node" && who.role != "admin") {
     return absl::PermissionDeniedError("only agents register nodes");
   }
   if (!body.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
@@ -23,6 +40,9 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   auto node = NodeRecord::FromJson(with_times);
   if (!node.ok()) return node.status();
   if (node->name.empty()) return absl::InvalidArgumentError("name: a node needs a name");
+  if (who.role == "node" && node->name != who.name) {
+    return absl::PermissionDeniedError(OtherNode(who, "registers"));
+  }
   if (node->cpu_milli <= 0 || node->memory_mib <= 0) {
     return absl::InvalidArgumentError("cpu_milli and memory_mib must be positive");
   }
@@ -37,6 +57,9 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
+  if (who.role == "agent" && NodeCredential(node->name) != nullptr) {
+    return absl::PermissionDeniedError(AlreadyJoined(node->name));
+  }
   for (const auto& [index, mode] : mode_overrides_[node->name]) {
     if (index < static_cast<int>(node->gpus.size())) node->gpus[index].mode = mode;
   }
@@ -51,6 +74,11 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
         "node/" + node->name, absl::StrCat(node->gpus.size(), " GPUs via ", node->backend),
         {{"cpu_milli", node->cpu_milli}, {"memory_mib", node->memory_mib}});
   json out = node->ToJson();
+  if (who.role == "agent") {  // the join token: the node gets its own credential
+    std::string secret = IssueNodeCredential(node->name, batch);
+    if (secret.empty()) return absl::InternalError("no randomness for a node credential");
+    out["node_token"] = secret;
+  }
   nodes_[node->name] = *std::move(node);
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return out;
@@ -228,11 +256,19 @@ json ControlPlane::Assignment(const JobRecord& job, int r) const {
 }
 
 absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& who) {
-  if (who.role != "agent" && who.role != "admin") {
+  if (who.role == "agent") {
+    return absl::PermissionDeniedError(
+        "a join token only registers nodes; heartbeats use the node credential that "
+        "registration returned (node.token)");
+  }
+  if (who.role != "node" && who.role != "admin") {
     return absl::PermissionDeniedError("only agents send heartbeats");
   }
   if (absl::Status s = CheckHeartbeatBody(body); !s.ok()) return s;
   std::string name = body.value("node", "");
+  if (who.role == "node" && name != who.name) {
+    return absl::PermissionDeniedError(OtherNode(who, "heartbeats"));
+  }
   std::unique_lock<std::mutex> lock(mu_);
   auto node = nodes_.find(name);
   if (node == nodes_.end()) {

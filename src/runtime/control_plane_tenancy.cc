@@ -132,6 +132,9 @@ absl::StatusOr<json> ControlPlane::CreateUser(const json& body, const Principal&
     return absl::InvalidArgumentError(absl::StrCat(
         "name: \"", u.name, "\" must be lowercase letters, digits, dots, dashes, underscores"));
   }
+  if (std::string reserved = ReservedUserName(u.name); !reserved.empty()) {
+    return absl::InvalidArgumentError(reserved);
+  }
   if (!IsUserRole(u.role)) {
     return absl::InvalidArgumentError(
         absl::StrCat("role: \"", u.role, "\" is not admin, tenant-admin, member or viewer"));
@@ -302,6 +305,57 @@ absl::StatusOr<json> ControlPlane::RevokeToken(const std::string& id, const Prin
     return t.ToJson();
   }
   return absl::NotFoundError("no token " + id + "; `carve token ls` lists them");
+}
+
+const TokenRecord* ControlPlane::NodeCredential(const std::string& node) const {
+  for (const auto& [hash, t] : tokens_) {
+    if (t.role == "node" && t.name == node && !t.revoked) return &t;
+  }
+  return nullptr;
+}
+
+std::string ControlPlane::IssueNodeCredential(const std::string& node, StoreBatch& batch) {
+  std::string secret = "carve_" + RandomHex(32);
+  if (secret.size() != 70) return "";
+  std::string hash = Sha256Hex(secret);
+  TokenRecord t;
+  t.id = hash.substr(0, 12);
+  t.name = node;
+  t.role = "node";
+  t.description = "node credential for " + node;
+  t.created_us = now_();
+  tokens_[hash] = t;
+  batch.puts.push_back({"token", hash, t.ToJson().dump()});
+  Event(batch, "agent:" + node, "node.joined", "node/" + node,
+        "the join token's holder got node credential " + t.id + ", bound to this node",
+        {{"credential", t.id}});
+  return secret;
+}
+
+absl::StatusOr<json> ControlPlane::RevokeNodeCredential(const std::string& node,
+                                                        const Principal& who) {
+  if (who.role != "admin") {
+    return absl::PermissionDeniedError("only admins revoke node credentials");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  StoreBatch batch;
+  json ids = json::array();
+  for (auto& [hash, t] : tokens_) {
+    if (t.role != "node" || t.name != node || t.revoked) continue;
+    t.revoked = true;
+    ids.push_back(t.id);
+    batch.puts.push_back({"token", hash, t.ToJson().dump()});
+  }
+  if (ids.empty()) {
+    return absl::NotFoundError(absl::StrCat("node \"", node,
+                                            "\" holds no credential; its agent joins with the join "
+                                            "token (agent.token)"));
+  }
+  Event(batch, "user:" + who.name, "node.credential-revoked", "node/" + node,
+        "node credential revoked; the node's agent joins again with the join token",
+        {{"credentials", ids}});
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return json{{"node", node}, {"revoked", ids}};
 }
 
 absl::Status ControlPlane::CheckJob(int64_t id, const Principal& who, Access access) const {

@@ -66,9 +66,10 @@ const char* OpenApiDocument() {
     "/api/v1/usage/records": {"get": {"summary": "One usage record per job attempt", "parameters": [{"name": "format", "in": "query", "schema": {"type": "string", "enum": ["json", "jsonl", "csv"]}}], "responses": {"200": {"description": "records"}}}},
     "/api/v1/utilization": {"get": {"summary": "The utilization matrix per pool and model (admin); see docs/utilization.md", "responses": {"200": {"description": "matrix"}}}},
     "/metrics": {"get": {"summary": "Prometheus text metrics (admin; tenant-admin: its jobs)", "responses": {"200": {"description": "text/plain"}}}},
-    "/api/v1/agents/register": {"post": {"summary": "Agent: register a node and its GPUs (agent role)", "responses": {"200": {"description": "registered"}}}},
-    "/api/v1/agents/heartbeat": {"post": {"summary": "Agent: report replicas; get assignments and stops (agent role)", "responses": {"200": {"description": "assignments"}}}},
-    "/api/v1/agents/logs": {"post": {"summary": "Agent: append replica output at an offset (agent role)", "responses": {"200": {"description": "appended"}}}}
+    "/api/v1/nodes/{name}/credential/revoke": {"post": {"summary": "Admins: revoke a node's credential so the join token may register the name again", "responses": {"200": {"description": "the revoked credential ids"}, "404": {"description": "the node holds no credential"}}}},
+    "/api/v1/agents/register": {"post": {"summary": "Agent: register a node and its GPUs. The join token registers a node that holds no credential yet and gets its node credential (node_token, shown once); a node credential registers its own node only", "responses": {"200": {"description": "registered"}, "403": {"description": "the node is already joined, or the credential belongs to another node"}}}},
+    "/api/v1/agents/heartbeat": {"post": {"summary": "Agent: report replicas; get assignments and stops (node credential, as its own node only)", "responses": {"200": {"description": "assignments"}, "403": {"description": "a join token, or another node's name"}}}},
+    "/api/v1/agents/logs": {"post": {"summary": "Agent: append replica output at an offset (node credential; only replicas that ran on its node)", "responses": {"200": {"description": "appended"}, "404": {"description": "no such replica on this node"}}}}
   }
 })json";
 }

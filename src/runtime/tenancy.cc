@@ -1,5 +1,8 @@
 #include "runtime/tenancy.h"
 
+#include <cstring>
+#include <set>
+
 #include "absl/strings/str_cat.h"
 
 namespace carve {
@@ -55,6 +58,26 @@ TokenRecord TokenRecord::FromJson(const json& j) {
 
 bool IsUserRole(const std::string& role) {
   return role == "admin" || role == "tenant-admin" || role == "member" || role == "viewer";
+}
+
+std::string ReservedUserName(const std::string& name) {
+  static const std::set<std::string> kReserved = {
+      "admin",  "admins", "administrator", "root",       "system", "scheduler", "agent",
+      "agents", "node",   "nodes",         "controller", "server", "carve"};
+  if (kReserved.count(name)) {
+    return absl::StrCat(
+        "name: \"", name,
+        "\" is reserved for the platform's own actors in the audit; choose another");
+  }
+  for (const char* prefix : {"agent", "node", "system", "scheduler", "admin"}) {
+    size_t n = std::strlen(prefix);
+    if (name.size() > n && name.compare(0, n, prefix) == 0 &&
+        std::string("-._:").find(name[n]) != std::string::npos) {
+      return absl::StrCat("name: \"", name, "\" starts with \"", prefix, std::string(1, name[n]),
+                          "\", which is reserved for the platform's own actors; choose another");
+    }
+  }
+  return "";
 }
 
 bool Allowed(const Principal& who, Access access, const std::string& tenant,

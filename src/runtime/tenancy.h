@@ -13,7 +13,8 @@ namespace carve {
 //   tenant-admin  everything inside its tenant (jobs, users, tokens, audit, usage)
 //   member        submit, see and cancel its project's jobs
 //   viewer        read its project
-//   agent         the node agent endpoints only
+//   agent         the join token (agent.token): registers nodes that hold no credential yet
+//   node          one node's credential (name = the node): the agent calls for that node only
 struct Principal {
   std::string name;
   std::string role;
@@ -37,8 +38,8 @@ struct UserRecord {
 };
 
 // An API token. Stored as kind "token", id = hex SHA-256 of the secret (the secret itself is never
-// stored). `user` names a UserRecord; bootstrap tokens (admin.token, agent.token) carry their own
-// name and role instead.
+// stored). `user` names a UserRecord; bootstrap tokens (admin.token, agent.token) and node
+// credentials (role "node", name = the node) carry their own name and role instead.
 struct TokenRecord {
   std::string id;  // public id: the first 12 hex digits of the hash
   std::string user;
@@ -57,6 +58,9 @@ struct TokenRecord {
 enum class Access { kRead, kWrite, kAdminister };
 
 bool IsUserRole(const std::string& role);  // admin, tenant-admin, member, viewer
+// Names that audit actors use ("admin", "scheduler", "system", "agent:NODE", ...): no user may
+// take one, so `user:NAME` in the audit is never mistaken for the platform. An error or "".
+std::string ReservedUserName(const std::string& name);
 // Whether `who` may do `access` on an object of `tenant`/`project` (project "" = tenant-wide).
 bool Allowed(const Principal& who, Access access, const std::string& tenant,
              const std::string& project);

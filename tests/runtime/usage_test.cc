@@ -16,7 +16,7 @@ using json = nlohmann::json;
 constexpr int64_t kT0 = 1'800'000'000'000'000;  // a whole minute
 constexpr int64_t kMin = 60'000'000;
 const Principal kAdmin{"admin", "admin", "", "", "t-admin"};
-const Principal kAgent{"agents", "agent", "", "", "t-agent"};
+const Principal kAgent{"n1", "node", "", "", "t-node"};  // n1's node credential
 
 class UsageTest : public ::testing::Test {
  protected:
