@@ -114,6 +114,7 @@ struct ServerSettings {
   int64_t schedule_interval_ms = 200;
   int64_t node_timeout_ms = 10000;
   int64_t lost_after_ms = 10000;
+  int64_t reclaim_timeout_ms = 300000;
 };
 
 // Settings from the YAML config file; flags given on the command line win.
@@ -144,11 +145,13 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
         set("--tls-key", s.tls_key);
       } else if (key == "insecure") {
         set("--insecure", s.insecure);
+      } else if (key == "reclaim_timeout_ms") {
+        set("--reclaim-timeout-ms", s.reclaim_timeout_ms);
       } else {
         Die(absl::InvalidArgumentError(
             absl::StrCat(s.config, ": unknown key \"", key,
                          "\"; known: data, listen, policy, schedule_interval_ms, node_timeout_ms, "
-                         "lost_after_ms, tls_cert, tls_key, insecure")));
+                         "lost_after_ms, reclaim_timeout_ms, tls_cert, tls_key, insecure")));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -171,6 +174,10 @@ void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
       ->capture_default_str();
   cmd->add_flag("--insecure", s.insecure,
                 "Serve plain HTTP on a non-loopback address (tokens cross the network in clear)");
+  cmd->add_option("--reclaim-timeout-ms", s.reclaim_timeout_ms,
+                  "A reclaim not reported this long after its job ended quarantines its devices")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 }
 
 void AddTlsFlags(CLI::App* cmd, ServerSettings& s) {
@@ -246,6 +253,7 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   options.checkpoint_root = std::filesystem::absolute(s.data + "/checkpoints").string();
   options.node_timeout_us = s.node_timeout_ms * 1000;
   options.lost_after_us = s.lost_after_ms * 1000;
+  options.reclaim_timeout_us = s.reclaim_timeout_ms * 1000;
   auto control = ControlPlane::Open(c->store.get(), &c->catalog, options, NowUs);
   if (!control.ok()) Die(control.status());
   c->control = *std::move(control);

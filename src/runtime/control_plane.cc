@@ -62,7 +62,7 @@ absl::Status ControlPlane::Load() {
     node->last_heartbeat_us = now_();
     nodes_[node->name] = *std::move(node);
   }
-  for (const char* kind : {"tenant", "project", "queue"}) {
+  for (const char* kind : {"tenant", "project", "queue", "priority-class"}) {
     auto objects = store_->Load(kind);
     if (!objects.ok()) return objects.status();
     for (const StoredRecord& r : *objects)
@@ -71,9 +71,9 @@ absl::Status ControlPlane::Load() {
   auto modes = store_->Load("node-modes");
   if (!modes.ok()) return modes.status();
   for (const StoredRecord& r : *modes) {
-    json j = json::parse(r.json, nullptr, false);
-    for (const auto& [index, mode] : j.items()) mode_overrides_[r.id][std::stoi(index)] = mode;
+    mode_overrides_[r.id] = ModesFromJson(json::parse(r.json, nullptr, false));
   }
+  loaded_us_ = now_();
   if (absl::Status s = LoadTenancy(); !s.ok()) return s;
   return LoadUtilization();
 }
@@ -145,20 +145,21 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
   if (!spec.ok()) return spec.status();
   auto request = ToJobRequest(*spec, *catalog_);
   if (!request.ok()) return request.status();
+  if (absl::Status s = CheckSubmissionMinimums(*spec); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return absl::UnavailableError("the server must be restarted");
-  for (auto [kind, name] :
-       {std::pair{"tenant", spec->tenant}, {"project", spec->project}, {"queue", spec->queue}}) {
+  for (auto [kind, name] : {std::pair{"tenant", spec->tenant}, {"project", spec->project}}) {
     if (!ObjectExists(kind, name)) {
       return absl::InvalidArgumentError(absl::StrCat(kind, ": no ", kind, " \"", name,
                                                      "\"; `carve apply -f` one, or leave it out"));
     }
   }
+  if (absl::Status s = CheckQueueAccess(*spec, who); !s.ok()) return s;
   if (!idem_key.empty()) {
     auto it = idempotency_.find(who.name + "\n" + idem_key);
     if (it != idempotency_.end()) return jobs_.at(it->second).ToJson();
   }
-  if (absl::Status s = ResolveScheduling(*spec, body); !s.ok()) return s;
+  if (absl::Status s = ResolveScheduling(*spec, body, who); !s.ok()) return s;
   JobRecord job;
   job.id = next_job_id_++;
   job.spec = *spec;
@@ -227,6 +228,13 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
   if (IsFinal(job.state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " already ended (", job.state, ")"));
+  }
+  if (job.state == "reclaiming") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id,
+                     " is already stopping: its processes have ended and its devices are being "
+                     "reclaimed; nothing to cancel. Waiting for the reclaim evidence of ",
+                     PendingReclaims(job, now_())));
   }
   StoreBatch batch;
   if (job.state == "queued") {

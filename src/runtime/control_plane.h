@@ -37,6 +37,9 @@ class ControlPlane {
     std::string checkpoint_root;           // CARVE_CHECKPOINT_DIR parent, shared by every node
     int64_t node_timeout_us = 10'000'000;  // a node silent this long is not-ready
     int64_t lost_after_us = 10'000'000;    // ... and this much longer: its jobs are lost
+    // A replica whose reclaim evidence has not come this long after its job started reclaiming
+    // (or after this server started, if later) has its devices quarantined, and the job ends.
+    int64_t reclaim_timeout_us = 300'000'000;
   };
   using Clock = std::function<int64_t()>;  // microseconds since the epoch
 
@@ -228,6 +231,14 @@ class ControlPlane {
   // on it and takes no new work; its GPU's other instances keep running.
   void InstanceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
   static std::string EndCause(const ReplicaRecord& rep, const std::string& memory);
+  // Reclaims that never report (control_plane_reclaim.cc): once options_.reclaim_timeout_us has
+  // passed, each silent replica gets an `unverified` reclaim record saying why, its devices are
+  // quarantined, and the job ends (or a retiring service replica is retired).
+  void ReclaimTimeouts(int64_t now, StoreBatch& batch);
+  // What a reclaiming job still waits for, in words (for `carve cancel`).
+  std::string PendingReclaims(const JobRecord& job, int64_t now) const;
+  // The end of a job's reason when its reclaim was not verified.
+  static std::string UnverifiedNote(const JobRecord& job);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(int64_t job, int replica) const;
   bool ObjectExists(const std::string& kind, const std::string& name) const;
@@ -239,9 +250,14 @@ class ControlPlane {
   absl::Status LoadUtilization();
 
   // Queues and scheduling (control_plane_queues.cc).
+  // The job's queue must exist and, unless `who` is an admin, be one its tenant and project may
+  // use (scheduling_grants.h); a queue it may not use is refused exactly like a missing one.
+  absl::Status CheckQueueAccess(const JobSpec& spec, const Principal& who) const;
   // Checks the job's queue against its project and sets priority and preemptibility from its
-  // priority class where the submission left them out.
-  absl::Status ResolveScheduling(JobSpec& spec, const nlohmann::json& body) const;
+  // priority class where the submission left them out; caps class, priority and
+  // non-preemptibility by the project unless `who` is an admin.
+  absl::Status ResolveScheduling(JobSpec& spec, const nlohmann::json& body,
+                                 const Principal& who) const;
   // A project's `queues` must name queues that exist or are applied alongside.
   absl::Status CheckProjectQueues(
       const nlohmann::json& doc,
@@ -273,6 +289,7 @@ class ControlPlane {
   std::map<int64_t, nlohmann::json> waits_;  // the last cycle's explanation per waiting job
   std::map<int64_t, int64_t> nominated_;     // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
+  int64_t loaded_us_ = 0;  // when this server loaded the store (reclaim timeouts count from it)
   bool broken_ = false;
 };
 

@@ -220,7 +220,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
     return;
   }
   job.state = job.outcome;
-  if (!verified) job.reason += "; reclaim failed, devices quarantined";
+  if (!verified) job.reason += UnverifiedNote(job);
   Event(batch, "scheduler", "job." + job.state, subject, job.reason,
         {{"reclaim", statuses}, {"verified", verified}});
 }

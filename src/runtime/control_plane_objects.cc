@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"
 #include "runtime/queue_config.h"
+#include "runtime/scheduling_grants.h"
 
 namespace carve {
 
@@ -42,6 +43,21 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
   std::unique_lock<std::mutex> lock(mu_);
   // Validate everything first: a bad document changes nothing.
   std::set<std::pair<std::string, std::string>> declared;
+  // Tenants and priority classes a grant may name: applied, built in, or declared alongside.
+  auto exists = [&](const std::string& kind, const std::string& name) {
+    if (alongside.count({kind, name})) return true;
+    if (kind != "priority-class") return ObjectExists(kind, name);
+    for (const PriorityClass& c : PriorityClasses(objects_)) {
+      if (c.name == name) return true;
+    }
+    return false;
+  };
+  // Documents may name what is applied alongside, in any order.
+  std::set<std::pair<std::string, std::string>> alongside;
+  for (const json& d : docs) {
+    if (d.is_object() && d.value("kind", json()).is_string() && d.value("name", json()).is_string())
+      alongside.insert({d["kind"].get<std::string>(), d["name"].get<std::string>()});
+  }
   for (size_t i = 0; i < docs.size(); ++i) {
     const json& d = docs[i];
     if (!d.is_object()) return Invalid(i, "document", "must be a map");
@@ -100,12 +116,15 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
       return Invalid(i, "name", "\"" + name + "\" must be lowercase letters, digits and dashes");
     }
     std::set<std::string> fields = {"kind", "name", "description"};
-    if (kind == "project") fields.insert({"tenant", "queues"});
+    if (kind == "project") {
+      fields.insert(
+          {"tenant", "queues", "priority_classes", "max_priority", "allow_non_preemptible"});
+    }
     if (kind == "queue") {
       fields.insert({"pool", "quota", "weight", "cohort", "borrowing_limit", "lending_limit",
-                     "idle_after", "idle_action"});
+                     "idle_after", "idle_action", "tenants"});
     }
-    if (kind == "priority-class") fields.insert({"priority", "preemptible"});
+    if (kind == "priority-class") fields.insert({"priority", "preemptible", "tenants"});
     if (absl::Status s = CheckFields(i, d, fields); !s.ok()) return s;
     if (kind == "project") {
       std::string tenant = d.value("tenant", "");
@@ -117,6 +136,7 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
                          : kind == "priority-class" ? CheckPriorityClassDoc(d)
                          : kind == "project"        ? CheckProjectQueues(d, declared)
                                                     : absl::OkStatus();
+    if (sched.ok()) sched = CheckGrantFields(d, kind, exists);
     if (!sched.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("document ", i, ": ", sched.message()));
     }
@@ -162,7 +182,7 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
         mode_overrides_[name][gpu.index] = gpu.mode;
       }
       batch.puts.push_back({"node", name, node.ToJson().dump()});
-      batch.puts.push_back({"node-modes", name, json(mode_overrides_[name]).dump()});
+      batch.puts.push_back({"node-modes", name, ModesToJson(mode_overrides_[name]).dump()});
     } else {
       objects_[{kind, name}] = d;
       batch.puts.push_back({kind, name, d.dump()});

@@ -213,7 +213,7 @@ void ControlPlane::AdvanceRelayouts(NodeRecord& node, const json& report, StoreB
     Event(batch, "agent:" + node.name, "device.relayout-done", subject,
           absl::StrCat("layout ", absl::StrJoin(wanted, ", "), " verified; GPU back in service"),
           r);
-    batch.puts.push_back({"node-modes", node.name, json(mode_overrides_[node.name]).dump()});
+    batch.puts.push_back({"node-modes", node.name, ModesToJson(mode_overrides_[node.name]).dump()});
   }
   bool done = std::erase_if(node.relayouts, [](const auto& entry) {
                 return entry.second.value("phase", "") == "done";

@@ -9,6 +9,7 @@
 #include "runtime/control_plane.h"
 #include "runtime/explain_json.h"
 #include "runtime/queue_config.h"
+#include "runtime/scheduling_grants.h"
 
 namespace carve {
 
@@ -53,7 +54,22 @@ absl::Status ControlPlane::CheckProjectQueues(
   return absl::OkStatus();
 }
 
-absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body) const {
+absl::Status ControlPlane::CheckQueueAccess(const JobSpec& spec, const Principal& who) const {
+  bool admin = who.role == "admin";
+  if (admin ? ObjectExists("queue", spec.queue)
+            : QueueUsable(objects_, spec.tenant, spec.project, spec.queue)) {
+    return absl::OkStatus();
+  }
+  // One answer for a queue that does not exist and for another tenant's: the caller's own choice.
+  std::string hint =
+      admin ? "`carve apply -f` one, or leave it out"
+            : absl::StrCat("project ", spec.project, " may use: ",
+                           absl::StrJoin(UsableQueues(objects_, spec.tenant, spec.project), ", "));
+  return absl::InvalidArgumentError(absl::StrCat("queue: no queue \"", spec.queue, "\"; ", hint));
+}
+
+absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body,
+                                             const Principal& who) const {
   auto project = objects_.find({"project", spec.project});
   if (project != objects_.end() && project->second.contains("queues")) {
     const json& allowed = project->second["queues"];
@@ -64,20 +80,27 @@ absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body) co
                                                       "; not to \"", spec.queue, "\""));
     }
   }
+  bool capped = who.role != "admin";
   std::vector<PriorityClass> classes = PriorityClasses(objects_);
-  std::string name = spec.priority_class.empty() ? "standard" : spec.priority_class;
+  std::string name = !spec.priority_class.empty() ? spec.priority_class
+                     : capped ? DefaultClass(objects_, spec.tenant, spec.project)
+                              : "standard";
   auto c = std::find_if(classes.begin(), classes.end(),
                         [&](const PriorityClass& k) { return k.name == name; });
-  if (c == classes.end()) {
+  if (c == classes.end() && !capped) {
     std::vector<std::string> known;
     for (const PriorityClass& k : classes) known.push_back(k.name);
     return absl::InvalidArgumentError(absl::StrCat("priority_class: no priority class \"", name,
                                                    "\"; known: ", absl::StrJoin(known, ", ")));
   }
-  spec.priority_class = c->name;
-  if (!body.contains("priority")) spec.priority = c->priority;
-  if (!spec.preemptible.has_value()) spec.preemptible = c->preemptible;
-  return absl::OkStatus();
+  if (c != classes.end()) {
+    spec.priority_class = c->name;
+    if (!body.contains("priority")) spec.priority = c->priority;
+    if (!spec.preemptible.has_value()) spec.preemptible = c->preemptible;
+  }
+  if (!capped) return absl::OkStatus();
+  return CheckSchedulingCaps(objects_, spec.tenant, spec.project, name, spec.priority,
+                             spec.preemptible.value_or(true));
 }
 
 int ControlPlane::ScheduleQueued(Cluster& cluster,

@@ -120,8 +120,10 @@ bool ControlPlane::QuarantineFailedChecks(const JobRecord& job, const ReplicaRec
     details["job"] = job.id;
     details["tenant"] = job.spec.tenant;
     details["project"] = job.spec.project;
-    Event(batch, "agent:" + rep.node, "device.quarantined",
-          absl::StrCat("node/", rep.node, "/gpu/", device), why, details);
+    // A timed-out record is the scheduler's conclusion, not the agent's report.
+    std::string actor = rep.reclaim.value("timed_out", false) ? "scheduler" : "agent:" + rep.node;
+    Event(batch, actor, "device.quarantined", absl::StrCat("node/", rep.node, "/gpu/", device), why,
+          details);
   }
   return false;
 }

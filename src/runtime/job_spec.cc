@@ -401,4 +401,21 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
   return job;
 }
 
+absl::Status CheckSubmissionMinimums(const JobSpec& spec) {
+  auto cpu = ParseCpuMilli(spec.cpu);
+  if (!cpu.ok()) return FieldError("resources.cpu", cpu.status().message());
+  if (cpu->units() < kMinCpuMilli) {
+    return FieldError("resources.cpu",
+                      absl::StrCat("\"", spec.cpu, "\" is below the minimum of 100m per replica"));
+  }
+  auto memory = ParseMemMib(spec.memory);
+  if (!memory.ok()) return FieldError("resources.memory", memory.status().message());
+  if (memory->units() < kMinMemoryMib) {
+    return FieldError(
+        "resources.memory",
+        absl::StrCat("\"", spec.memory, "\" is below the minimum of 16Mi per replica"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace carve

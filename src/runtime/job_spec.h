@@ -80,6 +80,12 @@ absl::StatusOr<nlohmann::json> YamlDocumentsToJson(const std::string& yaml_text)
 // The scheduler's view of a spec; checks quantities, models and profiles against the catalog.
 absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& catalog);
 
+// What a submission must ask for at least, per replica: a job is limited and charged by what it
+// asks, so "0" would run unlimited and free. (Stored jobs are not checked again.)
+inline constexpr int64_t kMinCpuMilli = 100;  // 100m
+inline constexpr int64_t kMinMemoryMib = 16;  // 16Mi
+absl::Status CheckSubmissionMinimums(const JobSpec& spec);
+
 // "90s", "30m", "2h", "1h30m" -> microseconds; errors say what was wrong.
 absl::StatusOr<int64_t> ParseDurationUs(const std::string& text);
 

@@ -1,6 +1,7 @@
 #include "runtime/records.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace carve {
@@ -294,6 +295,30 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("node: ", e.what()));
   }
+}
+
+json ModesToJson(const std::map<int, std::string>& modes) {
+  json out = json::object();
+  for (const auto& [index, mode] : modes) out[std::to_string(index)] = mode;
+  return out;
+}
+
+std::map<int, std::string> ModesFromJson(const json& j) {
+  std::map<int, std::string> out;
+  auto add = [&](const json& index, const json& mode) {
+    if (index.is_number_integer() && mode.is_string()) out[index.get<int>()] = mode;
+  };
+  if (j.is_object()) {
+    for (const auto& [key, mode] : j.items()) {
+      int index = 0;
+      if (absl::SimpleAtoi(key, &index)) add(json(index), mode);
+    }
+  } else if (j.is_array()) {  // written by servers before the fix: [[index, mode], ...]
+    for (const json& pair : j) {
+      if (pair.is_array() && pair.size() == 2) add(pair[0], pair[1]);
+    }
+  }
+  return out;
 }
 
 }  // namespace carve

@@ -130,6 +130,10 @@ std::string PartitionId(const std::string& node, int gpu, const std::string& pro
 nlohmann::json GrantToJson(const GrantRecord& g);
 GrantRecord GrantFromJson(const nlohmann::json& j);
 absl::StatusOr<DiscoveredGpu> GpuFromJson(const nlohmann::json& j);
+// A node's GPU mode overrides (GPU index -> mode) as stored: {"1": "exclusive"}. The reader also
+// takes the [[1, "exclusive"]] that earlier servers wrote, and skips what it cannot read.
+nlohmann::json ModesToJson(const std::map<int, std::string>& modes);
+std::map<int, std::string> ModesFromJson(const nlohmann::json& j);
 
 }  // namespace carve
 

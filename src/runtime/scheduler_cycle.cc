@@ -129,6 +129,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   StoreBatch batch;
   Liveness(now, batch);
   Timers(now, batch);  // leases, idle GPUs, maintenance windows
+  ReclaimTimeouts(now, batch);
   // Cancelled before any replica started: nothing to stop.
   for (auto& [id, job] : jobs_) {
     if (IsFinal(job.state) || !job.cancel_requested) continue;

@@ -135,5 +135,24 @@ TEST(JobSpecTest, DurationsTooLongAreErrorsNotOverflows) {
   EXPECT_TRUE(ParseDurationUs("277777777h").ok());  // about 31,700 years
 }
 
+// M7: "0" CPU and memory ran unlimited and uncharged; a submission must ask for a minimum.
+TEST(JobSpecTest, SubmissionsAskForAtLeastTheMinimums) {
+  auto spec = [](const std::string& cpu, const std::string& memory) {
+    return *JobSpecFromJson(
+        {{"command", {"true"}}, {"resources", {{"cpu", cpu}, {"memory", memory}}}});
+  };
+  EXPECT_TRUE(CheckSubmissionMinimums(spec("100m", "16Mi")).ok());
+  EXPECT_TRUE(CheckSubmissionMinimums(*JobSpecFromJson({{"command", {"true"}}})).ok());  // 1, 1Gi
+  absl::Status cpu = CheckSubmissionMinimums(spec("0", "1Gi"));
+  EXPECT_EQ(cpu.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu.message(), "resources.cpu: \"0\" is below the minimum of 100m per replica");
+  EXPECT_EQ(CheckSubmissionMinimums(spec("99m", "1Gi")).message(),
+            "resources.cpu: \"99m\" is below the minimum of 100m per replica");
+  EXPECT_EQ(CheckSubmissionMinimums(spec("1", "0")).message(),
+            "resources.memory: \"0\" is below the minimum of 16Mi per replica");
+  EXPECT_EQ(CheckSubmissionMinimums(spec("1", "15Mi")).message(),
+            "resources.memory: \"15Mi\" is below the minimum of 16Mi per replica");
+}
+
 }  // namespace
 }  // namespace carve

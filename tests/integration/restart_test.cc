@@ -1,0 +1,156 @@
+// R1: the server comes back with the same state after every kind of `carve apply` document and
+// after every admin operation. (After `carve apply` of a node document, as examples/config.yaml
+// has, or a `carve relayout`, every restart used to abort: the GPU mode overrides were written as
+// an array of pairs and read back as an object. Priority classes were not reloaded at all.)
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "integration/harness.h"
+
+namespace carve {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+using namespace carve::it;  // NOLINT: the harness
+
+const NodeList kRestartNodes = {
+    {"gpu-a",
+     "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"
+     "  - {model: L40S, count: 2, mode: shared}\n"},
+    {"mig-a", "gpus:\n  - {model: A100-40GB, count: 1, mode: partition, layout: [3g.20gb@0, "
+              "3g.20gb@4]}\n"},
+};
+
+class RestartTest : public PlatformTest {
+ protected:
+  const NodeList& Nodes() const override { return kRestartNodes; }
+
+  // What must survive a restart, as the admin sees it; heartbeats and activity aside.
+  json State() {
+    json nodes = *Api().Get("/api/v1/nodes");
+    for (json& n : nodes) {
+      n.erase("last_heartbeat_us");
+      for (json& g : n["gpus"]) g.erase("utilization_pct");
+    }
+    json jobs = json::array();
+    const json all = *Api().Get("/api/v1/jobs?all=true");
+    for (const json& j : all) jobs.push_back({j["id"], j["state"], j["spec"], j["reason"]});
+    return {{"nodes", nodes},
+            {"jobs", jobs},
+            {"tenants", *Api().Get("/api/v1/tenants")},
+            {"projects", *Api().Get("/api/v1/projects")},
+            {"queues", *Api().Get("/api/v1/queues")},
+            {"users", *Api().Get("/api/v1/users")},
+            {"tokens", *Api().Get("/api/v1/tokens")}};
+  }
+
+  // SIGKILL the server, start it on the same data, and check it kept `what` came before.
+  void RestartAndCompare(const std::string& after) {
+    SCOPED_TRACE("restart after " + after);
+    json before = State();
+    Kill(server_, SIGKILL);
+    StartServer();
+    ASSERT_FALSE(HasFatalFailure()) << "the server did not come back after " << after << ": "
+                                    << Slurp((dir_ / "server.log").string());
+    ASSERT_TRUE(Eventually([&] { return Api().Get("/api/v1/nodes").ok(); }))
+        << Slurp((dir_ / "server.log").string());
+    json now = State();
+    EXPECT_EQ(now, before) << "before: " << before.dump(1) << "\nafter: " << now.dump(1);
+    auto chain = Api().Get("/api/v1/audit/verify");
+    if (chain.ok()) EXPECT_EQ((*chain)["ok"], true) << chain->dump();
+  }
+
+  void Apply(const json& doc) {
+    auto r = Api().Post("/api/v1/apply", json::array({doc}));
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+
+  void Post(const std::string& path, const json& body = json::object()) {
+    auto r = Api().Post(path, body);
+    ASSERT_TRUE(r.ok()) << path << ": " << r.status();
+  }
+};
+
+TEST_F(RestartTest, EveryKindOfApplyDocumentSurvivesARestart) {
+  Apply({{"kind", "tenant"}, {"name", "acme"}, {"description", "a tenant"}});
+  RestartAndCompare("a tenant");
+  Apply({{"kind", "priority-class"},
+         {"name", "urgent"},
+         {"priority", 777},
+         {"preemptible", false},
+         {"tenants", {"*"}}});
+  RestartAndCompare("a priority class");
+  json urgent = Submit({{"command", {"true"}}, {"priority_class", "urgent"}});
+  EXPECT_EQ(urgent["spec"]["priority"], 777) << "the priority class was lost in the restart";
+  EXPECT_EQ(urgent["spec"]["preemptible"], false);
+  WaitFinal(urgent["id"]);
+  Apply({{"kind", "queue"},
+         {"name", "training"},
+         {"tenants", {"acme"}},
+         {"cohort", "research"},
+         {"quota", {{"gpus", 2}}},
+         {"borrowing_limit", {{"gpus", 1}}}});
+  RestartAndCompare("a queue");
+  Apply({{"kind", "project"},
+         {"name", "vision"},
+         {"tenant", "acme"},
+         {"queues", {"training"}},
+         {"priority_classes", {"standard", "urgent"}},
+         {"max_priority", 300},
+         {"allow_non_preemptible", true}});
+  RestartAndCompare("a project");
+  // The README's walk-through: examples/config.yaml turns an L40S exclusive.
+  Apply({{"kind", "node"}, {"name", "gpu-a"}, {"gpus", {{{"index", 3}, {"mode", "exclusive"}}}}});
+  RestartAndCompare("a node document");
+  EXPECT_EQ(Node("gpu-a")["gpus"][3]["mode"], "exclusive");
+  // The override also outlives the agent: a re-registering node gets it again.
+  Kill(agents_[0], SIGTERM);
+  agents_[0] = StartAgent(0);
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("node.re-registered").empty(); }));
+  EXPECT_EQ(Node("gpu-a")["gpus"][3]["mode"], "exclusive");
+  RestartAndCompare("a re-registration with a mode override");
+}
+
+TEST_F(RestartTest, EveryAdminOperationSurvivesARestart) {
+  Post("/api/v1/nodes/gpu-a/cordon");
+  RestartAndCompare("cordon");
+  EXPECT_EQ(Node("gpu-a")["cordoned_by"], "admin");
+  Post("/api/v1/nodes/gpu-a/uncordon");
+  RestartAndCompare("uncordon");
+  Post("/api/v1/nodes/gpu-a/drain?gpu=1");
+  RestartAndCompare("drain of one GPU");
+  Post("/api/v1/nodes/gpu-a/drain");
+  RestartAndCompare("drain");
+  Post("/api/v1/nodes/gpu-a/uncordon");
+  Post("/api/v1/nodes/gpu-a/maintenance",
+       {{"starts_in", "1h"}, {"lasts", "2h"}, {"reason", "firmware"}});
+  RestartAndCompare("maintenance");
+  EXPECT_EQ(Node("gpu-a")["maintenance"]["phase"], "scheduled");
+  Post("/api/v1/nodes/mig-a/gpus/0/layout", {{"layout", {"7g.40gb"}}});
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("device.relayout-done").empty(); }))
+      << Node("mig-a").dump(2);
+  RestartAndCompare("relayout");
+  EXPECT_EQ(Node("mig-a")["gpus"][0]["mig_instances"].size(), 1u);
+  Apply({{"kind", "tenant"}, {"name", "acme"}});
+  Apply({{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}});
+  Post("/api/v1/users",
+       {{"name", "alice"}, {"role", "member"}, {"tenant", "acme"}, {"project", "vision"}});
+  auto token = Api().Post("/api/v1/tokens", {{"user", "alice"}, {"expires_in", "1d"}});
+  ASSERT_TRUE(token.ok()) << token.status();
+  RestartAndCompare("user and token creation");
+  auto whoami = ApiClient(url_, (*token)["token"]).Get("/api/v1/whoami");
+  ASSERT_TRUE(whoami.ok()) << "the token was lost in the restart: " << whoami.status();
+  // Declare a silent node dead.
+  Kill(agents_[1], SIGKILL);
+  ASSERT_TRUE(Eventually([&] { return Node("mig-a")["state"] == "not-ready"; }));
+  Post("/api/v1/nodes/mig-a/dead");
+  RestartAndCompare("declare-dead");
+  EXPECT_EQ(Node("mig-a")["state"], "dead");
+  agents_[1] = StartAgent(1);
+  ASSERT_TRUE(Eventually([&] { return Node("mig-a")["state"] == "ready"; }));
+}
+
+}  // namespace
+}  // namespace carve
