@@ -43,6 +43,12 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
   std::unique_lock<std::mutex> lock(mu_);
   // Validate everything first: a bad document changes nothing.
   std::set<std::pair<std::string, std::string>> declared;
+  // Documents may name what is applied alongside, in any order.
+  std::set<std::pair<std::string, std::string>> alongside;
+  for (const json& d : docs) {
+    if (d.is_object() && d.value("kind", json()).is_string() && d.value("name", json()).is_string())
+      alongside.insert({d["kind"].get<std::string>(), d["name"].get<std::string>()});
+  }
   // Tenants and priority classes a grant may name: applied, built in, or declared alongside.
   auto exists = [&](const std::string& kind, const std::string& name) {
     if (alongside.count({kind, name})) return true;
@@ -52,12 +58,6 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
     }
     return false;
   };
-  // Documents may name what is applied alongside, in any order.
-  std::set<std::pair<std::string, std::string>> alongside;
-  for (const json& d : docs) {
-    if (d.is_object() && d.value("kind", json()).is_string() && d.value("name", json()).is_string())
-      alongside.insert({d["kind"].get<std::string>(), d["name"].get<std::string>()});
-  }
   for (size_t i = 0; i < docs.size(); ++i) {
     const json& d = docs[i];
     if (!d.is_object()) return Invalid(i, "document", "must be a map");

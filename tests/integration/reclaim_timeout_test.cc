@@ -92,8 +92,8 @@ TEST_F(ReclaimTimeoutTest, ASilentReclaimQuarantinesItsDevicesUntilAnAdminClears
   // Nothing lands on the quarantined GPUs, even once the agent is back...
   kill(stopped_, SIGCONT);
   stopped_ = 0;
-  json next = Submit({{"command", {"sleep", "60"}},
-                      {"resources", {{"gpus", 2}, {"gpu_model", "H200"}}}});
+  json next =
+      Submit({{"command", {"sleep", "60"}}, {"resources", {{"gpus", 2}, {"gpu_model", "H200"}}}});
   int64_t waiting = next["id"];
   ASSERT_TRUE(Eventually([&] { return !Job(waiting)["explanation"].get<std::string>().empty(); }))
       << Job(waiting).dump(2);
@@ -101,12 +101,12 @@ TEST_F(ReclaimTimeoutTest, ASilentReclaimQuarantinesItsDevicesUntilAnAdminClears
   // ...and the late evidence changes nothing of what was recorded.
   EXPECT_EQ(Job(id)["replicas"][0]["reclaim"]["status"], "unverified");
   // An admin clears the quarantine; the devices serve again.
-  auto cleared = Api().Post(
-      "/api/v1/apply",
-      json::array({{{"kind", "node"},
-                    {"name", "gpu-a"},
-                    {"gpus", {{{"index", 0}, {"state", "available"}},
-                              {{"index", 1}, {"state", "available"}}}}}}));
+  auto cleared =
+      Api().Post("/api/v1/apply", json::array({{{"kind", "node"},
+                                                {"name", "gpu-a"},
+                                                {"gpus",
+                                                 {{{"index", 0}, {"state", "available"}},
+                                                  {{"index", 1}, {"state", "available"}}}}}}));
   ASSERT_TRUE(cleared.ok()) << cleared.status();
   EXPECT_EQ(EventsOf("device.cleared").size(), 2u);
   ASSERT_TRUE(Eventually([&] { return Job(waiting)["state"] == "running"; }))

@@ -19,8 +19,9 @@ const NodeList kRestartNodes = {
     {"gpu-a",
      "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"
      "  - {model: L40S, count: 2, mode: shared}\n"},
-    {"mig-a", "gpus:\n  - {model: A100-40GB, count: 1, mode: partition, layout: [3g.20gb@0, "
-              "3g.20gb@4]}\n"},
+    {"mig-a",
+     "gpus:\n  - {model: A100-40GB, count: 1, mode: partition, layout: [3g.20gb@0, "
+     "3g.20gb@4]}\n"},
 };
 
 class RestartTest : public PlatformTest {

@@ -20,19 +20,19 @@ class TenantSchedulingTest : public PlatformTest {
  protected:
   void SetUp() override {
     PlatformTest::SetUp();
-    auto applied = Api().Post(
-        "/api/v1/apply",
-        json::array({{{"kind", "tenant"}, {"name", "acme"}},
-                     {{"kind", "tenant"}, {"name", "globex"}},
-                     {{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}},
-                     {{"kind", "project"}, {"name", "nlp"}, {"tenant", "globex"}},
-                     {{"kind", "queue"}, {"name", "acme-q"}, {"tenants", {"acme"}}},
-                     {{"kind", "queue"},
-                      {"name", "globex-q"},
-                      {"tenants", {"globex"}},
-                      {"quota", {{"gpus", 2}}}},
-                     {{"kind", "queue"}, {"name", "shared-q"}, {"tenants", {"*"}}},
-                     {{"kind", "queue"}, {"name", "ownerless"}}}));
+    auto applied =
+        Api().Post("/api/v1/apply",
+                   json::array({{{"kind", "tenant"}, {"name", "acme"}},
+                                {{"kind", "tenant"}, {"name", "globex"}},
+                                {{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}},
+                                {{"kind", "project"}, {"name", "nlp"}, {"tenant", "globex"}},
+                                {{"kind", "queue"}, {"name", "acme-q"}, {"tenants", {"acme"}}},
+                                {{"kind", "queue"},
+                                 {"name", "globex-q"},
+                                 {"tenants", {"globex"}},
+                                 {"quota", {{"gpus", 2}}}},
+                                {{"kind", "queue"}, {"name", "shared-q"}, {"tenants", {"*"}}},
+                                {{"kind", "queue"}, {"name", "ownerless"}}}));
     ASSERT_TRUE(applied.ok()) << applied.status();
     acme_ = UserToken("alice", "acme", "vision");
     globex_ = UserToken("gary", "globex", "nlp");
@@ -40,12 +40,11 @@ class TenantSchedulingTest : public PlatformTest {
 
   std::string UserToken(const std::string& name, const std::string& tenant,
                         const std::string& project) {
-    EXPECT_TRUE(Api()
-                    .Post("/api/v1/users", {{"name", name},
-                                            {"role", "member"},
-                                            {"tenant", tenant},
-                                            {"project", project}})
-                    .ok());
+    EXPECT_TRUE(
+        Api()
+            .Post("/api/v1/users",
+                  {{"name", name}, {"role", "member"}, {"tenant", tenant}, {"project", project}})
+            .ok());
     auto t = Api().Post("/api/v1/tokens", {{"user", name}, {"expires_in", "1d"}});
     EXPECT_TRUE(t.ok()) << t.status();
     return t.ok() ? (*t)["token"].get<std::string>() : "";
@@ -105,9 +104,9 @@ TEST_F(TenantSchedulingTest, AnotherTenantsQueueAnswersLikeAMissingOne) {
 // A project's `queues:` list is an admin's grant, and exactly what its jobs may use; `tenants`
 // names only tenants that exist.
 TEST_F(TenantSchedulingTest, QueueGrantsAreCheckedWhenApplied) {
-  auto bad = Api().Post("/api/v1/apply", json::array({{{"kind", "queue"},
-                                                       {"name", "more"},
-                                                       {"tenants", {"nobody"}}}}));
+  auto bad =
+      Api().Post("/api/v1/apply",
+                 json::array({{{"kind", "queue"}, {"name", "more"}, {"tenants", {"nobody"}}}}));
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("document 0: tenants: no tenant \"nobody\""));
   ASSERT_TRUE(Api()
@@ -119,7 +118,8 @@ TEST_F(TenantSchedulingTest, QueueGrantsAreCheckedWhenApplied) {
   EXPECT_TRUE(SubmitAs(acme_, {{"queue", "ownerless"}}).ok());
   auto def = SubmitAs(acme_, {{"queue", "default"}});
   ASSERT_FALSE(def.ok());
-  EXPECT_EQ(def.status().message(), "queue: no queue \"default\"; project vision may use: ownerless");
+  EXPECT_EQ(def.status().message(),
+            "queue: no queue \"default\"; project vision may use: ownerless");
 }
 
 // H3: {"priority":1000000,"priority_class":"critical","preemptible":false} from a member preempted
@@ -151,7 +151,8 @@ TEST_F(TenantSchedulingTest, MembersCannotOutrankOtherTenants) {
   EXPECT_EQ(high.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(high.status().message(),
               HasSubstr("priority: 1000000 exceeds project nlp's max_priority 100"));
-  EXPECT_THAT(high.status().message(), HasSubstr("classes allowed: standard (100), exploratory (0)"));
+  EXPECT_THAT(high.status().message(),
+              HasSubstr("classes allowed: standard (100), exploratory (0)"));
   attack.erase("priority");
   attack["preemptible"] = false;
   auto pinned = SubmitAs(globex_, attack);
@@ -176,18 +177,16 @@ TEST_F(TenantSchedulingTest, MembersCannotOutrankOtherTenants) {
 // What an admin grants a project (max_priority, priority_classes, allow_non_preemptible) and what
 // a class document grants its tenants is what the project's members may use.
 TEST_F(TenantSchedulingTest, AdminsGrantPrioritiesPerProjectAndClass) {
-  auto applied = Api().Post(
-      "/api/v1/apply",
-      json::array({{{"kind", "priority-class"},
-                    {"name", "deadline"},
-                    {"priority", 500},
-                    {"preemptible", false},
-                    {"tenants", {"globex"}}},
-                   {{"kind", "project"},
-                    {"name", "nlp"},
-                    {"tenant", "globex"},
-                    {"max_priority", 300},
-                    {"allow_non_preemptible", true}}}));
+  auto applied = Api().Post("/api/v1/apply", json::array({{{"kind", "priority-class"},
+                                                           {"name", "deadline"},
+                                                           {"priority", 500},
+                                                           {"preemptible", false},
+                                                           {"tenants", {"globex"}}},
+                                                          {{"kind", "project"},
+                                                           {"name", "nlp"},
+                                                           {"tenant", "globex"},
+                                                           {"max_priority", 300},
+                                                           {"allow_non_preemptible", true}}}));
   ASSERT_TRUE(applied.ok()) << applied.status();
   auto deadline = SubmitAs(globex_, {{"priority_class", "deadline"}});
   ASSERT_TRUE(deadline.ok()) << deadline.status();
@@ -211,7 +210,8 @@ TEST_F(TenantSchedulingTest, JobsAskForAtLeastTheMinimumCpuAndMemory) {
   auto cpu = SubmitAs(acme_, {{"resources", {{"cpu", "0"}, {"memory", "1Gi"}}}});
   ASSERT_FALSE(cpu.ok()) << "a job with no CPU was accepted";
   EXPECT_EQ(cpu.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu.status().message(), "resources.cpu: \"0\" is below the minimum of 100m per replica");
+  EXPECT_EQ(cpu.status().message(),
+            "resources.cpu: \"0\" is below the minimum of 100m per replica");
   auto memory = SubmitAs(acme_, {{"resources", {{"cpu", "1"}, {"memory", "0"}}}});
   ASSERT_FALSE(memory.ok()) << "a job with no memory was accepted";
   EXPECT_EQ(memory.status().message(),
