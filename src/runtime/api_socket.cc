@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 
@@ -321,11 +322,20 @@ absl::Status CheckTlsFiles(const std::string& cert, const std::string& key) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tls-cert ", cert, ": not a readable PEM certificate"));
   }
-  if (SSL_CTX_use_PrivateKey_file(ctx.get(), key.c_str(), SSL_FILETYPE_PEM) != 1) {
+  // No passphrase callback: an encrypted key is refused instead of prompting.
+  FILE* f = std::fopen(key.c_str(), "r");
+  EVP_PKEY* pkey = f == nullptr
+                       ? nullptr
+                       : PEM_read_PrivateKey(
+                             f, nullptr, [](char*, int, int, void*) { return 0; }, nullptr);
+  if (f != nullptr) std::fclose(f);
+  if (pkey == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--tls-key ", key, ": not a readable PEM private key"));
+        absl::StrCat("--tls-key ", key, ": not a readable PEM private key (without a passphrase)"));
   }
-  if (SSL_CTX_check_private_key(ctx.get()) != 1) {
+  int used = SSL_CTX_use_PrivateKey(ctx.get(), pkey);
+  EVP_PKEY_free(pkey);
+  if (used != 1 || SSL_CTX_check_private_key(ctx.get()) != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tls-key ", key, " is not the key of --tls-cert ", cert));
   }

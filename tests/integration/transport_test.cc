@@ -220,5 +220,27 @@ TEST_F(TlsTest, AgentsAndCliVerifyTheServerAndOthersAreRefused) {
   EXPECT_FALSE(ApiClient(plain, token_).Get("/api/v1/nodes").ok());
 }
 
+// Bad TLS files are refused at start, naming the file, before anything is written.
+TEST_F(TlsTest, BadTlsFilesAreRefusedByName) {
+  const std::string cert = (certs_ / "cert.pem").string();
+  struct Case {
+    std::string cert, key, says;
+  };
+  for (const Case& c : {Case{(certs_ / "none.pem").string(), (certs_ / "key.pem").string(),
+                             "not a readable PEM certificate"},
+                        Case{cert, (certs_ / "other-key.pem").string(), "is not the key of"},
+                        Case{cert, "", "TLS needs both --tls-cert and --tls-key"}}) {
+    std::string log = (dir_ / "bad-tls.log").string();
+    std::filesystem::remove(log);
+    std::vector<std::string> args = {
+        CARVE_BINARY, "server",      "--data",     (dir_ / "bad").string(),
+        "--listen",   "127.0.0.1:0", "--tls-cert", c.cert};
+    if (!c.key.empty()) args.insert(args.end(), {"--tls-key", c.key});
+    EXPECT_EQ(RunToEnd(args, log), 1) << c.says;
+    EXPECT_THAT(Slurp(log), HasSubstr(c.says));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "bad"));
+}
+
 }  // namespace
 }  // namespace carve
