@@ -49,8 +49,11 @@ class NodeCredentialsTest : public PlatformTest {
 
   // What node `name`'s agent authenticates with: its own credential where it has one (before
   // node credentials: the shared agent token, so every attack below runs on the old code too).
+  // The agent saves it right after the registration that lists the node: wait for the file.
   std::string CredentialOf(const std::string& name) {
-    std::string saved = Slurp((dir_ / "agents" / name / "node.token").string());
+    std::string path = (dir_ / "agents" / name / "node.token").string();
+    Eventually([&] { return !Slurp(path).empty(); }, 5);
+    std::string saved = Slurp(path);
     return saved.empty() ? JoinToken() : saved;
   }
 
@@ -93,6 +96,7 @@ class NodeCredentialsTest : public PlatformTest {
 TEST_F(NodeCredentialsTest, JoinTokenOnlyRegistersNodesWithoutACredential) {
   for (const auto& [name, yaml] : Nodes()) {
     std::string path = (dir_ / "agents" / name / "node.token").string();
+    CredentialOf(name);
     struct stat st {};
     ASSERT_EQ(stat(path.c_str(), &st), 0) << path << " was not saved";
     EXPECT_EQ(st.st_mode & 0777, 0600u) << path;
@@ -166,6 +170,8 @@ TEST_F(NodeCredentialsTest, AnotherNodesAssignmentsAndSecretsNeverReachANode) {
   EXPECT_EQ(Slurp((dir_ / "agents/node-b/node.token").string()), b_credential);
   EXPECT_EQ(EventsOf("node.joined").size(), 2u);  // node-a and node-b, once each
   EXPECT_EQ(EventsOf("node.re-registered").size(), 1u);
+  EXPECT_TRUE(Api().Post(absl::StrCat("/api/v1/jobs/", id, "/cancel"), json::object()).ok());
+  EXPECT_EQ(WaitFinal(id)["state"], "cancelled");
 }
 
 // (3) heartbeat as another node, (4) reports about another node's replica, (6) logs for another
