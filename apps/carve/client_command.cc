@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -149,6 +150,34 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+// A node's versions (the set jobs' records name by id) and the residue its agent sees.
+void PrintNodeEvidence(const json& n) {
+  const json v = n.value("versions", json());
+  if (v.is_object()) {
+    std::set<std::string> vbios;
+    for (const json& g : v.value("gpus", json::array())) vbios.insert(g.value("vbios", ""));
+    vbios.erase("");
+    std::cout << "           versions " << v.value("id", "") << ": carve " << v.value("carve", "?")
+              << ", driver " << v.value("driver", "?") << " (CUDA " << v.value("cuda_driver", "?")
+              << ", NVML " << v.value("nvml", "?") << "), " << v.value("kernel", "?");
+    if (!vbios.empty()) std::cout << ", VBIOS " << absl::StrJoin(vbios, "/");
+    std::cout << "\n";
+  }
+  const json residue = n.value("residue", json::object());
+  for (const auto& [index, r] : residue.items()) {
+    std::vector<std::string> pids;
+    for (const json& p : r.value("processes", json::array())) {
+      pids.push_back(absl::StrCat(p.value("pid", int64_t{0})));
+    }
+    std::cout << "           residue gpu " << index << ": "
+              << (pids.empty() ? "" : "pid " + absl::StrJoin(pids, ", ") + " ")
+              << (r.contains("unexplained_mib")
+                      ? absl::StrCat(r.value("unexplained_mib", int64_t{0}), " MiB unexplained")
+                      : "")
+              << "\n";
+  }
+}
+
 void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
   auto all = std::make_shared<bool>(false);
   CLI::App* ls = app.add_subcommand("ls", "List active jobs (--all: every job)");
@@ -222,6 +251,7 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
         std::cout << "           quarantined gpu " << index << ": " << why.get<std::string>()
                   << "\n";
       }
+      PrintNodeEvidence(n);
     }
   });
   for (const char* action : {"cordon", "uncordon", "drain"}) {

@@ -16,6 +16,7 @@
 #include "runtime/records.h"
 #include "runtime/replica_monitor.h"
 #include "runtime/tenant_paths.h"
+#include "runtime/version.h"
 
 namespace carve {
 
@@ -51,15 +52,26 @@ absl::Status Agent::Start(int64_t deadline_ms) {
   auto gpus = devices_->Discover();
   if (!gpus.ok()) return gpus.status();
   gpus_ = *gpus;
+  baselines_ = std::make_unique<DeviceBaselines>(options_.data_dir + "/device-baselines.json");
+  baselines_->Load();
+  baselines_->TakeMissing(*devices_, gpus_);
+  versions_ = devices_->Versions();
   json body = {{"name", options_.node},
                {"cpu_milli", options_.cpu_milli},
                {"memory_mib", options_.memory_mib},
                {"labels", options_.labels},
                {"backend", devices_->name()},
+               {"versions",
+                {{"carve", CarveVersion()},
+                 {"kernel", KernelVersion()},
+                 {"driver", versions_.driver},
+                 {"cuda_driver", versions_.cuda_driver},
+                 {"nvml", versions_.nvml}}},
                {"gpus", json::array()}};
   for (const DiscoveredGpu& g : gpus_) body["gpus"].push_back(GpuToJson(g));
   if (absl::Status s = Join(body, deadline_ms); !s.ok()) return s;
   LoadState();
+  PublishLive();
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
@@ -306,15 +318,17 @@ json Agent::Reclaim(Replica r) {
           : stragglers ? "stragglers stopped (SIGTERM, then SIGKILL after the grace period)"
                        : "process group and cgroup empty");
   }
-  std::set<int> checked;
+  std::set<int> devices;
   for (const json& g : r.grants) {
-    int device = g.value("device", -1);
-    // Device processes first, once per device (on a MIG GPU NVML lists its MIG devices' too): a
-    // driver refuses to destroy an instance that a process still uses.
-    if (device >= 0 && checked.insert(device).second)
-      CheckDeviceProcesses(r, device, check, checks);
+    if (int device = g.value("device", -1); device >= 0) devices.insert(device);
+  }
+  // Device processes first: a driver refuses to destroy an instance that a process still uses.
+  for (int device : devices) CheckDeviceProcesses(r, device, check, checks);
+  for (const json& g : r.grants) {
     if (g.contains("profile") && g.value("created", false)) CheckDestroyed(g, check);
   }
+  // Memory last, once instances made for the replica (and their reservations) are gone.
+  for (int device : devices) CheckDeviceMemory(r, device, check, checks);
   // After the device checks: a straggler keeps its cgroup, which Owns reads.
   if (r.launched) (void)launcher_->Cleanup(r.handle);
   return {{"status", verified ? "verified" : "failed"},
@@ -326,36 +340,122 @@ json Agent::Reclaim(Replica r) {
 
 template <typename Check>
 void Agent::CheckDeviceProcesses(const Replica& r, int device, Check& check, json& checks) {
-  auto processes = devices_->Processes(device);
-  if (!processes.ok()) {
+  DeviceView view = SettledView(device, {r.job, r.index}, false);
+  if (!view.processes.ok()) {
     checks.push_back({{"name", "device-processes"},
                       {"ok", true},
                       {"skipped", true},
                       {"device", device},
-                      {"observed", std::string(processes.status().message())},
+                      {"observed", std::string(view.processes.message())},
                       {"time_us", NowUs()}});
     return;
   }
-  // A device process is the replica's when the backend names it so (simulated), or, when it has
-  // only a pid (NVML), when that pid is in the replica's cgroup or process group.
-  std::string owner = absl::StrCat("job-", r.job, "-r", r.index);
-  std::vector<std::string> live;
-  int64_t held = 0;
-  for (const DeviceProcess& p : *processes) {
-    bool ours = !p.owner.empty() ? p.owner == owner
-                                 : r.launched && p.pid > 0 && launcher_->Owns(r.handle, p.pid);
-    if (!ours) continue;
-    if (p.memory_mib > 0) held += p.memory_mib;
-    if (p.pid > 0) live.push_back(std::to_string(p.pid));
+  // Every process the device lists is residue unless a live replica placed on the device (or a
+  // service of the agent) explains it: the job's own, an escapee, a zombie, a stranger's.
+  check("device-processes", view.residue.empty(),
+        view.residue.empty() ? absl::StrCat("no process on the device but live replicas' (",
+                                            view.process_count, " listed)")
+                             : "residue on the device: " + DescribeResidue(view.residue),
+        device);
+  if (!view.residue.empty()) checks.back()["residue"] = ResidueJson(view, 0)["processes"];
+}
+
+template <typename Check>
+void Agent::CheckDeviceMemory(const Replica& r, int device, Check& check, json& checks) {
+  DeviceView view = SettledView(device, {r.job, r.index}, true);
+  if (!view.memory.ok()) {
+    checks.push_back({{"name", "device-memory"},
+                      {"ok", true},
+                      {"skipped", true},
+                      {"device", device},
+                      {"observed", "not compared: " + std::string(view.memory.message())},
+                      {"time_us", NowUs()}});
+    return;
   }
-  check("device-processes", live.empty(),
-        live.empty() ? "no process of the job on the device"
-                     : "still on the device: pid " + absl::StrJoin(live, ", "),
-        device);
-  check("device-memory", held <= options_.memory_tolerance_mib,
-        absl::StrCat(held, " MiB still held by the job (tolerance ", options_.memory_tolerance_mib,
-                     " MiB)"),
-        device);
+  bool ok = view.MemoryClean(options_.memory_tolerance_mib);
+  check(
+      "device-memory", ok,
+      absl::StrCat(std::max<int64_t>(view.Unexplained(), 0),
+                   " MiB in use above the device's baseline that no live replica holds (used ",
+                   view.used_mib, " MiB, baseline ", view.baseline_mib, " MiB, live replicas ",
+                   view.explained_mib, " MiB; tolerance ", options_.memory_tolerance_mib, " MiB)"),
+      device);
+  checks.back()["used_mib"] = view.used_mib;
+  checks.back()["baseline_mib"] = view.baseline_mib;
+  if (ok && view.process_count == 0) {
+    std::string uuid;
+    {
+      std::lock_guard<std::mutex> lock(live_mu_);
+      uuid = uuids_[device];
+    }
+    baselines_->Lower(uuid, view.used_mib);
+  }
+}
+
+Explains Agent::ExplainsFor(int device, std::pair<int64_t, int> except) const {
+  std::vector<ProcessHandle> handles;
+  std::set<int64_t> services;
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    for (const auto& [key, live] : live_) {
+      if (key != except && live.devices.count(device)) handles.push_back(live.handle);
+    }
+    services = service_pids_;
+  }
+  return [this, handles, services](int64_t pid) {
+    if (services.count(pid)) return true;
+    for (const ProcessHandle& h : handles) {
+      if (launcher_->Owns(h, pid)) return true;
+    }
+    return false;
+  };
+}
+
+DeviceView Agent::SettledView(int device, std::pair<int64_t, int> except, bool memory) {
+  // Long enough for the loop to publish a replica launched meanwhile.
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(
+                      std::max(options_.residue_settle_ms, 2 * options_.heartbeat_ms + 200));
+  while (true) {
+    std::optional<int64_t> baseline;
+    {
+      std::lock_guard<std::mutex> lock(live_mu_);
+      baseline = baselines_->Get(uuids_[device]);
+    }
+    DeviceView view = ViewDevice(*devices_, device, baseline, ExplainsFor(device, except));
+    bool clean = memory ? view.MemoryClean(options_.memory_tolerance_mib) : view.residue.empty();
+    if (clean || std::chrono::steady_clock::now() >= deadline) return view;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+void Agent::PublishLive() {
+  std::map<std::pair<int64_t, int>, LiveReplica> live;
+  for (const auto& [key, r] : replicas_) {
+    if (!r.launched || !r.reclaim.is_null()) continue;
+    LiveReplica& l = live[key];
+    l.handle = r.handle;
+    for (const json& g : r.grants) l.devices.insert(g.value("device", -1));
+  }
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_ = std::move(live);
+  for (const DiscoveredGpu& g : gpus_) uuids_[g.index] = g.uuid;
+}
+
+void Agent::DeclareDeviceService(int64_t pid, bool serving) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  if (serving) {
+    service_pids_.insert(pid);
+  } else {
+    service_pids_.erase(pid);
+  }
+}
+
+json Agent::ResidueReport(const DiscoveredGpu& gpu) const {
+  if (baselines_ == nullptr) return json();
+  DeviceView view =
+      ViewDevice(*devices_, gpu.index, baselines_->Get(gpu.uuid), ExplainsFor(gpu.index, {-1, -1}));
+  return ResidueJson(view, options_.memory_tolerance_mib);
 }
 
 template <typename Check>
@@ -419,7 +519,8 @@ json Agent::Report() const {
                             {"health", g.health},
                             {"health_reason", g.health_reason},
                             {"utilization_pct", g.utilization_pct},
-                            {"mig_instances", instances}});
+                            {"mig_instances", instances},
+                            {"residue", ResidueReport(g)}});
   }
   body["layouts"] = json::array();
   for (const auto& [gpu, result] : layout_results_) body["layouts"].push_back(result);
@@ -435,6 +536,7 @@ absl::Status Agent::Tick() {
       r.reclaim = r.reclaiming.get();
     }
   }
+  PublishLive();
   std::erase_if(stopping_, [](std::future<void>& f) {
     return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   });
@@ -459,6 +561,7 @@ absl::Status Agent::Tick() {
     }
   }
   for (const json& a : answer->value("assignments", json::array())) Launch(a);
+  PublishLive();
   const json layouts = answer->value("layouts", json::array());
   for (const json& l : layouts) ApplyLayout(l);
   if (layouts.empty()) layout_results_.clear();
@@ -482,6 +585,9 @@ void Agent::ApplyLayout(const json& request) {
   }
   absl::Status s = devices_->ApplyMigLayout(gpu, layout);
   if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;
+  for (const DiscoveredGpu& g : gpus_) {
+    if (s.ok() && g.index == gpu) baselines_->Retake(*devices_, g);  // new instances, new reserve
+  }
   layout_results_[gpu] = {{"gpu", gpu},
                           {"request", id},
                           {"ok", s.ok()},

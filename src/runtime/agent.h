@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 #include "ports/process.h"
+#include "runtime/reclaim_check.h"
 
 namespace carve {
 
@@ -38,6 +40,9 @@ class Agent {
     int64_t heartbeat_ms = 500;
     int64_t stop_grace_ms = 3000;
     int64_t memory_tolerance_mib = 64;  // device memory a reclaimed replica may leave behind
+    // How long a reclaim check waits for residue to go (a driver tearing a context down, a
+    // replica launched meanwhile) before it records what it sees.
+    int64_t residue_settle_ms = 2000;
     // The carve binary, which leads each replica's group as `carve internal-run` (see
     // replica_monitor.h). Empty: this process's own executable.
     std::string self_exe;
@@ -52,6 +57,9 @@ class Agent {
   absl::Status Start(int64_t deadline_ms = 30000);
   // Stops heartbeating. Replicas keep running unless `kill_replicas`.
   void Stop(bool kill_replicas);
+  // The agent's own device services (an MPS server, whose process NVML lists on the GPU): their
+  // processes are never residue. `serving` false forgets the pid. Thread-safe.
+  void DeclareDeviceService(int64_t pid, bool serving);
 
  private:
   struct Replica {
@@ -91,9 +99,22 @@ class Agent {
   // Runs on its own thread; returns the record with "oom_killed".
   nlohmann::json Reclaim(Replica r);
   void StartReclaim(Replica& r);
-  // Checks that no process of `r` is left on GPU `device` and its memory is back.
+  // Checks that GPU `device` lists no process but those of live replicas placed on it and the
+  // agent's services (residue: whoever owns it), and that its used memory is back to its
+  // baseline but for what those hold (reclaim_check.h).
   template <typename Check>
   void CheckDeviceProcesses(const Replica& r, int device, Check& check, nlohmann::json& checks);
+  template <typename Check>
+  void CheckDeviceMemory(const Replica& r, int device, Check& check, nlohmann::json& checks);
+  // What explains a process on GPU `device`: a live replica placed on it other than `except`, or
+  // a declared device service.
+  Explains ExplainsFor(int device, std::pair<int64_t, int> except) const;
+  // The device's view, looked at again until it is clean or residue_settle_ms has passed.
+  DeviceView SettledView(int device, std::pair<int64_t, int> except, bool memory);
+  // Publishes the live replicas (and GPU UUIDs) for reclaim threads; loop thread only.
+  void PublishLive();
+  // The agent's current view of residue on `gpu`, for the heartbeat (null: clean).
+  nlohmann::json ResidueReport(const DiscoveredGpu& gpu) const;
   // Destroys a dynamic MIG instance made for a replica and records whether the device agrees.
   template <typename Check>
   void CheckDestroyed(const nlohmann::json& grant, Check& check);
@@ -115,6 +136,16 @@ class Agent {
   std::map<std::pair<int64_t, int>, Replica> replicas_;  // touched only by the loop thread
   std::vector<std::future<void>> stopping_;              // stops in progress
   std::map<int, nlohmann::json> layout_results_;         // GPU index -> last applied layout
+  struct LiveReplica {
+    ProcessHandle handle;
+    std::set<int> devices;
+  };
+  mutable std::mutex live_mu_;  // guards live_, service_pids_ and uuids_
+  std::map<std::pair<int64_t, int>, LiveReplica> live_;
+  std::set<int64_t> service_pids_;
+  std::map<int, std::string> uuids_;  // GPU index -> UUID
+  DriverVersions versions_;
+  std::unique_ptr<DeviceBaselines> baselines_;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -6,6 +6,7 @@
 #include "httplib.h"
 #include "runtime/api_http.h"
 #include "runtime/api_socket.h"
+#include "runtime/version.h"
 
 namespace carve {
 
@@ -126,6 +127,11 @@ void ApiServer::Routes() {
   };
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     Reply(res, 200, {{"status", "ok"}});
+  });
+  // The server's version (agents report theirs at registration: GET /api/v1/nodes).
+  s.Get("/api/v1/version", [=](const httplib::Request& req, httplib::Response& res) {
+    if (!authed(req, res, "user")) return;
+    Reply(res, 200, {{"version", CarveVersion()}, {"kernel", KernelVersion()}});
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     bool ok = control_->healthy();

@@ -121,6 +121,18 @@ void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std:
     if (!acting->tenant.empty()) details["actor_tenant"] = acting->tenant;
     if (acting->role == "node") details["actor_node"] = acting->name;
   }
+  // ... and the versions of the nodes it ran on ({node: version set id}; the sets are on the node
+  // records and in their node.registered / node.versions-changed events).
+  if (details.is_object() && !details.contains("versions") && subject.rfind("job/", 0) == 0) {
+    auto job = jobs_.find(std::atoll(subject.c_str() + 4));
+    json versions = json::object();
+    if (job != jobs_.end()) {
+      for (const ReplicaRecord& r : job->second.replicas) {
+        if (r.versions.is_object()) versions[r.node] = r.versions.value("id", "");
+      }
+    }
+    if (!versions.empty()) details["versions"] = versions;
+  }
   e.details_json = details.dump();
   batch.events.push_back(std::move(e));
 }

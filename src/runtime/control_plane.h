@@ -212,6 +212,14 @@ class ControlPlane {
   void Recover(JobRecord& job, std::string cause, std::string fault_ref, StoreBatch& batch);
   // The agent's view of its GPUs' health: an unhealthy device displaces only its own jobs.
   void DeviceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  // The residue the agent reports per GPU (the device's view after reclaims); a GPU with residue
+  // keeps its quarantine. Events when residue appears and when it is gone.
+  void Residue(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  // Refuses to clear GPU `gpu`'s quarantine (apply document `doc`) while its agent reports
+  // residue there, naming the processes.
+  absl::Status CheckNoResidue(size_t doc, const NodeRecord& node, int gpu) const;
+  // A re-registration with another version set: node.versions-changed with old and new.
+  void VersionsChanged(const NodeRecord& old, const NodeRecord& fresh, StoreBatch& batch);
   // What the agent says of its GPUs' activity: utilization, and how long each replica's GPUs
   // have been idle.
   void Activity(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);

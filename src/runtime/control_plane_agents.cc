@@ -64,15 +64,21 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
     if (index < static_cast<int>(node->gpus.size())) node->gpus[index].mode = mode;
   }
   StoreBatch batch;
+  node->versions = NodeVersions(body.value("versions", json()), node->backend, node->gpus);
+  node->residue.clear();
   // Quarantines, cordons, fences and recorded layouts outlive what the agent discovers.
   if (auto old = nodes_.find(node->name); old != nodes_.end()) {
     CarryOver(old->second, *node, batch);
+    node->residue = old->second.residue;  // until the agent's next heartbeat says otherwise
+    VersionsChanged(old->second, *node, batch);
   }
   bool known = nodes_.count(node->name) > 0;
   batch.puts.push_back({"node", node->name, node->ToJson().dump()});
   Event(batch, "agent:" + node->name, known ? "node.re-registered" : "node.registered",
         "node/" + node->name, absl::StrCat(node->gpus.size(), " GPUs via ", node->backend),
-        {{"cpu_milli", node->cpu_milli}, {"memory_mib", node->memory_mib}});
+        {{"cpu_milli", node->cpu_milli},
+         {"memory_mib", node->memory_mib},
+         {"versions", node->versions}});
   json out = node->ToJson();
   if (who.role == "agent") {  // the join token: the node gets its own credential
     std::string secret = IssueNodeCredential(node->name, batch);
@@ -84,9 +90,35 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   return out;
 }
 
+void ControlPlane::VersionsChanged(const NodeRecord& old, const NodeRecord& fresh,
+                                   StoreBatch& batch) {
+  auto field = [](const json& v, const char* key) {
+    return v.is_object() ? v.value(key, "") : std::string();
+  };
+  if (field(old.versions, "id") == field(fresh.versions, "id")) return;
+  std::vector<std::string> what;
+  for (const char* key : {"carve", "kernel", "driver", "cuda_driver", "nvml"}) {
+    std::string was = field(old.versions, key);
+    std::string now = field(fresh.versions, key);
+    if (was != now) what.push_back(absl::StrCat(key, " ", was.empty() ? "?" : was, " -> ", now));
+  }
+  if (old.versions.is_object() && old.versions.value("gpus", json()) != fresh.versions["gpus"]) {
+    what.push_back("GPU VBIOS or MIG mode");
+  }
+  // Partition ids, jobs and audit records name the node, not a version: they stay traceable;
+  // records made before carry the old set's id, which this event (and the old one) spells out.
+  Event(batch, "agent:" + fresh.name, "node.versions-changed", "node/" + fresh.name,
+        what.empty() ? "versions changed" : absl::StrJoin(what, ", "),
+        {{"old", old.versions}, {"new", fresh.versions}});
+}
+
 void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const std::string& node,
                                StoreBatch& batch) {
   ReplicaRecord& rep = job.replicas[r];
+  auto where = nodes_.find(node);
+  const json versions = where == nodes_.end() || !where->second.versions.is_object()
+                            ? json::object()
+                            : where->second.versions;
   std::string state = report.value("state", "");
   std::string subject = absl::StrCat("job/", job.id);
   if (rep.state == "pending" && (state == "running" || state == "exited")) {
@@ -94,6 +126,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     rep.pid = report.value("pid", int64_t{0});
     rep.started_us = report.value("started_us", now_());
     rep.enforcement = report.value("enforcement", "");
+    rep.versions = CompactVersions(versions);
     if (job.state == "running") {
       Event(batch, "agent:" + node, "job.replica-started", subject,
             absl::StrCat("replica ", r, " (slot ", rep.slot, ") running on ", node),
@@ -114,6 +147,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
   // The reclaim record may follow the exit in a later heartbeat.
   if (rep.state == "exited" && rep.reclaim.is_null() && report.contains("reclaim")) {
     rep.reclaim = report["reclaim"];
+    if (rep.reclaim.is_object()) rep.reclaim["versions"] = versions.value("id", "");
     rep.oom_killed = report.value("oom_killed", false);
     if (!rep.retire.empty()) {
       Retire(job, r, batch);
@@ -135,6 +169,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     rep.timed_out = report.value("timed_out", false);
     rep.oom_killed = report.value("oom_killed", false);
     if (report.contains("reclaim")) rep.reclaim = report["reclaim"];
+    if (rep.reclaim.is_object()) rep.reclaim["versions"] = versions.value("id", "");
     Event(batch, "agent:" + node, "job.replica-exited", subject,
           rep.exit_code
               ? absl::StrCat("replica ", r, " exited with code ", *rep.exit_code)
@@ -283,6 +318,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
   }
   if (body.contains("gpus")) {
+    Residue(node->second, body["gpus"], batch);
     DeviceHealth(node->second, body["gpus"], batch);
     InstanceHealth(node->second, body["gpus"], batch);
     Activity(node->second, body["gpus"], batch);

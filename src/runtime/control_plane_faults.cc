@@ -31,7 +31,7 @@ void ControlPlane::Recover(JobRecord& job, std::string cause, std::string fault_
   for (const ReplicaRecord& r : job.replicas) {
     json grants = json::array();
     for (const GrantRecord& g : r.grants) grants.push_back(GrantToJson(g));
-    held.push_back({{"node", r.node}, {"grants", grants}});
+    held.push_back({{"node", r.node}, {"grants", grants}, {"versions", r.versions}});
     reclaim.push_back(r.reclaim);
   }
   job.attempts.push_back({{"attempt", job.attempt},

@@ -89,6 +89,9 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
         if (g.contains("state") && g["state"] != "available") {
           return Invalid(i, "gpus.state", "only \"available\" (clears a quarantine) can be set");
         }
+        if (g.contains("state")) {
+          if (absl::Status s = CheckNoResidue(i, node->second, index); !s.ok()) return s;
+        }
         if (!g.contains("mode")) continue;
         std::string mode = g.value("mode", "");
         auto m = ParseDeliveryMode(mode);

@@ -29,6 +29,7 @@ struct Held {
   int64_t from = 0;
   int64_t to = 0;
   bool current = false;  // the job's latest attempt
+  std::string versions;  // the version set id of the node it ran on
 };
 
 // Every device hold of every job: earlier attempts (kept in `attempts`) and the current one.
@@ -41,9 +42,10 @@ std::vector<Held> Holds(const std::map<int64_t, JobRecord>& jobs, int64_t now) {
       for (const json& r : replicas) {
         const json grants = r.value("grants", json::array());
         for (const json& g : grants) {
+          const json v = r.value("versions", json());
           out.push_back({&job, a.value("attempt", 0), r.value("node", ""), GrantFromJson(g),
                          a.value("scheduled_us", int64_t{0}), a.value("ended_us", int64_t{0}),
-                         false});
+                         false, v.is_object() ? v.value("id", "") : ""});
         }
       }
     }
@@ -51,7 +53,8 @@ std::vector<Held> Holds(const std::map<int64_t, JobRecord>& jobs, int64_t now) {
     int64_t end = job.ended_us > 0 ? job.ended_us : (IsFinal(job.state) ? job.scheduled_us : now);
     for (const ReplicaRecord& r : job.replicas) {
       for (const GrantRecord& g : r.grants) {
-        out.push_back({&job, job.attempt, r.node, g, job.scheduled_us, end, true});
+        out.push_back({&job, job.attempt, r.node, g, job.scheduled_us, end, true,
+                       r.versions.is_object() ? r.versions.value("id", "") : ""});
       }
     }
   }
@@ -132,6 +135,7 @@ json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Princi
                 {"compute_milli", h.grant.compute_milli},
                 {"memory_mib", h.grant.memory_mib}};
     if (!h.grant.profile.empty()) dev["mig_profile"] = h.grant.profile;
+    if (!h.versions.empty()) dev["versions"] = h.versions;
     r["devices"].push_back(dev);
     r["gpu_seconds"] = r["gpu_seconds"].get<double>() + gpus * seconds;
   }

@@ -118,7 +118,8 @@ absl::Status CheckHeartbeatBody(const json& body) {
                  {"health", Type::kString},
                  {"health_reason", Type::kString},
                  {"utilization_pct", Type::kNumber},
-                 {"mig_instances", Type::kArray}});
+                 {"mig_instances", Type::kArray},
+                 {"residue", Type::kObjectOrNull}});
   if (!s.ok()) return s;
   const json gpus = body.value("gpus", json::array());
   for (size_t i = 0; i < gpus.size(); ++i) {

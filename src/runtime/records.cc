@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/control_plane.h"
 
 namespace carve {
 
@@ -64,7 +65,8 @@ json JobRecord::ToJson() const {
                {"timed_out", r.timed_out},
                {"slot", r.slot},
                {"idle_since_us", r.idle_since_us},
-               {"reclaim", r.reclaim}};
+               {"reclaim", r.reclaim},
+               {"versions", r.versions}};
     if (!r.retire.empty()) {
       rj["retire"] = r.retire;
       rj["planned"] = r.planned;
@@ -150,6 +152,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.planned = rj.value("planned", false);
       rep.oom_killed = rj.value("oom_killed", false);
       if (rj.contains("reclaim")) rep.reclaim = rj["reclaim"];
+      if (rj.contains("versions")) rep.versions = rj["versions"];
       r.replicas.push_back(rep);
     }
     return r;
@@ -173,7 +176,8 @@ json GpuToJson(const DiscoveredGpu& g) {
           {"mig_instances", mig},
           {"health", g.health},
           {"health_reason", g.health_reason},
-          {"utilization_pct", g.utilization_pct}};
+          {"utilization_pct", g.utilization_pct},
+          {"vbios", g.vbios}};
 }
 
 absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
@@ -193,10 +197,35 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
     g.health = j.value("health", "healthy");
     g.health_reason = j.value("health_reason", "");
     g.utilization_pct = j.value("utilization_pct", -1);
+    g.vbios = j.value("vbios", "");
     return g;
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("gpus: ", e.what()));
   }
+}
+
+json NodeVersions(const json& reported, const std::string& backend,
+                  const std::vector<DiscoveredGpu>& gpus) {
+  json v = json::object();
+  for (const char* key : {"carve", "kernel", "driver", "cuda_driver", "nvml"}) {
+    const json field = reported.is_object() ? reported.value(key, json("")) : json("");
+    v[key] = field.is_string() ? field.get<std::string>() : "";
+  }
+  v["backend"] = backend;
+  v["gpus"] = json::array();
+  for (const DiscoveredGpu& g : gpus) {
+    v["gpus"].push_back({{"index", g.index}, {"vbios", g.vbios}, {"mig", g.mig_enabled}});
+  }
+  v["id"] = "vs-" + Sha256Hex(v.dump()).substr(0, 10);
+  return v;
+}
+
+json CompactVersions(const json& versions) {
+  if (!versions.is_object()) return json();
+  json out = versions;
+  out.erase("gpus");
+  out.erase("backend");
+  return out;
 }
 
 std::string PartitionId(const std::string& node, int gpu, const std::string& profile, int start) {
@@ -235,6 +264,8 @@ json NodeRecord::ToJson() const {
   for (const auto& [index, r] : relayouts) relayout[std::to_string(index)] = r;
   json mismatch = json::object();
   for (const auto& [index, m] : layout_mismatch) mismatch[std::to_string(index)] = m;
+  json residue_json = json::object();
+  for (const auto& [index, r] : residue) residue_json[std::to_string(index)] = r;
   return {{"name", name},
           {"instance_faults", instance_faults},
           {"maintenance", maintenance},
@@ -252,7 +283,9 @@ json NodeRecord::ToJson() const {
           {"quarantined", quarantine},
           {"fenced", fence},
           {"cordoned_by", cordoned_by},
-          {"cordoned_gpus", cordoned}};
+          {"cordoned_gpus", cordoned},
+          {"versions", versions},
+          {"residue", residue_json}};
 }
 
 absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
@@ -287,6 +320,9 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     for (const auto& [index, r] : relayouts.items()) n.relayouts[std::stoi(index)] = r;
     const json mismatch = j.value("layout_mismatch", json::object());
     for (const auto& [index, m] : mismatch.items()) n.layout_mismatch[std::stoi(index)] = m;
+    n.versions = j.value("versions", json());
+    const json residue = j.value("residue", json::object());
+    for (const auto& [index, r] : residue.items()) n.residue[std::stoi(index)] = r;
     const json fenced = j.value("fenced", json::object());
     for (const auto& [index, job] : fenced.items()) {
       n.fenced[std::stoi(index)] = job.get<int64_t>();

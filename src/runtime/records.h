@@ -46,7 +46,10 @@ struct ReplicaRecord {
   std::string enforcement;  // what isolation the agent applied
   bool timed_out = false;
   bool oom_killed = false;
-  nlohmann::json reclaim;     // the agent's reclaim record: status, checks with observed values
+  nlohmann::json reclaim;  // the agent's reclaim record: status, checks with observed values
+  // The versions of the node it ran on, when it started: {id, carve, kernel, driver, cuda_driver,
+  // nvml} (the id names the node's full set, VBIOS and MIG modes included; see NodeRecord).
+  nlohmann::json versions;
   int64_t idle_since_us = 0;  // its GPUs showed no activity since then (0: active or unknown)
 };
 
@@ -114,6 +117,12 @@ struct NodeRecord {
   // Before it starts only jobs that will end by then (max_runtime) land here; during it the node
   // is drained and takes no work.
   nlohmann::json maintenance;
+  // What the node runs: {id, carve, kernel, driver, cuda_driver, nvml, backend, gpus: [{index,
+  // vbios, mig}]}, as its agent last registered; `id` ("vs-" and 10 hex digits) names the set.
+  nlohmann::json versions;
+  // GPU index -> residue the agent currently sees on it ({processes, unexplained_mib, ...});
+  // a quarantine is not cleared while its GPU has residue.
+  std::map<int, nlohmann::json> residue;
 
   // The GPU's state for scheduling and display: available, cordoned, draining, reconfiguring,
   // quarantined or fenced.
@@ -134,6 +143,12 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const nlohmann::json& j);
 // takes the [[1, "exclusive"]] that earlier servers wrote, and skips what it cannot read.
 nlohmann::json ModesToJson(const std::map<int, std::string>& modes);
 std::map<int, std::string> ModesFromJson(const nlohmann::json& j);
+// The node's version set from an agent's registration (`reported` versions, the GPUs' VBIOS and
+// MIG modes, the backend), with its id.
+nlohmann::json NodeVersions(const nlohmann::json& reported, const std::string& backend,
+                            const std::vector<DiscoveredGpu>& gpus);
+// The compact form a replica, an attempt or a usage record carries (no per-GPU entries).
+nlohmann::json CompactVersions(const nlohmann::json& versions);
 
 }  // namespace carve
 

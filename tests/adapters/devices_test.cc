@@ -2,7 +2,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -38,6 +43,61 @@ std::string ErrorOf(const std::string& yaml) {
   if (backend.ok()) return "";
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument) << backend.status();
   return std::string(backend.status().message());
+}
+
+// The device files: a live process is listed with its memory; a "leak" entry is memory no process
+// holds (UsedMemory only); a zombie is listed only when its entry says the driver still holds it
+// ("hold"); the owner in a file name is only a name.
+TEST(SimulatedBackendTest, DeviceFilesModelProcessesLeaksAndDefunctHolders) {
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> backend =
+      SimulatedBackendFromYaml("gpus:\n  - {model: H200, count: 1}\n", "n1");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  std::string dir = ::testing::TempDir() + "/simgpu-files-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/GPU-sim-n1-0");
+  (*backend)->SetStateDir(dir);
+  pid_t zombie = fork();
+  if (zombie == 0) _exit(0);
+  pid_t zombie_plain = fork();
+  if (zombie_plain == 0) _exit(0);
+  // Both stay zombies until reaped below.
+  for (pid_t z : {zombie, zombie_plain}) {
+    for (int i = 0; i < 200; ++i) {
+      std::string stat;
+      std::getline(std::ifstream("/proc/" + std::to_string(z) + "/stat"), stat);
+      if (stat.find(") Z") != std::string::npos) break;
+      usleep(10000);
+    }
+  }
+  const std::string gpu = dir + "/GPU-sim-n1-0/";
+  std::ofstream(gpu + "job-1-r0." + std::to_string(getpid())) << "100\n";
+  std::ofstream(gpu + "job-2-r0.0") << "200 leak\n";
+  std::ofstream(gpu + "z." + std::to_string(zombie)) << "300 hold\n";
+  std::ofstream(gpu + "y." + std::to_string(zombie_plain)) << "400\n";
+  absl::StatusOr<std::vector<DeviceProcess>> processes = (*backend)->Processes(0);
+  ASSERT_TRUE(processes.ok()) << processes.status();
+  std::vector<int64_t> pids;
+  for (const DeviceProcess& p : *processes) pids.push_back(p.pid);
+  EXPECT_THAT(pids, ::testing::UnorderedElementsAre(getpid(), zombie));
+  absl::StatusOr<int64_t> used = (*backend)->UsedMemory(0);
+  ASSERT_TRUE(used.ok()) << used.status();
+  EXPECT_EQ(*used, 100 + 200 + 300);  // the plain zombie's memory was freed
+  EXPECT_FALSE(std::filesystem::exists(gpu + "y." + std::to_string(zombie_plain)));
+  waitpid(zombie, nullptr, 0);
+  waitpid(zombie_plain, nullptr, 0);
+  EXPECT_EQ(*(*backend)->UsedMemory(0), 100 + 200);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SimulatedBackendTest, VersionsAreSimulatedUnlessOverridden) {
+  absl::StatusOr<std::unique_ptr<DeviceBackend>> backend =
+      SimulatedBackendFromYaml("gpus:\n  - {model: H200, count: 1}\n", "n1");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  EXPECT_EQ((*backend)->Versions().driver, "simulated");
+  EXPECT_EQ((*backend)->Discover()->front().vbios, "simulated");
+  setenv("CARVE_SIM_DRIVER_VERSION", "580.82.07", 1);
+  EXPECT_EQ((*backend)->Versions().driver, "580.82.07");
+  unsetenv("CARVE_SIM_DRIVER_VERSION");
 }
 
 TEST(SimulatedBackendTest, ExclusiveAndSharedEntriesNumberGpusAcrossEntries) {

@@ -358,5 +358,46 @@ TEST_F(FakeNvmlActivityTest, TheFakeDriverRejectsOverlapsAndInvalidPlacements) {
   EXPECT_EQ(create(device, 9, &at4, &instance), nvml::kErrorNoPermission);
 }
 
+// --- Used memory and versions (the evidence reclaim and records carry) ---------------------------
+
+TEST_F(FakeNvmlActivityTest, UsedMemoryCountsProcessesAndMemoryNoProcessHolds) {
+  int gpu = AddGpu("NVIDIA H200", "GPU-1", 143771, false);
+  AddProcess(gpu, -1, 1234, 2658);
+  Fn<void (*)(int, unsigned long long)>("FakeNvmlSetReservedMemory")(gpu, 512);
+  std::unique_ptr<DeviceBackend> backend = Open();
+  ASSERT_NE(backend, nullptr);
+  absl::StatusOr<int64_t> used = backend->UsedMemory(0);
+  ASSERT_TRUE(used.ok()) << used.status();
+  EXPECT_EQ(*used, 2658 + 512);
+  absl::StatusOr<int64_t> missing = backend->UsedMemory(3);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+}
+
+TEST_F(FakeNvmlActivityTest, UsedMemoryIsNotOfferedInMigMode) {
+  MigGpu();
+  std::unique_ptr<DeviceBackend> backend = Open();
+  ASSERT_NE(backend, nullptr);
+  absl::StatusOr<int64_t> used = backend->UsedMemory(0);
+  EXPECT_EQ(used.status().code(), absl::StatusCode::kUnimplemented) << used.status();
+  EXPECT_THAT(std::string(used.status().message()), ::testing::HasSubstr("MIG mode"));
+}
+
+TEST_F(FakeNvmlActivityTest, VersionsOfTheDriverStackAndEachVbios) {
+  int gpu = AddGpu("NVIDIA H200", "GPU-1", 143771, false);
+  Fn<void (*)(int, const char*)>("FakeNvmlSetVbios")(gpu, "96.00.AF.00.01");
+  Fn<void (*)(const char*, const char*, int)>("FakeNvmlSetVersions")("580.65.06", "13.580.65.06",
+                                                                     12080);
+  std::unique_ptr<DeviceBackend> backend = Open();
+  ASSERT_NE(backend, nullptr);
+  DriverVersions v = backend->Versions();
+  EXPECT_EQ(v.driver, "580.65.06");
+  EXPECT_EQ(v.nvml, "13.580.65.06");
+  EXPECT_EQ(v.cuda_driver, "12.8");
+  absl::StatusOr<std::vector<DiscoveredGpu>> gpus = backend->Discover();
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  EXPECT_EQ(gpus->front().vbios, "96.00.AF.00.01");
+  EXPECT_EQ(gpus->front().health, "healthy");
+}
+
 }  // namespace
 }  // namespace carve

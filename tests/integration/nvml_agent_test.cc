@@ -64,10 +64,10 @@ TEST_F(NvmlAgentTest, GpusAndTheirActivityComeFromNvml) {
   EXPECT_EQ(Node("nv")["gpus"][1]["utilization_pct"], -1);  // the driver does not say
 }
 
-// The job's own device process counts while it lives; a process that is not in the job's cgroup
-// or process group (here: this test's) is not the job's, so the reclaim is verified.
-TEST_F(NvmlAgentTest, ReclaimAttributesDeviceProcessesByPid) {
-  ForeignProcess();
+// Every process NVML lists on the GPU is judged by its pid. The job's own, gone once it ends,
+// leaves a verified reclaim; a process in no live replica's cgroup or process group (here: this
+// test's own) is residue, whoever owns it, and quarantines the GPU.
+TEST_F(NvmlAgentTest, ReclaimJudgesEveryDeviceProcessByPid) {
   std::string processes = (nvml_ / "processes").string();
   json job = Submit(
       {{"command",
@@ -80,8 +80,17 @@ TEST_F(NvmlAgentTest, ReclaimAttributesDeviceProcessesByPid) {
   json processes_check = Check(done, "device-processes");
   EXPECT_TRUE(processes_check["ok"]);
   EXPECT_FALSE(processes_check.value("skipped", false)) << processes_check.dump();
-  EXPECT_EQ(processes_check["observed"], "no process of the job on the device");
+  EXPECT_THAT(processes_check["observed"].get<std::string>(),
+              HasSubstr("no process on the device but live replicas'"));
   EXPECT_THAT(Check(done, "device-memory")["observed"].get<std::string>(), HasSubstr("0 MiB"));
+
+  ForeignProcess();
+  json second = Submit({{"command", {"true"}}, {"resources", {{"gpus", 2}}}});
+  json ended = WaitFinal(second["id"]);
+  EXPECT_EQ(ended["replicas"][0]["reclaim"]["status"], "failed") << ended.dump(2);
+  EXPECT_THAT(Check(ended, "device-processes")["observed"].get<std::string>(),
+              HasSubstr(absl::StrCat("pid ", getpid(), " (uid ", getuid())));
+  EXPECT_EQ(Node("nv")["quarantined"].size(), 2u) << Node("nv").dump(2);
 }
 
 TEST_F(NvmlAgentTest, CriticalXidDisplacesTheJobOnThatGpu) {

@@ -198,7 +198,21 @@ TEST_F(PlatformTest, FailedReclaimQuarantinesTheDevice) {
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   auto explain = Api().Get(absl::StrCat("/api/v1/jobs/", other["id"].get<int64_t>(), "/explain"));
   EXPECT_EQ((*explain)["state"], "queued");
-  // An admin clears it; the waiting job runs.
+  // Not while the memory is still held (the agent reports the device's residue) ...
+  auto early = Api().Post("/api/v1/apply",
+                          json::array({{{"kind", "node"},
+                                        {"name", "gpu-a"},
+                                        {"gpus", {{{"index", device}, {"state", "available"}}}}}}));
+  ASSERT_FALSE(early.ok());
+  EXPECT_THAT(early.status().message(), HasSubstr("2048 MiB"));
+  // ... but once the driver lets go an admin clears it; the waiting job runs.
+  std::filesystem::path gpu_dir =
+      dir_ / "agents/gpu-a/simgpu" / absl::StrCat("GPU-sim-gpu-a-", device);
+  for (const auto& f : std::filesystem::directory_iterator(gpu_dir)) {
+    if (f.path().filename().string().rfind("job-", 0) == 0) std::filesystem::remove(f.path());
+  }
+  ASSERT_TRUE(
+      Eventually([&] { return !Node("gpu-a")["residue"].contains(std::to_string(device)); }));
   auto cleared = Api().Post(
       "/api/v1/apply", json::array({{{"kind", "node"},
                                      {"name", "gpu-a"},

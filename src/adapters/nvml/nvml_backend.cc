@@ -68,6 +68,44 @@ class NvmlBackend : public DeviceBackend {
     return processes;
   }
 
+  // The whole GPU's used memory (nvmlDeviceGetMemoryInfo). In MIG mode it counts every
+  // instance's reservation, which changes with the layout, so it is not offered there.
+  absl::StatusOr<int64_t> UsedMemory(int index) override {
+    absl::StatusOr<nvml::Device> device = Handle(index);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<bool> mig = MigEnabled(*device);
+    if (!mig.ok()) return mig.status();
+    if (*mig) {
+      return absl::UnimplementedError(absl::StrCat(
+          "GPU ", index, " is in MIG mode: its used memory counts every instance's reservation"));
+    }
+    nvml::Memory memory{};
+    if (nvml::Return r = lib_->fn().get_memory(*device, &memory); r != nvml::kSuccess) {
+      return lib_->Failure(r, absl::StrCat("nvmlDeviceGetMemoryInfo (GPU ", index, ")"));
+    }
+    return static_cast<int64_t>(memory.used / kMib);
+  }
+
+  DriverVersions Versions() override {
+    const NvmlLibrary::Functions& f = lib_->fn();
+    DriverVersions v;
+    char text[nvml::kStringBufferSize] = {};
+    if (f.get_driver_version != nullptr &&
+        f.get_driver_version(text, sizeof(text)) == nvml::kSuccess) {
+      v.driver = text;
+    }
+    text[0] = '\0';
+    if (f.get_nvml_version != nullptr && f.get_nvml_version(text, sizeof(text)) == nvml::kSuccess) {
+      v.nvml = text;
+    }
+    int cuda = 0;
+    if (f.get_cuda_driver_version != nullptr &&
+        f.get_cuda_driver_version(&cuda) == nvml::kSuccess && cuda > 0) {
+      v.cuda_driver = absl::StrCat(cuda / 1000, ".", (cuda % 1000) / 10);
+    }
+    return v;
+  }
+
   absl::Status ApplyMigLayout(int index,
                               const std::vector<DiscoveredMigInstance>& layout) override {
     absl::StatusOr<nvml::Device> device = Handle(index);
@@ -215,6 +253,11 @@ class NvmlBackend : public DeviceBackend {
     nvml::Memory memory{};
     if (Check(gpu, f.get_memory(device, &memory), "nvmlDeviceGetMemoryInfo")) {
       gpu.memory_mib = static_cast<int64_t>(memory.total / kMib);
+    }
+    text[0] = '\0';
+    // Evidence, not health: a failed read leaves it empty (unknown).
+    if (f.get_vbios != nullptr && f.get_vbios(device, text, sizeof(text)) == nvml::kSuccess) {
+      gpu.vbios = text;
     }
     std::string product;
     text[0] = '\0';

@@ -73,6 +73,10 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string
   load(f.get_uuid, "nvmlDeviceGetUUID", true);
   load(f.get_name, "nvmlDeviceGetName", true);
   load(f.get_memory, "nvmlDeviceGetMemoryInfo", true);
+  load(f.get_driver_version, "nvmlSystemGetDriverVersion", false);
+  load(f.get_cuda_driver_version, "nvmlSystemGetCudaDriverVersion_v2", false);
+  load(f.get_nvml_version, "nvmlSystemGetNVMLVersion", false);
+  load(f.get_vbios, "nvmlDeviceGetVbiosVersion", false);
   load(f.get_mig_mode, "nvmlDeviceGetMigMode", false);
   load(f.get_max_mig, "nvmlDeviceGetMaxMigDeviceCount", false);
   load(f.get_mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex", false);

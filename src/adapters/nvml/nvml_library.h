@@ -25,6 +25,10 @@ class NvmlLibrary {
     nvml::DeviceGetStringFn get_name = nullptr;
     nvml::DeviceGetMemoryInfoFn get_memory = nullptr;
     // Optional: MIG (R450 and later), health, activity, processes, events, MIG management.
+    nvml::SystemGetStringFn get_driver_version = nullptr;
+    nvml::SystemGetCudaDriverVersionFn get_cuda_driver_version = nullptr;
+    nvml::SystemGetStringFn get_nvml_version = nullptr;
+    nvml::DeviceGetStringFn get_vbios = nullptr;  // nvmlDeviceGetVbiosVersion
     nvml::DeviceGetMigModeFn get_mig_mode = nullptr;
     nvml::DeviceGetMaxMigDeviceCountFn get_max_mig = nullptr;
     nvml::DeviceGetMigDeviceHandleByIndexFn get_mig_handle = nullptr;

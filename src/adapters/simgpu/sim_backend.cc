@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -61,29 +62,26 @@ class SimulatedBackend : public DeviceBackend {
   void SetStateDir(const std::string& dir) override { state_dir_ = dir; }
 
   absl::StatusOr<std::vector<DeviceProcess>> Processes(int index) override {
+    absl::StatusOr<std::vector<Entry>> entries = Entries(index);
+    if (!entries.ok()) return entries.status();
     std::vector<DeviceProcess> out;
-    if (state_dir_.empty()) return out;
-    const DiscoveredGpu* gpu = Find(index);
-    if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
-    std::error_code ec;
-    for (const auto& entry :
-         std::filesystem::directory_iterator(state_dir_ + "/" + gpu->uuid, ec)) {
-      std::string file = entry.path().filename().string();
-      size_t dot = file.rfind('.');
-      int64_t pid = 0;
-      if (dot == std::string::npos || !absl::SimpleAtoi(file.substr(dot + 1), &pid)) continue;
-      std::ifstream in(entry.path());
-      int64_t mib = 0;
-      std::string leak;
-      in >> mib >> leak;
-      bool alive = pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0 && !Zombie(pid);
-      if (!alive && leak != "leak") {
-        std::filesystem::remove(entry.path(), ec);  // the driver freed a dead process's memory
-        continue;
-      }
-      out.push_back({alive ? pid : 0, mib, file.substr(0, dot)});
+    for (const Entry& e : *entries) {
+      if (e.listed) out.push_back({e.pid, e.mib, e.owner});
     }
     return out;
+  }
+
+  absl::StatusOr<int64_t> UsedMemory(int index) override {
+    absl::StatusOr<std::vector<Entry>> entries = Entries(index);
+    if (!entries.ok()) return entries.status();
+    int64_t used = 0;
+    for (const Entry& e : *entries) used += e.mib;
+    return used;
+  }
+
+  DriverVersions Versions() override {
+    const char* driver = std::getenv("CARVE_SIM_DRIVER_VERSION");
+    return {driver != nullptr && *driver != '\0' ? driver : "simulated", "simulated", "simulated"};
   }
 
   absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,
@@ -220,6 +218,43 @@ class SimulatedBackend : public DeviceBackend {
     g.mode = "partition";
     g.mig_enabled = true;
     g.dynamic_layout = false;
+  }
+
+  // One file of a GPU's state directory that counts: `listed` as a process, or memory only.
+  struct Entry {
+    int64_t pid = 0;
+    int64_t mib = 0;
+    std::string owner;
+    bool listed = false;
+  };
+
+  // The counted entries of GPU `index`; a dead process's plain entry is freed (removed).
+  absl::StatusOr<std::vector<Entry>> Entries(int index) {
+    std::vector<Entry> out;
+    if (state_dir_.empty()) return out;
+    const DiscoveredGpu* gpu = Find(index);
+    if (gpu == nullptr) return absl::NotFoundError(absl::StrCat("no simulated GPU ", index));
+    std::error_code ec;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(state_dir_ + "/" + gpu->uuid, ec)) {
+      std::string file = entry.path().filename().string();
+      size_t dot = file.rfind('.');
+      int64_t pid = 0;
+      if (dot == std::string::npos || !absl::SimpleAtoi(file.substr(dot + 1), &pid)) continue;
+      std::ifstream in(entry.path());
+      int64_t mib = 0;
+      std::string kind;
+      in >> mib >> kind;
+      bool exists = pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0;
+      bool alive = exists && !Zombie(pid);
+      bool listed = kind == "hold" ? exists : alive;
+      if (!listed && kind != "leak") {
+        std::filesystem::remove(entry.path(), ec);  // the driver freed a dead process's memory
+        continue;
+      }
+      out.push_back({listed ? pid : 0, mib, file.substr(0, dot), listed});
+    }
+    return out;
   }
 
   static bool Zombie(int64_t pid) {
@@ -359,6 +394,7 @@ class DescriptionParser {
       gpu.uuid = absl::StrCat("GPU-sim-", node_, "-", gpu.index);
       gpu.model = model.name;
       gpu.memory_mib = model.memory.units();
+      gpu.vbios = "simulated";
       gpu.mode = mode;
       gpu.mig_enabled = mode == "partition";
       gpu.dynamic_layout = dynamic;

@@ -5,6 +5,7 @@
 // NVML, not against NVIDIA's: a wrong declaration would pass here and fail on a real driver.
 #include "fake_nvml_state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -98,6 +99,18 @@ void FakeNvmlAddMig(int gpu, unsigned int index, const char* uuid, unsigned int 
                  true};
 }
 
+// Memory the GPU reports in use beyond its processes' (a driver reservation, or memory no
+// process holds any more).
+void FakeNvmlSetReservedMemory(int gpu, unsigned long long mib) {
+  State().gpus[gpu].reserved_mib = mib;
+}
+void FakeNvmlSetVersions(const char* driver, const char* nvml_version, int cuda) {
+  State().driver_version = driver;
+  State().nvml_version = nvml_version;
+  State().cuda_driver_version = cuda;
+}
+void FakeNvmlSetVbios(int gpu, const char* vbios) { State().gpus[gpu].vbios = vbios; }
+
 void FakeNvmlSetLost(int gpu) { State().gpus[gpu].lost = true; }
 void FakeNvmlSetRemapPending(int gpu) { State().gpus[gpu].remap_pending = true; }
 
@@ -182,10 +195,41 @@ nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device device, nvml::Memory* memory) 
   size_t gpu, slot;
   if (!Decode(device, gpu, slot) || slot != 0) return 2;
   if (State().gpus[gpu].lost) return nvml::kErrorGpuIsLost;
-  memory->total = State().gpus[gpu].memory_mib * 1024 * 1024;
-  memory->free = memory->total;
-  memory->used = 0;
+  RefreshFromDir(gpu);
+  const FakeGpu& g = State().gpus[gpu];
+  unsigned long long used = g.reserved_mib << 20;
+  for (const FakeProcess& p : g.processes) {
+    if (p.used_bytes != nvml::kValueNotAvailable) used += p.used_bytes;
+  }
+  memory->total = g.memory_mib * 1024 * 1024;
+  memory->used = std::min(used, memory->total);
+  memory->free = memory->total - memory->used;
   return nvml::kSuccess;
+}
+
+nvml::Return nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  Lock lock;
+  return CopyString(State().driver_version, version, length);
+}
+
+nvml::Return nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
+  Lock lock;
+  return CopyString(State().nvml_version, version, length);
+}
+
+nvml::Return nvmlSystemGetCudaDriverVersion_v2(int* version) {
+  Lock lock;
+  if (version == nullptr) return nvml::kErrorInvalidArgument;
+  *version = State().cuda_driver_version;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetVbiosVersion(nvml::Device device, char* version, unsigned int length) {
+  Lock lock;
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot != 0) return 2;
+  if (State().gpus[gpu].lost) return nvml::kErrorGpuIsLost;
+  return CopyString(State().gpus[gpu].vbios, version, length);
 }
 
 nvml::Return nvmlDeviceGetMigMode(nvml::Device device, unsigned int* current,
@@ -287,6 +331,11 @@ static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetHandleByIndex_v2), nvml::DeviceGetHandleByIndexFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetUUID), nvml::DeviceGetStringFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo), nvml::DeviceGetMemoryInfoFn>);
+static_assert(std::is_same_v<decltype(&nvmlSystemGetDriverVersion), nvml::SystemGetStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlSystemGetNVMLVersion), nvml::SystemGetStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlSystemGetCudaDriverVersion_v2),
+                             nvml::SystemGetCudaDriverVersionFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetVbiosVersion), nvml::DeviceGetStringFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigMode), nvml::DeviceGetMigModeFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigDeviceHandleByIndex),
                              nvml::DeviceGetMigDeviceHandleByIndexFn>);

@@ -43,6 +43,8 @@ struct FakeGpu {
   std::string name;
   std::string uuid;
   unsigned long long memory_mib = 0;
+  unsigned long long reserved_mib = 0;  // used with no process (driver reservation, leaks)
+  std::string vbios = "96.00.89.00.01";
   bool mig_enabled = false;
   bool lost = false;
   bool remap_pending = false;
@@ -58,6 +60,9 @@ struct FakeGpu {
 
 struct FakeState {
   nvml::Return init_result = nvml::kSuccess;
+  std::string driver_version = "580.65.06";
+  std::string nvml_version = "13.580.65.06";
+  int cuda_driver_version = 13000;
   bool privileged = true;
   int initialized = 0;  // nvmlInit_v2 calls minus nvmlShutdown calls
   std::vector<FakeGpu> gpus;

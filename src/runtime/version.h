@@ -1,0 +1,16 @@
+#ifndef CARVE_RUNTIME_VERSION_H_
+#define CARVE_RUNTIME_VERSION_H_
+
+#include <string>
+
+namespace carve {
+
+// This build's version: the CMake project version and, when built from a git checkout, its
+// `git describe` at configure time ("0.1.0+4a632a2-dirty"); "dev" when neither is known.
+std::string CarveVersion();
+// The running kernel ("Linux 6.8.0-45-generic"), from uname(2).
+std::string KernelVersion();
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_VERSION_H_
