@@ -60,7 +60,8 @@ class RestartTest : public PlatformTest {
     json now = State();
     EXPECT_EQ(now, before) << "before: " << before.dump(1) << "\nafter: " << now.dump(1);
     auto chain = Api().Get("/api/v1/audit/verify");
-    if (chain.ok()) EXPECT_EQ((*chain)["ok"], true) << chain->dump();
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    EXPECT_EQ((*chain)["ok"], true) << chain->dump();
   }
 
   void Apply(const json& doc) {
