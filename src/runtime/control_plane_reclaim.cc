@@ -1,6 +1,8 @@
 // Reclaims that never report: a replica whose reclaim evidence does not come within the reclaim
 // timeout gets an `unverified` record saying why, its devices are quarantined until an admin
 // clears them, and its job ends (docs/reliability.md).
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"

@@ -112,6 +112,8 @@ TEST_F(ReclaimTimeoutTest, ASilentReclaimQuarantinesItsDevicesUntilAnAdminClears
   ASSERT_TRUE(Eventually([&] { return Job(waiting)["state"] == "running"; }))
       << Job(waiting).dump(2);
   EXPECT_TRUE(Node("gpu-a")["quarantined"].empty());
+  ASSERT_TRUE(Api().Post(absl::StrCat("/api/v1/jobs/", waiting, "/cancel"), json::object()).ok());
+  EXPECT_EQ(WaitFinal(waiting)["state"], "cancelled");
 }
 
 }  // namespace

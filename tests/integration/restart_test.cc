@@ -60,7 +60,8 @@ class RestartTest : public PlatformTest {
     json now = State();
     EXPECT_EQ(now, before) << "before: " << before.dump(1) << "\nafter: " << now.dump(1);
     auto chain = Api().Get("/api/v1/audit/verify");
-    if (chain.ok()) EXPECT_EQ((*chain)["ok"], true) << chain->dump();
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    EXPECT_EQ((*chain)["ok"], true) << chain->dump();
   }
 
   void Apply(const json& doc) {
@@ -75,79 +76,79 @@ class RestartTest : public PlatformTest {
 };
 
 TEST_F(RestartTest, EveryKindOfApplyDocumentSurvivesARestart) {
-  Apply({{"kind", "tenant"}, {"name", "acme"}, {"description", "a tenant"}});
-  RestartAndCompare("a tenant");
-  Apply({{"kind", "priority-class"},
-         {"name", "urgent"},
-         {"priority", 777},
-         {"preemptible", false},
-         {"tenants", {"*"}}});
-  RestartAndCompare("a priority class");
+  ASSERT_NO_FATAL_FAILURE(
+      Apply({{"kind", "tenant"}, {"name", "acme"}, {"description", "a tenant"}}));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("a tenant"));
+  ASSERT_NO_FATAL_FAILURE(Apply(
+      {{"kind", "priority-class"}, {"name", "urgent"}, {"priority", 777}, {"preemptible", false}}));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("a priority class"));
   json urgent = Submit({{"command", {"true"}}, {"priority_class", "urgent"}});
   EXPECT_EQ(urgent["spec"]["priority"], 777) << "the priority class was lost in the restart";
   EXPECT_EQ(urgent["spec"]["preemptible"], false);
   WaitFinal(urgent["id"]);
-  Apply({{"kind", "queue"},
-         {"name", "training"},
-         {"tenants", {"acme"}},
-         {"cohort", "research"},
-         {"quota", {{"gpus", 2}}},
-         {"borrowing_limit", {{"gpus", 1}}}});
-  RestartAndCompare("a queue");
-  Apply({{"kind", "project"},
-         {"name", "vision"},
-         {"tenant", "acme"},
-         {"queues", {"training"}},
-         {"priority_classes", {"standard", "urgent"}},
-         {"max_priority", 300},
-         {"allow_non_preemptible", true}});
-  RestartAndCompare("a project");
+  ASSERT_NO_FATAL_FAILURE(Apply({{"kind", "queue"},
+                                 {"name", "training"},
+                                 {"tenants", {"acme"}},
+                                 {"cohort", "research"},
+                                 {"quota", {{"gpus", 2}}},
+                                 {"borrowing_limit", {{"gpus", 1}}}}));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("a queue"));
+  ASSERT_NO_FATAL_FAILURE(Apply({{"kind", "project"},
+                                 {"name", "vision"},
+                                 {"tenant", "acme"},
+                                 {"queues", {"training"}},
+                                 {"priority_classes", {"standard", "urgent"}},
+                                 {"max_priority", 300},
+                                 {"allow_non_preemptible", true}}));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("a project"));
   // The README's walk-through: examples/config.yaml turns an L40S exclusive.
-  Apply({{"kind", "node"}, {"name", "gpu-a"}, {"gpus", {{{"index", 3}, {"mode", "exclusive"}}}}});
-  RestartAndCompare("a node document");
+  ASSERT_NO_FATAL_FAILURE(Apply(
+      {{"kind", "node"}, {"name", "gpu-a"}, {"gpus", {{{"index", 3}, {"mode", "exclusive"}}}}}));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("a node document"));
   EXPECT_EQ(Node("gpu-a")["gpus"][3]["mode"], "exclusive");
   // The override also outlives the agent: a re-registering node gets it again.
   Kill(agents_[0], SIGTERM);
   agents_[0] = StartAgent(0);
   ASSERT_TRUE(Eventually([&] { return !EventsOf("node.re-registered").empty(); }));
   EXPECT_EQ(Node("gpu-a")["gpus"][3]["mode"], "exclusive");
-  RestartAndCompare("a re-registration with a mode override");
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("a re-registration with a mode override"));
 }
 
 TEST_F(RestartTest, EveryAdminOperationSurvivesARestart) {
-  Post("/api/v1/nodes/gpu-a/cordon");
-  RestartAndCompare("cordon");
+  ASSERT_NO_FATAL_FAILURE(Post("/api/v1/nodes/gpu-a/cordon"));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("cordon"));
   EXPECT_EQ(Node("gpu-a")["cordoned_by"], "admin");
-  Post("/api/v1/nodes/gpu-a/uncordon");
-  RestartAndCompare("uncordon");
-  Post("/api/v1/nodes/gpu-a/drain?gpu=1");
-  RestartAndCompare("drain of one GPU");
-  Post("/api/v1/nodes/gpu-a/drain");
-  RestartAndCompare("drain");
-  Post("/api/v1/nodes/gpu-a/uncordon");
-  Post("/api/v1/nodes/gpu-a/maintenance",
-       {{"starts_in", "1h"}, {"lasts", "2h"}, {"reason", "firmware"}});
-  RestartAndCompare("maintenance");
+  ASSERT_NO_FATAL_FAILURE(Post("/api/v1/nodes/gpu-a/uncordon"));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("uncordon"));
+  ASSERT_NO_FATAL_FAILURE(Post("/api/v1/nodes/gpu-a/drain?gpu=1"));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("drain of one GPU"));
+  ASSERT_NO_FATAL_FAILURE(Post("/api/v1/nodes/gpu-a/drain"));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("drain"));
+  ASSERT_NO_FATAL_FAILURE(Post("/api/v1/nodes/gpu-a/uncordon"));
+  ASSERT_NO_FATAL_FAILURE(Post("/api/v1/nodes/gpu-a/maintenance",
+                               {{"starts_in", "1h"}, {"lasts", "2h"}, {"reason", "firmware"}}));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("maintenance"));
   EXPECT_EQ(Node("gpu-a")["maintenance"]["phase"], "scheduled");
-  Post("/api/v1/nodes/mig-a/gpus/0/layout", {{"layout", {"7g.40gb"}}});
+  ASSERT_NO_FATAL_FAILURE(Post("/api/v1/nodes/mig-a/gpus/0/layout", {{"layout", {"7g.40gb"}}}));
   ASSERT_TRUE(Eventually([&] { return !EventsOf("device.relayout-done").empty(); }))
       << Node("mig-a").dump(2);
-  RestartAndCompare("relayout");
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("relayout"));
   EXPECT_EQ(Node("mig-a")["gpus"][0]["mig_instances"].size(), 1u);
-  Apply({{"kind", "tenant"}, {"name", "acme"}});
-  Apply({{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}});
-  Post("/api/v1/users",
-       {{"name", "alice"}, {"role", "member"}, {"tenant", "acme"}, {"project", "vision"}});
+  ASSERT_NO_FATAL_FAILURE(Apply({{"kind", "tenant"}, {"name", "acme"}}));
+  ASSERT_NO_FATAL_FAILURE(Apply({{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}}));
+  ASSERT_NO_FATAL_FAILURE(
+      Post("/api/v1/users",
+           {{"name", "alice"}, {"role", "member"}, {"tenant", "acme"}, {"project", "vision"}}));
   auto token = Api().Post("/api/v1/tokens", {{"user", "alice"}, {"expires_in", "1d"}});
   ASSERT_TRUE(token.ok()) << token.status();
-  RestartAndCompare("user and token creation");
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("user and token creation"));
   auto whoami = ApiClient(url_, (*token)["token"]).Get("/api/v1/whoami");
   ASSERT_TRUE(whoami.ok()) << "the token was lost in the restart: " << whoami.status();
   // Declare a silent node dead.
   Kill(agents_[1], SIGKILL);
   ASSERT_TRUE(Eventually([&] { return Node("mig-a")["state"] == "not-ready"; }));
-  Post("/api/v1/nodes/mig-a/dead");
-  RestartAndCompare("declare-dead");
+  ASSERT_NO_FATAL_FAILURE(Post("/api/v1/nodes/mig-a/dead"));
+  ASSERT_NO_FATAL_FAILURE(RestartAndCompare("declare-dead"));
   EXPECT_EQ(Node("mig-a")["state"], "dead");
   agents_[1] = StartAgent(1);
   ASSERT_TRUE(Eventually([&] { return Node("mig-a")["state"] == "ready"; }));

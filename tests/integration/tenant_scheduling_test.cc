@@ -172,6 +172,8 @@ TEST_F(TenantSchedulingTest, MembersCannotOutrankOtherTenants) {
   EXPECT_EQ(now["state"], "running");
   EXPECT_EQ(now["replicas"][0]["pid"], pid);
   EXPECT_TRUE(EventsOf("job.preempted").empty());
+  ASSERT_TRUE(Api().Post(absl::StrCat("/api/v1/jobs/", id, "/cancel"), json::object()).ok());
+  WaitFinal(id);
 }
 
 // What an admin grants a project (max_priority, priority_classes, allow_non_preemptible) and what
