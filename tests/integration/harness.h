@@ -85,15 +85,24 @@ class PlatformTest : public ::testing::Test {
     dir_ = std::filesystem::path(::testing::TempDir()) /
            absl::StrCat("carve-it-", getpid(), "-", counter_++);
     std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    std::filesystem::create_directories(Shared());
+    // Jobs run as their tenant's user: they write what a test reads back into Shared().
+    std::filesystem::permissions(Shared(),
+                                 std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
     StartServer();
     for (const auto& [name, yaml] : Nodes()) {
       std::string file = (dir_ / absl::StrCat(name, ".yaml")).string();
       std::ofstream(file) << yaml;
-      agents_.push_back(Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
-                               (dir_ / "data/agent.token").string(), "--node", name, "--devices",
-                               file, "--cpu", "16", "--memory", "64Gi", "--data",
-                               (dir_ / "agents" / name).string(), "--heartbeat-ms", "100"},
+      agents_.push_back(Spawn({CARVE_BINARY,     "agent",
+                               "--server",       url_,
+                               "--token-file",   (dir_ / "data/agent.token").string(),
+                               "--node",         name,
+                               "--devices",      file,
+                               "--cpu",          "16",
+                               "--memory",       "64Gi",
+                               "--data",         (dir_ / "agents" / name).string(),
+                               "--jobs-dir",     (dir_ / "jobs" / name).string(),
+                               "--heartbeat-ms", "100"},
                               (dir_ / absl::StrCat(name, ".log")).string()));
     }
     for (int i = 0; i < 100 && Api().Get("/api/v1/nodes")->size() < Nodes().size(); ++i) {
@@ -105,10 +114,16 @@ class PlatformTest : public ::testing::Test {
 
   pid_t StartAgent(int i) {
     const std::string& name = Nodes()[i].first;
-    return Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
-                  (dir_ / "data/agent.token").string(), "--node", name, "--devices",
-                  (dir_ / absl::StrCat(name, ".yaml")).string(), "--cpu", "16", "--memory", "64Gi",
-                  "--data", (dir_ / "agents" / name).string(), "--heartbeat-ms", "100"},
+    return Spawn({CARVE_BINARY,     "agent",
+                  "--server",       url_,
+                  "--token-file",   (dir_ / "data/agent.token").string(),
+                  "--node",         name,
+                  "--devices",      (dir_ / absl::StrCat(name, ".yaml")).string(),
+                  "--cpu",          "16",
+                  "--memory",       "64Gi",
+                  "--data",         (dir_ / "agents" / name).string(),
+                  "--jobs-dir",     (dir_ / "jobs" / name).string(),
+                  "--heartbeat-ms", "100"},
                  (dir_ / absl::StrCat(name, ".log")).string());
   }
 
@@ -133,6 +148,9 @@ class PlatformTest : public ::testing::Test {
   }
 
   ApiClient Api() { return ApiClient(url_, token_); }
+
+  // A directory every job may write (mode 1777), for files a test reads back.
+  std::filesystem::path Shared() const { return dir_ / "shared"; }
 
   json Submit(json spec, const std::string& key = "") {
     std::map<std::string, std::string> headers;

@@ -1,0 +1,248 @@
+// Node-side isolation against the real server and agent (issue 10 C1/C3, issue 11 "jobs never
+// run as root"): jobs run as their tenant's Unix user, cannot read or change another tenant's
+// files, processes or the server's and agent's private files, cannot loosen their cgroup, do not
+// get the agent's environment, and a symlink a job plants never redirects the agent.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "integration/harness.h"
+
+namespace carve::it {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace fs = std::filesystem;
+
+const NodeList kIsolationNodes = {
+    {"iso-a", "gpus:\n  - {model: H200, count: 4, mode: exclusive}\n"}};
+
+constexpr char kAgentSecret[] = "agent-secret-4711";
+
+class IsolationTest : public PlatformTest {
+ protected:
+  const NodeList& Nodes() const override { return kIsolationNodes; }
+
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "jobs run as their tenant's own user only under root";
+    // A secret in the agent's own environment, which no job may see.
+    setenv("CARVE_TEST_AGENT_SECRET", kAgentSecret, 1);
+    PlatformTest::SetUp();
+    unsetenv("CARVE_TEST_AGENT_SECRET");
+    ASSERT_TRUE(Api()
+                    .Post("/api/v1/apply", json::array({{{"kind", "tenant"}, {"name", "acme"}},
+                                                        {{"kind", "tenant"}, {"name", "globex"}}}))
+                    .ok());
+  }
+
+  fs::path Jobs() const { return dir_ / "jobs/iso-a"; }
+  fs::path AgentData() const { return dir_ / "agents/iso-a"; }
+  fs::path Home(const std::string& tenant) const { return Jobs() / "work/tenants" / tenant; }
+  fs::path Checkpoints(const std::string& tenant, int64_t job) const {
+    return dir_ / "carve-jobs/checkpoints/tenants" / tenant / absl::StrCat("job-", job);
+  }
+
+  json Start(const std::string& tenant, const std::string& script, json extra = json::object()) {
+    extra["tenant"] = tenant;
+    extra["command"] = {"sh", "-c", script};
+    return Submit(extra);
+  }
+
+  // Runs `script` as a job of `tenant`; its log once it ended.
+  std::string Run(const std::string& tenant, const std::string& script,
+                  json extra = json::object()) {
+    json job = Start(tenant, script, std::move(extra));
+    json done = WaitFinal(job["id"]);
+    last_ = done;
+    return Logs(job["id"]);
+  }
+
+  static uid_t Owner(const fs::path& p) {
+    struct stat st {};
+    return lstat(p.c_str(), &st) == 0 ? st.st_uid : static_cast<uid_t>(-1);
+  }
+  static mode_t Mode(const fs::path& p) {
+    struct stat st {};
+    return lstat(p.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
+  }
+
+  json last_;
+};
+
+// One job per tenant: acme's tries every read, write and signal against globex's running job,
+// the server's store, WAL and tokens, and the agent's data; each is denied and changes nothing.
+TEST_F(IsolationTest, ATenantsJobCannotReachAnotherTenantOrTheServer) {
+  const fs::path victim_pid = Shared() / "victim.pid";
+  json victim =
+      Start("globex",
+            absl::StrCat("echo globex-log-secret; echo globex-work-secret > $HOME/secret; "
+                         "echo globex-ckpt-secret > $CARVE_CHECKPOINT_DIR/ckpt; "
+                         "echo $$ > ",
+                         victim_pid.string(), "; exec sleep 300"),
+            {{"env", {{"GLOBEX_SECRET", "globex-env-secret"}}}});
+  const int64_t vid = victim["id"];
+  ASSERT_TRUE(Eventually([&] { return fs::exists(victim_pid) && !Slurp(victim_pid).empty(); }))
+      << Logs(vid);
+  ASSERT_TRUE(Eventually([&] { return Logs(vid).find("globex-log-secret") != std::string::npos; }));
+  const pid_t pid = std::stoi(Slurp(victim_pid));
+  const fs::path log = AgentData() / absl::StrCat("logs/tenants/globex/job-", vid, "-0.log");
+  const fs::path ckpt = Checkpoints("globex", vid);
+  const std::string admin = Slurp((dir_ / "data/admin.token").string());
+  const std::string agent = Slurp((dir_ / "data/agent.token").string());
+  // Every target exists, so "denied" below is not "missing".
+  for (const fs::path& p : {log, ckpt / "ckpt", Home("globex") / "secret", dir_ / "data/carve.db",
+                            dir_ / "data/carve.db-wal", dir_ / "data/admin.token",
+                            dir_ / "data/agent.token", AgentData() / "agent-state.json"}) {
+    ASSERT_TRUE(fs::exists(p)) << p;
+  }
+  std::string attacks = absl::StrCat(
+      "t() { n=$1; shift; if \"$@\" >/dev/null 2>&1; then echo ALLOWED $n; "
+      "else echo DENIED $n; fi; }; ",
+      "t read-log cat ", log.string(), "; ",                                  //
+      "t read-checkpoint cat ", (ckpt / "ckpt").string(), "; ",               //
+      "t read-work cat ", (Home("globex") / "secret").string(), "; ",         //
+      "t read-store cat ", (dir_ / "data/carve.db").string(), "; ",           //
+      "t read-wal cat ", (dir_ / "data/carve.db-wal").string(), "; ",         //
+      "t read-admin-token cat ", (dir_ / "data/admin.token").string(), "; ",  //
+      "t read-agent-token cat ", (dir_ / "data/agent.token").string(), "; ",  //
+      "t read-agent-state cat ", (AgentData() / "agent-state.json").string(), "; ",
+      "t list-server-data ls ", (dir_ / "data").string(), "; ",  //
+      "t list-agent-data ls ", AgentData().string(), "; ",       //
+      "t signal kill -TERM ", pid, "; ",                         //
+      "t write-work touch ", (Home("globex") / "planted").string(), "; ",
+      "t write-checkpoint touch ", (ckpt / "planted").string(), "; ",
+      "t overwrite-checkpoint sh -c 'echo evil > ", (ckpt / "ckpt").string(), "'; ",
+      "t write-sim-gpu-of-nobody touch ", (Jobs() / "simgpu").string(), "/planted; ",
+      // The attack of issue 10 C1, word for word, then the same one level down.
+      "D=$(cd $CARVE_SIM_GPU_DIR/../../.. && pwd); cat $D/admin.token $D/agent.token; ",
+      "cat $D/data/admin.token $D/data/agent.token; echo attacks-done");
+  std::string out = Run("acme", attacks);
+  EXPECT_THAT(out, HasSubstr("attacks-done")) << last_.dump(2);
+  EXPECT_THAT(out, HasSubstr("DENIED read-log"));
+  EXPECT_THAT(out, Not(HasSubstr("ALLOWED"))) << out;
+  for (const std::string& secret :
+       {std::string("globex-log-secret"), std::string("globex-work"), std::string("globex-ckpt"),
+        std::string("globex-env-secret"), admin, agent}) {
+    EXPECT_THAT(out, Not(HasSubstr(secret))) << out;
+  }
+  // Nothing changed: the victim runs, its files are as it wrote them, nothing was planted.
+  EXPECT_FALSE(Dead(pid));
+  EXPECT_EQ(Job(vid)["state"], "running");
+  EXPECT_EQ(Slurp((ckpt / "ckpt").string()), "globex-ckpt-secret\n");
+  EXPECT_EQ(Slurp((Home("globex") / "secret").string()), "globex-work-secret\n");
+  EXPECT_FALSE(fs::exists(Home("globex") / "planted"));
+  EXPECT_FALSE(fs::exists(ckpt / "planted"));
+  EXPECT_FALSE(fs::exists(Jobs() / "simgpu/planted"));
+  // The two tenants run as different users, neither root, and their directories are theirs.
+  const uid_t acme = Owner(Home("acme"));
+  const uid_t globex = Owner(Home("globex"));
+  EXPECT_NE(acme, 0u);
+  EXPECT_NE(globex, 0u);
+  EXPECT_NE(acme, globex);
+  for (const fs::path& p : {Home("globex"), ckpt, ckpt.parent_path()}) {
+    EXPECT_EQ(Mode(p), 0700u) << p;
+    EXPECT_EQ(Owner(p), globex) << p;
+  }
+  for (const fs::path& p : {dir_ / "data", AgentData()}) EXPECT_EQ(Mode(p), 0700u) << p;
+  for (const char* f : {"carve.db", "carve.db-wal", "admin.token", "agent.token"}) {
+    EXPECT_EQ(Mode(dir_ / "data" / f), 0600u) << f;
+  }
+  json running = Job(vid);
+  EXPECT_THAT(running["replicas"][0]["enforcement"].get<std::string>(),
+              HasSubstr(absl::StrCat("uid ", globex, " gid ", globex,
+                                     ", no supplementary groups, no_new_privs")));
+  ASSERT_TRUE(Api().Post(absl::StrCat("/api/v1/jobs/", vid, "/cancel"), json::object()).ok());
+  WaitFinal(vid);
+}
+
+// A job writing its own memory limit and CPU quota, and moving itself out of its cgroup, is
+// denied; the limits stay as Carve set them.
+TEST_F(IsolationTest, AJobCannotLoosenItsCgroupLimits) {
+  std::string out =
+      Run("acme",
+          "m=/sys/fs/cgroup/memory$(grep ':memory:' /proc/self/cgroup | cut -d: -f3); "
+          "c=/sys/fs/cgroup/cpu$(grep ':cpu:' /proc/self/cgroup | cut -d: -f3); "
+          "[ -e $m/memory.limit_in_bytes ] && [ -e $c/cpu.cfs_quota_us ] || { echo NOCGROUP; exit "
+          "0; }; "
+          "echo 268435456 > $m/memory.limit_in_bytes && echo ALLOWED memory; "
+          "echo -1 > $c/cpu.cfs_quota_us && echo ALLOWED cpu; "
+          "echo $$ > /sys/fs/cgroup/memory/cgroup.procs && echo ALLOWED leave; "
+          "echo mem=$(cat $m/memory.limit_in_bytes) cpu=$(cat $c/cpu.cfs_quota_us); "
+          "grep ':memory:' /proc/self/cgroup",
+          {{"resources", {{"cpu", "500m"}, {"memory", "64Mi"}}}});
+  if (out.find("NOCGROUP") != std::string::npos) GTEST_SKIP() << "no cgroup v1 cpu+memory here";
+  EXPECT_THAT(out, Not(HasSubstr("ALLOWED"))) << out;
+  EXPECT_THAT(out, HasSubstr("mem=67108864 cpu=50000")) << out;
+  EXPECT_THAT(out, HasSubstr("/carve/")) << out;
+}
+
+// Links a job plants in its tenant's directories never make the agent create, chmod or chown
+// anything through them: neither outside Carve nor in another tenant's directories.
+TEST_F(IsolationTest, PlantedSymlinksDoNotRedirectTheAgent) {
+  const fs::path outside = Shared() / "outside";
+  fs::create_directories(outside);
+  ASSERT_EQ(chmod(outside.c_str(), 0755), 0);
+  json globex = Start("globex", "echo mine > $CARVE_CHECKPOINT_DIR/ckpt");
+  WaitFinal(globex["id"]);
+  const fs::path globex_ckpt = Checkpoints("globex", globex["id"]);
+  const uid_t globex_uid = Owner(Home("globex"));
+  ASSERT_EQ(Owner(globex_ckpt), globex_uid);
+
+  // acme plants links to outside Carve and into globex's directories, including where its next
+  // job's checkpoint directory will be.
+  std::string plant = absl::StrCat(
+      "ln -s ", outside.string(), " $HOME/default/escape; ln -s ", Home("globex").string(),
+      " $HOME/default/into-globex; ln -s ", globex_ckpt.string(),
+      " $CARVE_CHECKPOINT_DIR/../job-$((CARVE_JOB_ID + 1)); echo planted");
+  ASSERT_THAT(Run("acme", plant), HasSubstr("planted")) << last_.dump(2);
+  const int64_t planted_by = last_["id"];
+
+  std::string next = Run("acme", "echo ran > $CARVE_CHECKPOINT_DIR/out", {{"workdir", "x"}});
+  EXPECT_EQ(last_["id"], planted_by + 1);
+  EXPECT_EQ(last_["state"], "failed") << last_.dump(2);
+  EXPECT_THAT(next, HasSubstr("is a symlink")) << next;
+  for (const char* workdir : {"escape/sub", "into-globex", "into-globex/sub"}) {
+    std::string out = Run("acme", "echo ran > out", {{"workdir", workdir}});
+    EXPECT_EQ(last_["state"], "failed") << workdir << last_.dump(2);
+    EXPECT_THAT(out, HasSubstr("is a symlink")) << workdir << out;
+  }
+  EXPECT_TRUE(fs::is_empty(outside));
+  EXPECT_EQ(Mode(outside), 0755u);
+  EXPECT_EQ(Owner(outside), 0u);
+  EXPECT_EQ(Owner(Home("globex")), globex_uid);
+  EXPECT_EQ(Owner(globex_ckpt), globex_uid);
+  EXPECT_EQ(Mode(globex_ckpt), 0700u);
+  EXPECT_FALSE(fs::exists(globex_ckpt / "out"));
+  EXPECT_FALSE(fs::exists(Home("globex") / "sub"));
+  EXPECT_FALSE(fs::exists(Home("globex") / "out"));
+  EXPECT_EQ(Slurp((globex_ckpt / "ckpt").string()), "mine\n");
+}
+
+// A job's environment is a clean one plus its own and Carve's: the agent's variables stay out,
+// and the job's LD_PRELOAD reaches its command but not the agent's `carve internal-run`.
+TEST_F(IsolationTest, JobsGetACleanEnvironmentAndTheirPreloadOnlyReachesTheCommand) {
+  std::string out = Run("acme", "env; echo uid=$(id -u)",
+                        {{"env", {{"LD_PRELOAD", CARVE_PRELOAD_PROBE}, {"JOB_VAR", "mine"}}}});
+  EXPECT_EQ(last_["state"], "succeeded") << last_.dump(2) << out;
+  EXPECT_THAT(out, Not(HasSubstr(kAgentSecret)));
+  EXPECT_THAT(out, Not(HasSubstr("CARVE_TEST_AGENT_SECRET")));
+  EXPECT_THAT(out, HasSubstr("JOB_VAR=mine\n"));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("LD_PRELOAD=", CARVE_PRELOAD_PROBE, "\n")));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("HOME=", Home("acme").string(), "\n")));
+  EXPECT_THAT(out, HasSubstr("PATH=/usr/local/bin:/usr/bin:/bin\n"));
+  EXPECT_THAT(out, Not(HasSubstr(absl::StrCat("CARVE_SIM_GPU_DIR=", AgentData().string()))));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("uid=", Owner(Home("acme")))));
+  // The command (sh) loaded the probe; the monitor (carve) did not.
+  EXPECT_THAT(out, HasSubstr("preload-probe loaded into"));
+  EXPECT_THAT(out, Not(HasSubstr("preload-probe loaded into carve"))) << out;
+}
+
+}  // namespace
+}  // namespace carve::it
