@@ -20,6 +20,8 @@ namespace carve {
 namespace fs = std::filesystem;
 
 absl::Status CreatePrivateDir(const std::string& path) {
+  // Parents as everyone's (a umask of 077 must not close a jobs directory beside this one).
+  if (absl::Status s = CreateSharedDir(fs::path(path).parent_path().string()); !s.ok()) return s;
   std::error_code ec;
   fs::create_directories(path, ec);
   if (ec) return absl::InternalError(absl::StrCat(path, ": ", ec.message()));

@@ -165,22 +165,25 @@ TEST_F(IsolationTest, ATenantsJobCannotReachAnotherTenantOrTheServer) {
 // A job writing its own memory limit and CPU quota, and moving itself out of its cgroup, is
 // denied; the limits stay as Carve set them.
 TEST_F(IsolationTest, AJobCannotLoosenItsCgroupLimits) {
-  std::string out =
-      Run("acme",
-          "m=/sys/fs/cgroup/memory$(grep ':memory:' /proc/self/cgroup | cut -d: -f3); "
-          "c=/sys/fs/cgroup/cpu$(grep ':cpu:' /proc/self/cgroup | cut -d: -f3); "
-          "[ -e $m/memory.limit_in_bytes ] && [ -e $c/cpu.cfs_quota_us ] || { echo NOCGROUP; exit "
-          "0; }; "
-          "echo 268435456 > $m/memory.limit_in_bytes && echo ALLOWED memory; "
-          "echo -1 > $c/cpu.cfs_quota_us && echo ALLOWED cpu; "
-          "echo $$ > /sys/fs/cgroup/memory/cgroup.procs && echo ALLOWED leave; "
-          "echo mem=$(cat $m/memory.limit_in_bytes) cpu=$(cat $c/cpu.cfs_quota_us); "
-          "grep ':memory:' /proc/self/cgroup",
-          {{"resources", {{"cpu", "500m"}, {"memory", "64Mi"}}}});
-  if (out.find("NOCGROUP") != std::string::npos) GTEST_SKIP() << "no cgroup v1 cpu+memory here";
+  // The job finds its own groups by their cgroup.procs (/proc/self/cgroup is relative to the
+  // container's cgroup namespace here).
+  std::string out = Run(
+      "acme",
+      "mine() { for d in /sys/fs/cgroup/$1/carve/*/; do grep -qx $$ $d/cgroup.procs 2>/dev/null "
+      "&& echo ${d%/}; done; }; m=$(mine memory); c=$(mine cpu); "
+      "[ -e \"$m/memory.limit_in_bytes\" ] && [ -e \"$c/cpu.cfs_quota_us\" ] || "
+      "{ echo NOCGROUP; exit 0; }; "
+      "echo 268435456 > $m/memory.limit_in_bytes && echo ALLOWED memory; "
+      "echo -1 > $c/cpu.cfs_quota_us && echo ALLOWED cpu; "
+      "echo $$ > /sys/fs/cgroup/memory/cgroup.procs && echo ALLOWED leave; "
+      "echo mem=$(cat $m/memory.limit_in_bytes) cpu=$(cat $c/cpu.cfs_quota_us); "
+      "echo still-in=$(mine memory)",
+      {{"resources", {{"cpu", "500m"}, {"memory", "64Mi"}}}});
+  if (out.find("NOCGROUP") != std::string::npos)
+    GTEST_SKIP() << "no cgroup v1 cpu+memory here: " << out;
   EXPECT_THAT(out, Not(HasSubstr("ALLOWED"))) << out;
   EXPECT_THAT(out, HasSubstr("mem=67108864 cpu=50000")) << out;
-  EXPECT_THAT(out, HasSubstr("/carve/")) << out;
+  EXPECT_THAT(out, HasSubstr("still-in=/sys/fs/cgroup/memory/carve/")) << out;
 }
 
 // Links a job plants in its tenant's directories never make the agent create, chmod or chown

@@ -78,9 +78,14 @@ absl::Status WriteFile(const std::string& path, absl::string_view value) {
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
+// Readable by everyone whatever the umask (a job may read its own group's statistics; only
+// root writes the files in it).
 absl::Status MakeDir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
-  return ErrnoStatus(errno, absl::StrCat("mkdir ", path));
+  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoStatus(errno, absl::StrCat("mkdir ", path));
+  }
+  chmod(path.c_str(), 0755);
+  return absl::OkStatus();
 }
 
 struct Mount {
@@ -358,7 +363,9 @@ absl::StatusOr<CgroupGroup> Cgroups::Create(const std::string& name, const Resou
   for (const Hierarchy& hierarchy : hierarchies_) {
     std::string dir = absl::StrCat(hierarchy.base, "/", name);
     bool reused = false;
-    if (mkdir(dir.c_str(), 0755) != 0) {
+    if (mkdir(dir.c_str(), 0755) == 0) {
+      chmod(dir.c_str(), 0755);
+    } else {
       if (errno != EEXIST) return fail(ErrnoStatus(errno, absl::StrCat("mkdir ", dir)));
       // Left by a replica of that name that is gone: reuse it, resetting what it limited.
       if (!Procs({dir}).empty()) {
