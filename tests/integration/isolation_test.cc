@@ -3,6 +3,7 @@
 // files, processes or the server's and agent's private files, cannot loosen their cgroup, do not
 // get the agent's environment, and a symlink a job plants never redirects the agent.
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -245,6 +246,69 @@ TEST_F(IsolationTest, JobsGetACleanEnvironmentAndTheirPreloadOnlyReachesTheComma
   // The command (sh) loaded the probe; the monitor (carve) did not.
   EXPECT_THAT(out, HasSubstr("preload-probe loaded into"));
   EXPECT_THAT(out, Not(HasSubstr("preload-probe loaded into carve"))) << out;
+}
+
+// A tenant document's uid/gid is the user its jobs run as; root and non-integers are refused,
+// changing nothing.
+TEST_F(IsolationTest, ATenantDocumentNamesItsUnixUser) {
+  for (const json& bad : {json(0), json(-5), json("1000"), json(4294967295LL)}) {
+    auto r = Api().Post("/api/v1/apply",
+                        json::array({{{"kind", "tenant"}, {"name", "initech"}, {"uid", bad}}}));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("uid")) << bad;
+  }
+  ASSERT_TRUE(
+      Api()
+          .Post("/api/v1/apply",
+                json::array(
+                    {{{"kind", "tenant"}, {"name", "initech"}, {"uid", 43210}, {"gid", 43211}}}))
+          .ok());
+  std::string out = Run("initech", "echo ids=$(id -u):$(id -g)");
+  EXPECT_THAT(out, HasSubstr("ids=43210:43211")) << out;
+  EXPECT_EQ(Owner(Home("initech")), 43210u);
+}
+
+// An agent that is not root refuses to start unless told --single-user, and then says in every
+// record that jobs are not isolated from each other.
+TEST_F(IsolationTest, ANonRootAgentNeedsSingleUserAndSaysSo) {
+  const fs::path data = Shared() / "nonroot-agent";
+  const fs::path yaml = Shared() / "nonroot.yaml";
+  std::ofstream(yaml) << "gpus:\n  - {model: T4, count: 1, mode: exclusive}\n";
+  fs::copy_file(dir_ / "data/agent.token", Shared() / "agent.token");
+  ASSERT_EQ(chmod((Shared() / "agent.token").c_str(), 0644), 0);
+  std::vector<std::string> args = {"/usr/bin/setpriv", "--reuid=65534",
+                                   "--regid=65534",    "--clear-groups",
+                                   CARVE_BINARY,       "agent",
+                                   "--server",         url_,
+                                   "--token-file",     (Shared() / "agent.token").string(),
+                                   "--node",           "nonroot",
+                                   "--devices",        yaml.string(),
+                                   "--data",           data.string(),
+                                   "--jobs-dir",       (Shared() / "nonroot-jobs").string(),
+                                   "--heartbeat-ms",   "100"};
+  if (!fs::exists("/usr/bin/setpriv")) GTEST_SKIP() << "no setpriv to run an agent as nobody";
+  const std::string refused_log = (Shared() / "refused.log").string();
+  pid_t refused = Spawn(args, refused_log);
+  int status = 0;
+  ASSERT_EQ(waitpid(refused, &status, 0), refused);
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  EXPECT_THAT(Slurp(refused_log), HasSubstr("--single-user"));
+  EXPECT_TRUE(Node("nonroot").is_null());
+
+  args.push_back("--single-user");
+  // The server's shared checkpoint root must be writable by that agent's user.
+  const fs::path ckpt = dir_ / "carve-jobs/checkpoints/tenants/acme";
+  fs::create_directories(ckpt);
+  ASSERT_EQ(chown(ckpt.c_str(), 65534, 65534), 0);
+  agents_.push_back(Spawn(args, (Shared() / "single.log").string()));
+  ASSERT_TRUE(Eventually([&] { return !Node("nonroot").is_null(); }))
+      << Slurp((Shared() / "single.log").string());
+  std::string out =
+      Run("acme", "echo uid=$(id -u)", {{"resources", {{"gpus", 1}, {"gpu_model", {"T4"}}}}});
+  EXPECT_EQ(last_["replicas"][0]["node"], "nonroot") << last_.dump(2);
+  EXPECT_THAT(out, HasSubstr("uid=65534"));
+  EXPECT_THAT(last_["replicas"][0]["enforcement"].get<std::string>(),
+              HasSubstr("single-user: jobs run as uid 65534, not isolated from each other"));
 }
 
 }  // namespace
