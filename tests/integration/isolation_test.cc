@@ -313,3 +313,64 @@ TEST_F(IsolationTest, ANonRootAgentNeedsSingleUserAndSaysSo) {
 
 }  // namespace
 }  // namespace carve::it
+
+namespace carve::it {
+namespace {
+
+std::string Shell(const std::string& command) {
+  std::string out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// Issue 10's C1 exactly as reported: under `carve dev` (server and agents on one host), a job
+// walks up from $CARVE_SIM_GPU_DIR and cats the tokens; `carve logs` must not show them.
+TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
+  if (geteuid() != 0) GTEST_SKIP() << "carve dev isolates tenants only when run as root";
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("carve-dev-c1-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const int port = 19070 + getpid() % 1000;
+  const std::string in_dir = absl::StrCat("cd ", dir.string(), " && ", CARVE_BINARY, " ");
+  pid_t dev =
+      Spawn({"/bin/sh", "-c",
+             absl::StrCat(in_dir, "dev --listen 127.0.0.1:", port, " --schedule-interval-ms 50")},
+            (dir / "dev.log").string());
+  auto eventually = [](auto done) {
+    for (int i = 0; i < 400 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  };
+  ASSERT_TRUE(eventually([&] {
+    return Slurp((dir / "dev.log").string()).find("Carve is running") != std::string::npos;
+  })) << Slurp((dir / "dev.log").string());
+  const std::string admin = Slurp((dir / "carve-data/admin.token").string());
+  const std::string agent = Slurp((dir / "carve-data/agent.token").string());
+  ApiClient api(absl::StrCat("http://127.0.0.1:", port), admin);
+  std::string submitted = Shell(in_dir +
+                                "submit -- sh -c 'D=$(cd $CARVE_SIM_GPU_DIR/../../.. && pwd); "
+                                "cat $D/admin.token $D/agent.token; "
+                                "cat $D/carve-data/admin.token $D/carve-data/agent.token'");
+  EXPECT_THAT(submitted, HasSubstr("job 1"));
+  ASSERT_TRUE(eventually([&] {
+    auto job = api.Get("/api/v1/jobs/1");
+    return job.ok() && IsFinal((*job)["state"]);
+  }));
+  std::string logs = Shell(in_dir + "logs 1");
+  EXPECT_THAT(logs, HasSubstr("carve-data/admin.token: Permission denied")) << logs;
+  EXPECT_THAT(logs, Not(HasSubstr(admin)));
+  EXPECT_THAT(logs, Not(HasSubstr(agent)));
+  kill(dev, SIGTERM);
+  waitpid(dev, nullptr, 0);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace carve::it
