@@ -15,6 +15,7 @@
 #include <iostream>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -105,6 +106,7 @@ void BlockSignals() {
 
 struct ServerSettings {
   std::string data = "./carve-data";
+  std::string checkpoint_root;  // empty: DATA/../carve-jobs/checkpoints
   std::string listen = "127.0.0.1:7070";
   std::string policy = "carve";
   std::string config;
@@ -129,6 +131,8 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
       };
       if (key == "data") {
         set("--data", s.data);
+      } else if (key == "checkpoint_root") {
+        set("--checkpoint-root", s.checkpoint_root);
       } else if (key == "listen") {
         set("--listen", s.listen);
       } else if (key == "policy") {
@@ -150,8 +154,9 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
       } else {
         Die(absl::InvalidArgumentError(
             absl::StrCat(s.config, ": unknown key \"", key,
-                         "\"; known: data, listen, policy, schedule_interval_ms, node_timeout_ms, "
-                         "lost_after_ms, reclaim_timeout_ms, tls_cert, tls_key, insecure")));
+                         "\"; known: data, checkpoint_root, listen, policy, schedule_interval_ms, "
+                         "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, tls_cert, tls_key, "
+                         "insecure")));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -162,6 +167,9 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
 void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
   cmd->add_option("--data", s.data, "Data directory (SQLite store, logs, tokens)")
       ->capture_default_str();
+  cmd->add_option("--checkpoint-root", s.checkpoint_root,
+                  "Where jobs' checkpoint directories live, reachable by every node and outside "
+                  "the data directory (default: DATA/../carve-jobs/checkpoints)");
   cmd->add_option("--listen", s.listen, "HOST:PORT to serve the API on")->capture_default_str();
   cmd->add_option("--policy", s.policy, "Placement policy")->capture_default_str();
   cmd->add_option("--config", s.config, "YAML file with the same settings");
@@ -232,6 +240,28 @@ struct Controller {
   int data_lock = -1;
 };
 
+// The parent of DATA: where `carve-jobs` goes by default.
+std::filesystem::path BesideData(const std::string& data) {
+  return std::filesystem::absolute(data).lexically_normal().parent_path();
+}
+
+// Everything the server keeps (store and its WAL, tokens, logs) is owner-only: files the server
+// creates from now on (umask 077), and what an older version left readable.
+void MakeDataPrivate(const std::string& data) {
+  ::umask(077);
+  std::error_code ec;
+  std::filesystem::create_directories(data, ec);
+  if (ec) Die(absl::InternalError(absl::StrCat(data, ": ", ec.message())));
+  if (::chmod(data.c_str(), 0700) != 0) {
+    Die(absl::InternalError(absl::StrCat(data, ": cannot make it owner-only (0700)")));
+  }
+  for (auto it = std::filesystem::recursive_directory_iterator(data, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_symlink(ec)) continue;  // never chmod through a link
+    ::chmod(it->path().c_str(), it->is_directory(ec) ? 0700 : 0600);
+  }
+}
+
 // The port and the data directory are taken before anything is written: a server that cannot
 // start changes no file of the one that runs.
 std::unique_ptr<Controller> StartController(const ServerSettings& s) {
@@ -240,17 +270,28 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   auto listen_fd = ListenExclusive(l.host, l.port);
   if (!listen_fd.ok()) Die(listen_fd.status());
   auto c = std::make_unique<Controller>();
+  ::umask(077);
   std::error_code ec;
   std::filesystem::create_directories(s.data, ec);
   if (ec) Die(absl::InternalError(absl::StrCat(s.data, ": ", ec.message())));
   c->data_lock = LockData(s.data);
+  MakeDataPrivate(s.data);
+  std::string checkpoint_root = s.checkpoint_root.empty()
+                                    ? (BesideData(s.data) / "carve-jobs/checkpoints").string()
+                                    : s.checkpoint_root;
+  checkpoint_root = std::filesystem::absolute(checkpoint_root).lexically_normal().string();
+  std::string data = std::filesystem::absolute(s.data).lexically_normal().string();
+  if (checkpoint_root == data || absl::StartsWith(checkpoint_root, data + "/")) {
+    Die(absl::InvalidArgumentError(absl::StrCat("--checkpoint-root ", checkpoint_root,
+                                                " is inside the private data directory ", data)));
+  }
   auto store = OpenSqliteStore(s.data + "/carve.db");
   if (!store.ok()) Die(store.status());
   c->store = *std::move(store);
   ControlPlane::Options options;
   options.policy = s.policy;
   options.log_dir = s.data + "/logs";
-  options.checkpoint_root = std::filesystem::absolute(s.data + "/checkpoints").string();
+  options.checkpoint_root = checkpoint_root;
   options.node_timeout_us = s.node_timeout_ms * 1000;
   options.lost_after_us = s.lost_after_ms * 1000;
   options.reclaim_timeout_us = s.reclaim_timeout_ms * 1000;
@@ -298,6 +339,9 @@ void AddDev(CLI::App& app) {
     ApplyConfig(*s, *dev);
     BlockSignals();
     auto c = StartController(*s);
+    // As root, each tenant's jobs run as its own user; otherwise all run as this user.
+    const bool single_user = ::geteuid() != 0;
+    const std::filesystem::path jobs = BesideData(s->data) / "carve-jobs";
     std::vector<std::unique_ptr<Agent>> agents;
     for (const DevNode& n : kDevNodes) {
       auto devices = SimulatedBackendFromYaml(n.yaml, n.name);
@@ -307,6 +351,8 @@ void AddDev(CLI::App& app) {
       o.token = c->agent_token;
       o.node = n.name;
       o.data_dir = absl::StrCat(s->data, "/agents/", n.name);
+      o.jobs_dir = (jobs / n.name).string();
+      o.single_user = single_user;
       o.cpu_milli = n.cpu_milli;
       o.memory_mib = n.memory_gib * 1024;
       o.heartbeat_ms = 300;
@@ -321,7 +367,12 @@ void AddDev(CLI::App& app) {
               << "         real processes\n"
               << "  dashboard: " << c->url << "/ (comes with the dashboard issue; the API is "
               << c->url << "/api/v1/openapi.json)\n"
-              << "  admin token: " << data << "/admin.token (mode 0600)\n\n"
+              << "  admin token: " << data << "/admin.token (mode 0600)\n"
+              << "  jobs: " << jobs.string() << " (work and checkpoint directories)\n"
+              << (single_user ? absl::StrCat("  single-user: not root, so every job runs as uid ",
+                                             ::geteuid(), ", not isolated from each other\n")
+                              : "  each tenant's jobs run as its own Unix user\n")
+              << "\n"
               << "In another terminal, from this directory:\n"
               << "  carve submit --gpus 1 --name hello -- sh -c 'echo hello from "
                  "$CUDA_VISIBLE_DEVICES; sleep 2'\n"
@@ -383,7 +434,26 @@ void AddAgent(CLI::App& app) {
   agent->add_option("--memory", *memory, "Memory this node offers")->capture_default_str();
   agent->add_option("--data", o->data_dir, "Agent data directory")->capture_default_str();
   agent->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period")->capture_default_str();
-  agent->callback([o, devices_file, nvml_library, token_file, cpu, memory] {
+  agent->add_option("--jobs-dir", o->jobs_dir,
+                    "Directory for jobs' work and checkpoint directories, outside --data "
+                    "(default: DATA/../carve-jobs)");
+  agent->add_flag("--single-user", o->single_user,
+                  "Run every job as this agent's user (needed when not root): jobs are then "
+                  "not isolated from each other");
+  auto uid_range = std::make_shared<std::string>("200000-265535");
+  agent
+      ->add_option("--uid-range", *uid_range,
+                   "uids for tenants without one on their tenant document, as FIRST-LAST")
+      ->capture_default_str();
+  agent->callback([o, devices_file, nvml_library, token_file, cpu, memory, uid_range] {
+    std::vector<std::string> range = absl::StrSplit(*uid_range, '-');
+    if (range.size() != 2 || !absl::SimpleAtoi(range[0], &o->uid_min) ||
+        !absl::SimpleAtoi(range[1], &o->uid_max) || o->uid_min < 1 || o->uid_max < o->uid_min ||
+        o->uid_max > 4294967294) {
+      Die(absl::InvalidArgumentError(absl::StrCat(
+          "--uid-range \"", *uid_range, "\": write FIRST-LAST, e.g. 200000-265535 (never 0)")));
+    }
+    ::umask(077);
     std::ifstream in(*token_file);
     if (!(in >> o->token)) Die(absl::NotFoundError(*token_file + ": cannot read the token"));
     if (o->ca_file.empty() && std::getenv("CARVE_CA")) o->ca_file = std::getenv("CARVE_CA");
@@ -409,12 +479,15 @@ void AddAgent(CLI::App& app) {
 // Hidden: the group leader of every replica (see runtime/replica_monitor.h).
 void AddInternalRun(CLI::App& app) {
   auto status = std::make_shared<std::string>();
+  auto status_fd = std::make_shared<int>(-1);
   auto argv = std::make_shared<std::vector<std::string>>();
   CLI::App* run = app.add_subcommand("internal-run", "");
   run->group("");  // not listed in --help
-  run->add_option("--status", *status, "")->required();
+  run->add_option("--status", *status, "");
+  run->add_option("--status-fd", *status_fd, "");
   run->add_option("command", *argv, "")->required();
-  run->callback([status, argv] { std::exit(MonitorReplica(*status, *argv)); });
+  run->callback(
+      [status, status_fd, argv] { std::exit(MonitorReplica(*status, *argv, *status_fd)); });
 }
 
 }  // namespace

@@ -23,12 +23,27 @@ struct ResourceLimits {
 
 // How a replica is started.
 struct LaunchSpec {
-  std::vector<std::string> argv;           // argv[0] is looked up in PATH
-  std::map<std::string, std::string> env;  // added to (and overriding) the agent's environment
-  std::string workdir;                     // empty: the agent's working directory
-  std::string log_path;                    // stdout and stderr, appended; created with 0640
-  std::string group_name;                  // cgroup name, unique per replica ("job-17-r0")
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH
+  // The replica's whole environment, over a clean one: nothing of the agent's environment is
+  // inherited except LANG, LC_ALL, TZ and TERM when set; PATH defaults to
+  // "/usr/local/bin:/usr/bin:/bin".
+  std::map<std::string, std::string> env;
+  std::string workdir;     // empty: the agent's working directory; entered as `uid`
+  std::string log_path;    // stdout and stderr, appended; created 0600, opened by the agent's user
+  std::string group_name;  // cgroup name, unique per replica ("job-17-r0")
   ResourceLimits limits;
+  // When set: created (0600, truncated, never through a symlink) before privileges are dropped
+  // and given to the command as descriptor 3, so it can report without write access to the
+  // directory.
+  std::string status_path;
+  // Run as this user and group (no supplementary groups); -1: the agent's own. Every replica
+  // runs with PR_SET_NO_NEW_PRIVS.
+  int64_t uid = -1;
+  int64_t gid = -1;
+  // Character devices ("c 195:0") the replica may open among those the isolation governs (the
+  // NVIDIA devices); empty with `restrict_devices` false: no device restriction.
+  bool restrict_devices = false;
+  std::vector<std::string> allowed_devices;
 };
 
 // What the isolation actually enforced, for the job record ("cgroup v2: cpu.max=150000 100000,
@@ -36,6 +51,10 @@ struct LaunchSpec {
 struct Enforcement {
   std::string mechanism;  // "cgroup-v2", "cgroup-v1" or "none"
   std::string detail;
+  // Who the replica runs as: "uid 200001 gid 200001, no supplementary groups, no_new_privs".
+  std::string identity;
+  // How its device access is limited ("cgroup-v1 devices: ..." or "not enforced: ...").
+  std::string devices;
 };
 
 struct ProcessHandle {

@@ -1,6 +1,7 @@
 #include "runtime/agent.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/api_client.h"
@@ -30,6 +32,37 @@ int64_t NowUs() {
       .count();
 }
 
+// The NVIDIA device nodes a replica with `grants` may open: its GPUs (/dev/nvidiaN, N the
+// NVML index: minor numbers follow it when the driver numbers GPUs in PCI order), the control
+// and UVM devices CUDA needs, and for MIG grants every capability device (MIG instances are not
+// separated by device node).
+std::vector<std::string> DeviceNodes(const json& grants) {
+  std::vector<std::string> nodes = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                                    "/dev/nvidia-modeset"};
+  bool mig = false;
+  for (const json& g : grants) {
+    nodes.push_back(absl::StrCat("/dev/nvidia", g.value("device", 0)));
+    mig |= g.contains("profile");
+  }
+  std::error_code ec;
+  if (mig) {
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/nvidia-caps", ec)) {
+      nodes.push_back(entry.path().string());
+    }
+  }
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
+// What the job record shows: limits, identity, devices.
+std::string EnforcementText(const Enforcement& e) {
+  std::string text = e.detail.empty() ? e.mechanism : e.detail;
+  if (!e.identity.empty()) absl::StrAppend(&text, "; ", e.identity);
+  if (!e.devices.empty()) absl::StrAppend(&text, "; devices: ", e.devices);
+  return text;
+}
+
 }  // namespace
 
 Agent::Agent(Options options, std::unique_ptr<DeviceBackend> devices,
@@ -43,12 +76,47 @@ Agent::Agent(Options options, std::unique_ptr<DeviceBackend> devices,
 
 Agent::~Agent() { Stop(false); }
 
+absl::Status Agent::PrepareDirs() {
+  if (!options_.single_user && ::geteuid() != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the agent runs as uid ", ::geteuid(),
+        ", not root, so it cannot run each tenant's jobs as that tenant's user; start it as root, "
+        "or with --single-user to run every job as uid ",
+        ::geteuid(), " (jobs are then not isolated from each other)"));
+  }
+  for (const char* sub : {"", "/logs", "/status"}) {
+    if (absl::Status s = CreatePrivateDir(options_.data_dir + sub); !s.ok()) return s;
+  }
+  std::filesystem::path data = std::filesystem::absolute(options_.data_dir).lexically_normal();
+  if (options_.jobs_dir.empty()) {
+    options_.jobs_dir = (data.parent_path() / "carve-jobs").string();
+  }
+  options_.jobs_dir = std::filesystem::absolute(options_.jobs_dir).lexically_normal().string();
+  std::string jobs = options_.jobs_dir;
+  if (jobs == data.string() || absl::StartsWith(jobs, data.string() + "/")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--jobs-dir ", jobs, " is inside the agent's private data directory ", data.string()));
+  }
+  // Traversable by every job's user; what is below each tenant's directory is the tenant's.
+  for (const char* sub :
+       {"", "/work", "/work/tenants", "/checkpoints", "/checkpoints/tenants", "/simgpu"}) {
+    if (!CreateSharedDir(jobs + sub).ok() || ::chmod((jobs + sub).c_str(), 0755) != 0) {
+      return absl::InternalError(absl::StrCat(jobs, sub, ": cannot create it (mode 0755)"));
+    }
+  }
+  devices_->SetStateDir(jobs + "/simgpu");
+  std::ifstream in(options_.data_dir + "/tenant-uids.json");
+  json uids = json::parse(in, nullptr, false);
+  if (uids.is_object()) {
+    for (const auto& [tenant, uid] : uids.items()) {
+      if (uid.is_number_integer()) tenant_uids_[tenant] = uid.get<int64_t>();
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Agent::Start(int64_t deadline_ms) {
-  std::error_code ec;
-  std::filesystem::create_directories(options_.data_dir + "/logs", ec);
-  std::filesystem::create_directories(options_.data_dir + "/status", ec);
-  devices_->SetStateDir(options_.data_dir + "/simgpu");
-  if (ec) return absl::InternalError(absl::StrCat(options_.data_dir, ": ", ec.message()));
+  if (absl::Status s = PrepareDirs(); !s.ok()) return s;
   auto gpus = devices_->Discover();
   if (!gpus.ok()) return gpus.status();
   gpus_ = *gpus;
@@ -172,46 +240,117 @@ std::map<std::string, std::string> Agent::GpuEnv(const json& a) const {
   return env;
 }
 
+absl::StatusOr<std::pair<int64_t, int64_t>> Agent::TenantIds(const json& a) {
+  if (options_.single_user) return std::make_pair(int64_t{-1}, int64_t{-1});
+  int64_t uid = a.value("uid", int64_t{0});
+  if (uid > 0) return std::make_pair(uid, a.value("gid", uid));
+  const std::string tenant = a.value("tenant", "default");
+  if (auto it = tenant_uids_.find(tenant); it != tenant_uids_.end()) {
+    return std::make_pair(it->second, it->second);
+  }
+  // Deterministic first choice, so agents on other nodes tend to agree; probing past uids taken.
+  const int64_t size = options_.uid_max - options_.uid_min + 1;
+  std::set<int64_t> taken;
+  for (const auto& [t, u] : tenant_uids_) taken.insert(u);
+  if (size <= 0 || static_cast<int64_t>(taken.size()) >= size) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no free uid in --uid-range ", options_.uid_min, "-", options_.uid_max,
+                     " for tenant \"", tenant, "\"; set uid on the tenant document"));
+  }
+  int64_t start = static_cast<int64_t>(std::stoull(Sha256Hex(tenant).substr(0, 12), nullptr, 16) %
+                                       static_cast<uint64_t>(size));
+  for (int64_t i = 0;; ++i) {
+    uid = options_.uid_min + (start + i) % size;
+    if (!taken.count(uid)) break;
+  }
+  tenant_uids_[tenant] = uid;
+  json saved = tenant_uids_;
+  std::string path = options_.data_dir + "/tenant-uids.json";
+  {
+    std::ofstream out(path + ".tmp");
+    out << saved.dump();
+  }
+  std::error_code ec;
+  std::filesystem::rename(path + ".tmp", path, ec);
+  if (ec) return absl::InternalError(absl::StrCat(path, ": ", ec.message()));
+  return std::make_pair(uid, uid);
+}
+
+std::map<std::string, std::string> Agent::JobEnv(const json& a, const std::string& home,
+                                                 int64_t uid) const {
+  std::map<std::string, std::string> env =
+      DeferLoaderEnv(a.value("env", std::map<std::string, std::string>{}));
+  std::string user = absl::StrCat("carve-", a.value("tenant", "default"));
+  if (uid < 0) uid = ::getuid();
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof(buf), &found) == 0 &&
+      found != nullptr) {
+    user = found->pw_name;
+  }
+  env.emplace("HOME", home);
+  env["USER"] = user;
+  env["LOGNAME"] = user;
+  env["CARVE_JOB_ID"] = std::to_string(a.value("job", int64_t{0}));
+  env["CARVE_REPLICA"] = std::to_string(a.value("replica", 0));
+  env["CARVE_NODE"] = options_.node;
+  env["CARVE_ATTEMPT"] = std::to_string(a.value("attempt", 0));
+  return env;
+}
+
 void Agent::Launch(const json& a) {
   Replica r;
   r.job = a.value("job", int64_t{0});
   r.index = a.value("replica", 0);
   if (replicas_.count({r.job, r.index})) return;
-  // Logs, checkpoints and working directories live under owner-only per-tenant directories.
+  // Logs and status files stay in the agent's private directory (the job gets descriptors);
+  // work and checkpoint directories are the tenant user's, in the jobs directory.
   const std::string data = std::filesystem::absolute(options_.data_dir).string();
+  const std::string& jobs = options_.jobs_dir;
   const std::string tenant = a.value("tenant", "default");
   r.log_path =
       absl::StrCat(TenantDir(data + "/logs", tenant), "/job-", r.job, "-", r.index, ".log");
-  // The server names a checkpoint directory every node can reach; else keep it local.
-  std::string checkpoints = a.value("checkpoint_dir", "");
-  if (checkpoints.empty()) {
-    checkpoints = absl::StrCat(TenantDir(data + "/checkpoints", tenant), "/job-", r.job);
-  }
+  auto ids = TenantIds(a);
+  DirOwner owner;
+  if (ids.ok()) owner = {ids->first, ids->second};
+  // The server names a checkpoint root every node can reach; else keep it local.
+  std::string checkpoint_root = a.value("checkpoint_root", "");
+  if (checkpoint_root.empty()) checkpoint_root = jobs + "/checkpoints";
+  auto checkpoints =
+      MakeDirBeneath(checkpoint_root + "/tenants", absl::StrCat(tenant, "/job-", r.job), owner);
+  auto home = MakeDirBeneath(jobs + "/work/tenants", tenant, owner);
+  auto workdir = MakeDirBeneath(
+      jobs + "/work/tenants",
+      absl::StrCat(tenant, "/", a.value("project", "default"), "/", a.value("workdir", "")), owner);
+  absl::Status dirs = !ids.ok()           ? ids.status()
+                      : !checkpoints.ok() ? checkpoints.status()
+                      : !home.ok()        ? home.status()
+                                          : workdir.status();
   std::error_code ec;
-  (void)CreatePrivateDir(checkpoints);
-  auto workdir = ResolveWorkdir(
-      absl::StrCat(TenantDir(data + "/work", tenant), "/", a.value("project", "default")),
-      a.value("workdir", ""));
   r.status_path = absl::StrCat(options_.data_dir, "/status/job-", r.job, "-", r.index);
   std::filesystem::remove(r.status_path, ec);
   LaunchSpec spec;
-  spec.argv = {options_.self_exe, "internal-run", "--status", r.status_path, "--"};
+  spec.argv = {options_.self_exe, "internal-run", "--status-fd", "3", "--"};
   for (const std::string& arg : a.value("command", std::vector<std::string>{})) {
     spec.argv.push_back(arg);
   }
-  spec.env = a.value("env", std::map<std::string, std::string>{});
-  spec.env["CARVE_JOB_ID"] = std::to_string(r.job);
-  spec.env["CARVE_REPLICA"] = std::to_string(r.index);
-  spec.env["CARVE_NODE"] = options_.node;
-  spec.env["CARVE_ATTEMPT"] = std::to_string(a.value("attempt", 0));
-  spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints;
-  if (devices_->name() == "simulated") {
-    spec.env["CARVE_SIM_GPU_DIR"] = data + "/simgpu";
+  spec.status_path = r.status_path;
+  spec.uid = owner.uid;
+  spec.gid = owner.gid;
+  spec.env = JobEnv(a, home.ok() ? *home : jobs, owner.uid);
+  spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints.ok() ? *checkpoints : "";
+  if (devices_->name() != "simulated") {
+    spec.restrict_devices = true;
+    spec.allowed_devices = DeviceNodes(a.value("grants", json::array()));
+  } else {
+    // Jobs of every tenant write their simulated device use here (sticky, like /tmp).
+    spec.env["CARVE_SIM_GPU_DIR"] = jobs + "/simgpu";
     for (const json& g : a.value("grants", json::array())) {
       for (const DiscoveredGpu& d : gpus_) {
-        if (d.index == g.value("device", -1)) {
-          std::filesystem::create_directories(options_.data_dir + "/simgpu/" + d.uuid, ec);
-        }
+        if (d.index != g.value("device", -1)) continue;
+        std::string dir = jobs + "/simgpu/" + d.uuid;
+        if (::mkdir(dir.c_str(), 01777) == 0 || errno == EEXIST) ::chmod(dir.c_str(), 01777);
       }
     }
   }
@@ -227,6 +366,7 @@ void Agent::Launch(const json& a) {
   if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;
   for (const auto& [k, v] : GpuEnv(a)) spec.env[k] = v;
   spec.workdir = workdir.ok() ? *workdir : "";
+  if (create_error.empty() && !dirs.ok()) create_error = std::string(dirs.message());
   spec.log_path = r.log_path;
   // Unique on this machine: several agents (and several Carve installations) may share it.
   spec.group_name = absl::StrCat(options_.node, "-", Sha256Hex(options_.data_dir).substr(0, 8),
@@ -235,13 +375,21 @@ void Agent::Launch(const json& a) {
   r.started_us = NowUs();
   int64_t max_runtime = a.value("max_runtime_us", int64_t{0});
   r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;
-  auto handle = !workdir.ok() ? absl::StatusOr<ProcessHandle>(workdir.status())
-                : !create_error.empty()
+  auto handle = !create_error.empty()
                     ? absl::StatusOr<ProcessHandle>(absl::FailedPreconditionError(create_error))
                     : launcher_->Launch(spec);
   if (handle.ok()) {
     r.handle = *handle;
     r.launched = true;
+    if (devices_->name() == "simulated") {
+      r.handle.enforcement.devices =
+          "simulated GPUs: no device nodes to restrict; every job on the node shares the "
+          "simulated GPU directory";
+    }
+    if (options_.single_user) {
+      r.handle.enforcement.identity = absl::StrCat("single-user: jobs run as uid ", ::getuid(),
+                                                   ", not isolated from each other");
+    }
   } else {
     // The command never ran: say why in its log, and report it as exit code 127.
     std::ofstream(r.log_path, std::ios::app) << "carve: " << handle.status().message() << "\n";
@@ -488,8 +636,7 @@ json Agent::Report() const {
               {"state", r.exit ? "exited" : "running"},
               {"pid", r.handle.pid},
               {"started_us", r.started_us},
-              {"enforcement", r.handle.enforcement.detail.empty() ? r.handle.enforcement.mechanism
-                                                                  : r.handle.enforcement.detail}};
+              {"enforcement", EnforcementText(r.handle.enforcement)}};
     if (r.exit) {
       if (!r.reclaim.is_null()) {
         j["reclaim"] = r.reclaim;
@@ -605,6 +752,8 @@ void Agent::SaveState() const {
                     {"group_path", r.handle.group_path},
                     {"mechanism", r.handle.enforcement.mechanism},
                     {"detail", r.handle.enforcement.detail},
+                    {"identity", r.handle.enforcement.identity},
+                    {"devices", r.handle.enforcement.devices},
                     {"log_path", r.log_path},
                     {"status_path", r.status_path},
                     {"grants", r.grants},
@@ -632,7 +781,8 @@ void Agent::LoadState() {
     r.index = j.value("replica", 0);
     r.handle.pid = j.value("pid", 0);
     r.handle.group_path = j.value("group_path", "");
-    r.handle.enforcement = {j.value("mechanism", ""), j.value("detail", "")};
+    r.handle.enforcement = {j.value("mechanism", ""), j.value("detail", ""),
+                            j.value("identity", ""), j.value("devices", "")};
     r.log_path = j.value("log_path", "");
     r.status_path = j.value("status_path", "");
     r.grants = j.value("grants", json::array());

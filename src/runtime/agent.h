@@ -33,7 +33,17 @@ class Agent {
     std::string server = "http://127.0.0.1:7070";
     std::string token;  // the join token; the node's own credential is kept in data_dir/node.token
     std::string node;
-    std::string data_dir;  // logs, checkpoints and the state file live here
+    std::string data_dir;  // logs, status files and state: private to the agent (0700)
+    // What jobs may reach: per-tenant work and checkpoint directories, the simulated GPUs'
+    // directory. Never inside a private directory. Empty: DATA_DIR/../carve-jobs.
+    std::string jobs_dir;
+    // Every job runs as the agent's own user (required when the agent is not root): jobs are
+    // then not isolated from each other.
+    bool single_user = false;
+    // Tenants without a uid on their tenant document get one from this range, kept in the
+    // data directory so a tenant keeps its uid on this node.
+    int64_t uid_min = 200000;
+    int64_t uid_max = 265535;
     int64_t cpu_milli = 0;
     int64_t memory_mib = 0;
     std::map<std::string, std::string> labels;
@@ -128,6 +138,14 @@ class Agent {
   void SaveState() const;
   void LoadState();
   std::map<std::string, std::string> GpuEnv(const nlohmann::json& assignment) const;
+  // The Unix user a tenant's jobs run as on this node (the agent's own in single-user mode).
+  absl::StatusOr<std::pair<int64_t, int64_t>> TenantIds(const nlohmann::json& assignment);
+  // The job's environment: its own (loader variables deferred to its command), Carve's, HOME,
+  // USER and LOGNAME.
+  std::map<std::string, std::string> JobEnv(const nlohmann::json& assignment,
+                                            const std::string& home, int64_t uid) const;
+  // Creates the directories jobs may reach; called by Start.
+  absl::Status PrepareDirs();
 
   Options options_;
   std::unique_ptr<DeviceBackend> devices_;
@@ -146,6 +164,7 @@ class Agent {
   std::map<int, std::string> uuids_;  // GPU index -> UUID
   DriverVersions versions_;
   std::unique_ptr<DeviceBaselines> baselines_;
+  std::map<std::string, int64_t> tenant_uids_;           // allocated from the uid range
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

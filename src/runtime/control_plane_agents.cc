@@ -268,26 +268,29 @@ json ControlPlane::Assignment(const JobRecord& job, int r) const {
   if (!job.spec.max_runtime.empty()) max_runtime_us = *ParseDurationUs(job.spec.max_runtime);
   auto cpu = ParseCpuMilli(job.spec.cpu);
   auto mem = ParseMemMib(job.spec.memory);
-  return {
-      {"job", job.id},
-      {"replica", r},
-      {"name", job.spec.name},
-      {"kind", job.spec.kind},
-      {"command", job.spec.command},
-      {"env", job.spec.env},
-      {"workdir", job.spec.workdir},
-      {"mode", job.spec.mode},
-      {"cpu_milli", cpu.ok() ? cpu->units() : 0},
-      {"memory_mib", mem.ok() ? mem->units() : 0},
-      {"max_runtime_us", max_runtime_us},
-      {"tenant", job.spec.tenant},
-      {"project", job.spec.project},
-      {"checkpoint_dir",
-       options_.checkpoint_root.empty()
-           ? ""
-           : absl::StrCat(TenantDir(options_.checkpoint_root, job.spec.tenant), "/job-", job.id)},
-      {"attempt", job.attempt},
-      {"grants", grants}};
+  json a = {{"job", job.id},
+            {"replica", r},
+            {"name", job.spec.name},
+            {"kind", job.spec.kind},
+            {"command", job.spec.command},
+            {"env", job.spec.env},
+            {"workdir", job.spec.workdir},
+            {"mode", job.spec.mode},
+            {"cpu_milli", cpu.ok() ? cpu->units() : 0},
+            {"memory_mib", mem.ok() ? mem->units() : 0},
+            {"max_runtime_us", max_runtime_us},
+            {"tenant", job.spec.tenant},
+            {"project", job.spec.project},
+            // The agent creates ROOT/tenants/TENANT/job-ID as the tenant's user.
+            {"checkpoint_root", options_.checkpoint_root},
+            {"attempt", job.attempt},
+            {"grants", grants}};
+  // The Unix user the tenant's jobs run as, when its tenant document names one.
+  if (auto t = objects_.find({"tenant", job.spec.tenant}); t != objects_.end()) {
+    if (t->second.contains("uid")) a["uid"] = t->second["uid"];
+    if (t->second.contains("gid")) a["gid"] = t->second["gid"];
+  }
+  return a;
 }
 
 absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& who) {

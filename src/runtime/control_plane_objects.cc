@@ -128,7 +128,16 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
                      "idle_after", "idle_action", "tenants"});
     }
     if (kind == "priority-class") fields.insert({"priority", "preemptible", "tenants"});
+    if (kind == "tenant") fields.insert({"uid", "gid"});
     if (absl::Status s = CheckFields(i, d, fields); !s.ok()) return s;
+    // The Unix user and group the tenant's jobs run as on every node; never root.
+    for (const char* key : {"uid", "gid"}) {
+      if (kind != "tenant" || !d.contains(key)) continue;
+      const json& v = d[key];
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 4294967294) {
+        return Invalid(i, key, "must be an integer from 1 to 4294967294 (jobs never run as root)");
+      }
+    }
     if (kind == "project") {
       std::string tenant = d.value("tenant", "");
       if (!ObjectExists("tenant", tenant) && !declared.count({"tenant", tenant})) {

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@ namespace carve {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 
@@ -147,14 +150,175 @@ TEST_F(PosixLauncherTest, LogsOutputAndEnvironmentAndReportsExitCode) {
   EXPECT_THAT(log, HasSubstr("X=1\n"));
   EXPECT_THAT(log, HasSubstr(dir_ + "\n"));
   EXPECT_EQ(std::filesystem::status(spec.log_path).permissions() & std::filesystem::perms::all,
-            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
-                std::filesystem::perms::group_read);
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   // Polling again gives the same answer.
   absl::StatusOr<std::optional<ExitStatus>> again = launcher_->Poll(handle);
   ASSERT_TRUE(again.ok());
   ASSERT_TRUE(again->has_value());
   EXPECT_EQ((*again)->code, 3);
   EXPECT_FALSE(launcher_->Alive(handle));
+}
+
+// Nothing of the agent's environment reaches a replica but the allow-list: its secrets and its
+// LD_PRELOAD stay out, PATH is the default.
+TEST_F(PosixLauncherTest, StartsFromACleanEnvironment) {
+  setenv("CARVE_TEST_AGENT_SECRET", "agent-secret-value", 1);
+  setenv("LANG", "C.UTF-8", 1);
+  LaunchSpec spec = Spec({"env"}, "clean-env");
+  spec.env["JOB_VAR"] = "mine";
+  ProcessHandle handle = Launch(spec);
+  ASSERT_TRUE(PollUntilEnded(*launcher_, handle).has_value());
+  unsetenv("CARVE_TEST_AGENT_SECRET");
+  std::string log = ReadAll(spec.log_path);
+  EXPECT_THAT(log, Not(HasSubstr("agent-secret-value")));
+  EXPECT_THAT(log, HasSubstr("PATH=/usr/local/bin:/usr/bin:/bin\n"));
+  EXPECT_THAT(log, HasSubstr("LANG=C.UTF-8\n"));
+  EXPECT_THAT(log, HasSubstr("JOB_VAR=mine\n"));
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    std::string key(line.substr(0, line.find('=')));
+    EXPECT_THAT((std::vector<std::string>{"JOB_VAR", "LANG", "LC_ALL", "PATH", "TERM", "TZ"}),
+                ::testing::Contains(key))
+        << log;
+  }
+  EXPECT_THAT(handle.enforcement.identity, HasSubstr("no_new_privs"));
+}
+
+// The status file is opened by the agent's user and handed over as descriptor 3; a symlink in
+// its place is not followed.
+TEST_F(PosixLauncherTest, GivesTheStatusFileAsDescriptorThree) {
+  LaunchSpec spec = Spec({"sh", "-c", "echo exit 7 >&3; ls /proc/self/fd"}, "status-fd");
+  spec.status_path = dir_ + "/status";
+  ProcessHandle handle = Launch(spec);
+  ASSERT_TRUE(PollUntilEnded(*launcher_, handle).has_value());
+  EXPECT_EQ(ReadAll(spec.status_path), "exit 7\n");
+  EXPECT_EQ(std::filesystem::status(spec.status_path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+
+  std::ofstream(dir_ + "/target") << "untouched";
+  std::filesystem::create_symlink(dir_ + "/target", dir_ + "/linked-status");
+  LaunchSpec linked = Spec({"sh", "-c", "echo exit 0 >&3"}, "status-link");
+  linked.status_path = dir_ + "/linked-status";
+  absl::StatusOr<ProcessHandle> refused = launcher_->Launch(linked);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("cannot open status file"));
+  EXPECT_EQ(ReadAll(dir_ + "/target"), "untouched");
+}
+
+// As root: the replica runs as the given uid and gid, with no supplementary groups and
+// no_new_privs; its log stays root's (it only holds the descriptor); it enters its workdir as
+// that user, so a directory the user may not enter is refused.
+TEST_F(PosixLauncherTest, RunsAsTheGivenUserWithoutPrivileges) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  const std::string work = dir_ + "/work";
+  std::filesystem::create_directories(work);
+  ASSERT_EQ(chown(work.c_str(), 4242, 4243), 0);
+  ASSERT_EQ(chmod(work.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+  LaunchSpec spec = Spec({"sh", "-c",
+                          "id -u; id -g; id -G; grep NoNewPrivs /proc/self/status; pwd; "
+                          "cat /proc/self/status | grep ^Groups"},
+                         "as-user");
+  spec.uid = 4242;
+  spec.gid = 4243;
+  spec.workdir = work;
+  ProcessHandle handle = Launch(spec);
+  std::optional<ExitStatus> status = PollUntilEnded(*launcher_, handle);
+  ASSERT_TRUE(status.has_value());
+  std::string log = ReadAll(spec.log_path);
+  EXPECT_THAT(log, StartsWith("4242\n4243\n4243\n"));
+  EXPECT_THAT(log, HasSubstr("NoNewPrivs:\t1"));
+  EXPECT_THAT(log, HasSubstr(work + "\n"));
+  size_t groups = log.find("Groups:");
+  ASSERT_NE(groups, std::string::npos) << log;
+  EXPECT_EQ(absl::StripAsciiWhitespace(log.substr(groups + 7)), "") << log;
+  struct stat st {};
+  ASSERT_EQ(stat(spec.log_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_THAT(handle.enforcement.identity,
+              HasSubstr("uid 4242 gid 4243, no supplementary groups, no_new_privs"));
+
+  const std::string closed = dir_ + "/closed";
+  std::filesystem::create_directories(closed);
+  ASSERT_EQ(chmod(closed.c_str(), 0700), 0);
+  LaunchSpec other = Spec({"true"}, "closed-workdir");
+  other.uid = 4242;
+  other.workdir = closed;
+  absl::StatusOr<ProcessHandle> refused = launcher_->Launch(other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("cannot change to workdir"));
+}
+
+// As root with a cgroup: a replica running as its tenant's user cannot loosen its own limits
+// nor leave its cgroup.
+TEST_F(PosixLauncherTest, AReplicaCannotWriteItsOwnCgroup) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+  std::string script =
+      "for f in $(cut -d: -f3 /proc/self/cgroup | sort -u); do "
+      "for d in /sys/fs/cgroup/*$f /sys/fs/cgroup$f; do "
+      "for file in memory.limit_in_bytes memory.max cpu.cfs_quota_us cpu.max; do "
+      "[ -e $d/$file ] || continue; "
+      "if echo -1 > $d/$file 2>/dev/null; then echo WROTE $d/$file; else echo DENIED $file; fi; "
+      "done; "
+      "if [ -e $d/../cgroup.procs ] && echo $$ > $d/../cgroup.procs 2>/dev/null; then "
+      "echo LEFT $d; fi; done; done";
+  LaunchSpec spec = Spec({"sh", "-c", script}, "cgroup-write");
+  spec.uid = 4242;
+  spec.limits = {500, 64};
+  ProcessHandle handle = Launch(spec);
+  ASSERT_TRUE(PollUntilEnded(*launcher_, handle).has_value());
+  std::string log = ReadAll(spec.log_path);
+  if (handle.group_path.empty()) GTEST_SKIP() << "no cgroup on this machine: " << log;
+  EXPECT_THAT(log, HasSubstr("DENIED"));
+  EXPECT_THAT(log, Not(HasSubstr("WROTE")));
+  EXPECT_THAT(log, Not(HasSubstr("LEFT")));
+  for (const std::string& dir : Cgroups::Detect(root_)->DirsOf(handle.group_path)) {
+    for (const char* file : {"/memory.limit_in_bytes", "/memory.max"}) {
+      std::string value = ReadAll(dir + file);
+      if (!value.empty()) {
+        EXPECT_EQ(value, "67108864\n") << dir << file;
+      }
+    }
+  }
+}
+
+// With the v1 devices controller a replica opens only its own NVIDIA device nodes, whatever
+// its environment says: /dev/nvidia1 is refused (EPERM) while /dev/nvidia0 reaches the kernel
+// (ENXIO here: no driver behind major 195). The record says which mechanism applied.
+TEST_F(PosixLauncherTest, AReplicaOpensOnlyItsOwnNvidiaDevices) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make device nodes";
+  const std::string mine = dir_ + "/nvidia0";
+  const std::string other = dir_ + "/nvidia1";
+  ASSERT_EQ(mknod(mine.c_str(), S_IFCHR | 0666, makedev(195, 0)), 0);
+  ASSERT_EQ(mknod(other.c_str(), S_IFCHR | 0666, makedev(195, 1)), 0);
+  LaunchSpec spec = Spec(
+      {"sh", "-c",
+       absl::StrCat("cat ", mine, " 2>&1; cat ", other, " 2>&1; cat /dev/null && echo null-ok")},
+      "devices");
+  spec.restrict_devices = true;
+  spec.allowed_devices = {mine, dir_ + "/missing"};
+  ProcessHandle handle = Launch(spec);
+  ASSERT_TRUE(PollUntilEnded(*launcher_, handle).has_value());
+  std::string log = ReadAll(spec.log_path);
+  if (handle.enforcement.devices.rfind("cgroup-v1 devices", 0) != 0) {
+    EXPECT_THAT(handle.enforcement.devices, StartsWith("not enforced"));
+    GTEST_SKIP() << "no v1 devices controller: " << handle.enforcement.devices;
+  }
+  EXPECT_THAT(handle.enforcement.devices,
+              HasSubstr(absl::StrCat("NVIDIA devices denied except ", mine, " (195:0)")));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat(mine, ": No such device or address")));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat(other, ": Operation not permitted")));
+  EXPECT_THAT(log, HasSubstr("null-ok"));
+}
+
+TEST(DeviceAllowRulesTest, AllowsEveryDeviceButTheNvidiaOnesNotGranted) {
+  std::vector<std::string> rules = DeviceAllowRules(
+      "Character devices:\n  1 mem\n  5 /dev/tty\n195 nvidia-frontend\n"
+      "236 nvidia-uvm\n237 nvidia-caps\n\nBlock devices:\n  8 sd\n",
+      {"c 195:0", "c 236:0"});
+  EXPECT_EQ(rules, (std::vector<std::string>{"b *:* rwm", "c *:* m", "c 1:* rwm", "c 5:* rwm",
+                                             "c 195:0 rwm", "c 236:0 rwm"}));
 }
 
 TEST_F(PosixLauncherTest, ReportsTheSignalThatKilledIt) {

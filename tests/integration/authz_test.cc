@@ -580,12 +580,12 @@ TEST_F(PlatformTest, JobsRunInTheirTenantsOwnerOnlyDirectories) {
   ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
   std::string node = done["replicas"][0]["node"];
   std::filesystem::path work =
-      std::filesystem::canonical(dir_ / "agents" / node / "work/tenants/acme/vision/runs/exp1");
+      std::filesystem::canonical(dir_ / "jobs" / node / "work/tenants/acme/vision/runs/exp1");
   std::string logs = Logs(job["id"]);
   EXPECT_THAT(logs, HasSubstr(work.string() + "\n"));
   EXPECT_THAT(logs, HasSubstr("/checkpoints/tenants/acme/job-"));
   for (const std::filesystem::path& p :
-       {dir_ / "agents" / node / "work/tenants/acme", work, dir_ / "data/logs/tenants/acme"}) {
+       {dir_ / "jobs" / node / "work/tenants/acme", work, dir_ / "data/logs/tenants/acme"}) {
     EXPECT_EQ(std::filesystem::status(p).permissions() & std::filesystem::perms::all,
               std::filesystem::perms::owner_all)
         << p;

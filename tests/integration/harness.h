@@ -85,7 +85,10 @@ class PlatformTest : public ::testing::Test {
     dir_ = std::filesystem::path(::testing::TempDir()) /
            absl::StrCat("carve-it-", getpid(), "-", counter_++);
     std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    std::filesystem::create_directories(Shared());
+    // Jobs run as their tenant's user: they write what a test reads back into Shared().
+    std::filesystem::permissions(Shared(),
+                                 std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
     StartServer();
     if (HasFatalFailure()) return;
     for (size_t i = 0; i < Nodes().size(); ++i) {
@@ -111,6 +114,7 @@ class PlatformTest : public ::testing::Test {
         "--cpu",          "16",
         "--memory",       "64Gi",
         "--data",         (dir_ / "agents" / name).string(),
+        "--jobs-dir",     (dir_ / "jobs" / name).string(),
         "--heartbeat-ms", "100"};
     if (!ca_.empty()) args.insert(args.end(), {"--ca", ca_});
     return Spawn(args, (dir_ / absl::StrCat(name, ".log")).string());
@@ -173,6 +177,9 @@ class PlatformTest : public ::testing::Test {
     ADD_FAILURE() << "POST " << path << ": " << r.status() << ServerLog();
     return json();
   }
+
+  // A directory every job may write (mode 1777), for files a test reads back.
+  std::filesystem::path Shared() const { return dir_ / "shared"; }
 
   json Submit(json spec, const std::string& key = "") {
     std::map<std::string, std::string> headers;

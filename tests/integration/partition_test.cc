@@ -124,7 +124,7 @@ TEST_F(PartitionTest, LayoutChangedBehindCarveIsReportedNotAdopted) {
   json before = Node("mig-a")["gpus"][1];
   Kill(agents_[0], SIGKILL);
   // Someone re-partitions GPU 1 by hand while the agent is down.
-  std::filesystem::path dir = dir_ / "agents/mig-a/simgpu/GPU-sim-mig-a-1";
+  std::filesystem::path dir = dir_ / "jobs/mig-a/simgpu/GPU-sim-mig-a-1";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "mig-layout") << "7g.40gb@0\ngeneration 1\n";
   agents_[0] = StartAgent(0);
@@ -165,7 +165,7 @@ TEST_F(PartitionTest, InstanceFaultTouchesOnlyTheJobOnThatInstance) {
   json b = WaitRunning(SubmitSlice("3g.20gb", "inference")["id"]);
   ASSERT_TRUE(Api().Post("/api/v1/nodes/mig-a/uncordon?gpu=1", json::object()).ok());
   int start = a["replicas"][0]["grants"][0]["start"];
-  std::ofstream(dir_ / absl::StrCat("agents/mig-a/simgpu/GPU-sim-mig-a-0/health-", start))
+  std::ofstream(dir_ / absl::StrCat("jobs/mig-a/simgpu/GPU-sim-mig-a-0/health-", start))
       << "unhealthy XID 94\n";
   ASSERT_TRUE(Eventually([&] { return !EventsOf("device.unhealthy").empty(); }));
   json fault = EventsOf("device.unhealthy")[0];
@@ -183,7 +183,7 @@ TEST_F(PartitionTest, InstanceFaultTouchesOnlyTheJobOnThatInstance) {
   EXPECT_EQ(still["replicas"][0]["pid"], b["replicas"][0]["pid"]);
   EXPECT_TRUE(Node("mig-a")["instance_faults"].contains(absl::StrCat("0/", start)));
   std::filesystem::remove(dir_ /
-                          absl::StrCat("agents/mig-a/simgpu/GPU-sim-mig-a-0/health-", start));
+                          absl::StrCat("jobs/mig-a/simgpu/GPU-sim-mig-a-0/health-", start));
   EXPECT_TRUE(Eventually([&] { return Node("mig-a")["instance_faults"].empty(); }));
   EXPECT_EQ(EventsOf("device.healthy").size(), 1u);
 }
@@ -208,7 +208,7 @@ TEST_F(DynamicPartitionTest, InstancesAreMadeForTheJobAndDestroyedWithIt) {
   int64_t b = Submit(slice("echo visible=$CUDA_VISIBLE_DEVICES; sleep 60"))["id"];
   ASSERT_TRUE(
       Eventually([&] { return Job(a)["state"] == "running" && Job(b)["state"] == "running"; }));
-  std::filesystem::path instances = dir_ / "agents/mig-d/simgpu/GPU-sim-mig-d-0/instances";
+  std::filesystem::path instances = dir_ / "jobs/mig-d/simgpu/GPU-sim-mig-d-0/instances";
   EXPECT_TRUE(std::filesystem::exists(instances / "0"));
   EXPECT_TRUE(std::filesystem::exists(instances / "4"));
   int start_a = Job(a)["replicas"][0]["grants"][0]["start"];

@@ -158,7 +158,7 @@ TEST_F(PlatformTest, ReclaimIsVerifiedWithEvidence) {
 
 // A child that ignores SIGTERM and outlives the command is stopped by the reclaim.
 TEST_F(PlatformTest, ReclaimStopsStragglers) {
-  std::string pidfile = (dir_ / "straggler.pid").string();
+  std::string pidfile = (Shared() / "straggler.pid").string();
   json job = Submit(
       {{"command",
         {"sh", "-c",
@@ -353,7 +353,7 @@ TEST_F(PlatformTest, DeviceFaultTouchesOnlyTheJobsOnThatDevice) {
   }
   json first = *Api().Get(absl::StrCat("/api/v1/jobs/", shared[0]));
   ASSERT_EQ(first["replicas"][0]["grants"][0]["device"], 2);
-  std::filesystem::path health = dir_ / "agents/gpu-a/simgpu/GPU-sim-gpu-a-2/health";
+  std::filesystem::path health = dir_ / "jobs/gpu-a/simgpu/GPU-sim-gpu-a-2/health";
   std::filesystem::create_directories(health.parent_path());
   std::ofstream(health) << "unhealthy XID 79 (fell off the bus)\n";
   json fault;
@@ -415,7 +415,7 @@ TEST_F(PlatformTest, MaxRuntimeEndsTimedOut) {
 }
 
 TEST_F(PlatformTest, CancelKillsTheWholeProcessGroup) {
-  std::string pidfile = (dir_ / "grandchild.pid").string();
+  std::string pidfile = (Shared() / "grandchild.pid").string();
   json job = Submit(
       {{"command", {"sh", "-c", absl::StrCat("sleep 300 & echo $! > ", pidfile, "; sleep 300")}},
        {"resources", {{"gpus", 1}}}});

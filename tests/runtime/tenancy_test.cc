@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/tenant_paths.h"
@@ -78,16 +79,23 @@ TEST(TenantPathsTest, DirectoriesAreOwnerOnlyAndSymlinksCannotEscape) {
   ASSERT_EQ(stat(work->c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 
-  // A symlink planted inside the tenant's directory that points out of it is refused.
+  // A symlink planted inside the tenant's directory is never followed, wherever it points: the
+  // agent neither creates nor chmods anything through it.
   fs::create_directories(root / "elsewhere");
+  chmod((root / "elsewhere").c_str(), 0755);
   fs::create_symlink(root / "elsewhere", tenant + "/vision/out");
   auto escaped = ResolveWorkdir(tenant + "/vision", "out/data");
   ASSERT_FALSE(escaped.ok());
-  EXPECT_THAT(escaped.status().message(), HasSubstr("outside the tenant's directory"));
+  EXPECT_THAT(escaped.status().message(), HasSubstr("is a symlink"));
   EXPECT_FALSE(fs::exists(root / "elsewhere/data"));
-  // One pointing inside stays allowed.
+  EXPECT_FALSE(ResolveWorkdir(tenant + "/vision", "out").ok());
+  ASSERT_EQ(stat((root / "elsewhere").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
   fs::create_symlink(tenant + "/vision/runs", tenant + "/vision/latest");
-  EXPECT_TRUE(ResolveWorkdir(tenant + "/vision", "latest/exp1").ok());
+  EXPECT_FALSE(ResolveWorkdir(tenant + "/vision", "latest/exp1").ok());
+  // A planted file is not a directory either.
+  std::ofstream(tenant + "/vision/file") << "x";
+  EXPECT_FALSE(ResolveWorkdir(tenant + "/vision", "file").ok());
   fs::remove_all(root);
 }
 

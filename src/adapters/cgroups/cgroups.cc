@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,10 +10,12 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -75,9 +78,14 @@ absl::Status WriteFile(const std::string& path, absl::string_view value) {
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
+// Readable by everyone whatever the umask (a job may read its own group's statistics; only
+// root writes the files in it).
 absl::Status MakeDir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
-  return ErrnoStatus(errno, absl::StrCat("mkdir ", path));
+  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoStatus(errno, absl::StrCat("mkdir ", path));
+  }
+  chmod(path.c_str(), 0755);
+  return absl::OkStatus();
 }
 
 struct Mount {
@@ -164,7 +172,45 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// A v1 devices hierarchy, when one is mounted read-write.
+std::optional<std::string> DevicesBase(const std::vector<Mount>& mounts, const std::string& root) {
+  for (const Mount& mount : mounts) {
+    if (mount.type != "cgroup" || !mount.Has("devices") || mount.Has("ro")) continue;
+    if (!Exists(mount.path + "/devices.deny")) continue;
+    absl::StatusOr<std::string> base = MakeRoot(mount.path, root, false);
+    if (base.ok()) return *base;
+  }
+  return std::nullopt;
+}
+
+// "c 195:0" for a character device node, nullopt for anything else.
+std::optional<std::string> DeviceRule(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return std::nullopt;
+  return absl::StrCat("c ", major(st.st_rdev), ":", minor(st.st_rdev));
+}
+
 }  // namespace
+
+std::vector<std::string> DeviceAllowRules(absl::string_view proc_devices,
+                                          const std::vector<std::string>& allowed) {
+  std::vector<std::string> rules = {"b *:* rwm", "c *:* m"};
+  bool chars = false;
+  for (absl::string_view line : absl::StrSplit(proc_devices, '\n', absl::SkipEmpty())) {
+    if (line == "Character devices:") {
+      chars = true;
+      continue;
+    }
+    if (line == "Block devices:") chars = false;
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int major = 0;
+    if (!chars || f.size() != 2 || !absl::SimpleAtoi(f[0], &major)) continue;
+    if (major == 195 || absl::StartsWith(f[1], "nvidia")) continue;
+    rules.push_back(absl::StrCat("c ", major, ":* rwm"));
+  }
+  for (const std::string& rule : allowed) rules.push_back(rule + " rwm");
+  return rules;
+}
 
 std::unique_ptr<Cgroups> Cgroups::Detect(const std::string& root_name) {
   absl::StatusOr<std::string> mounts = ReadFile("/proc/self/mounts");
@@ -223,6 +269,10 @@ std::unique_ptr<Cgroups> Cgroups::DetectFromMounts(const std::string& root_name,
     cgroups->mechanism_ = "cgroup-v2";
     cgroups->hierarchies_.push_back({Kind::kV2, *base});
     cgroups->summary_ = absl::StrCat("cgroup-v2: cpu, memory at ", *base);
+    if (std::optional<std::string> devices = DevicesBase(mounts, root_name)) {
+      cgroups->hierarchies_.push_back({Kind::kV1Devices, *devices});
+      absl::StrAppend(&cgroups->summary_, "; v1 devices at ", *devices);
+    }
     return cgroups;
   }
 
@@ -272,15 +322,24 @@ std::unique_ptr<Cgroups> Cgroups::DetectFromMounts(const std::string& root_name,
       why.push_back(absl::StrCat("cgroup2 at ", unified->path, ": ", base.status().message()));
     }
   }
+  if (std::optional<std::string> devices = DevicesBase(mounts, root_name)) {
+    cgroups->hierarchies_.push_back({Kind::kV1Devices, *devices});
+    used.push_back(absl::StrCat("devices at ", *devices));
+  }
   cgroups->summary_ = absl::StrCat("cgroup-v1: ", absl::StrJoin(used, ", "));
   if (!why.empty()) absl::StrAppend(&cgroups->summary_, "; ", absl::StrJoin(why, "; "));
   return cgroups;
 }
 
-absl::StatusOr<CgroupGroup> Cgroups::Create(const std::string& name,
-                                            const ResourceLimits& limits) const {
+absl::StatusOr<CgroupGroup> Cgroups::Create(const std::string& name, const ResourceLimits& limits,
+                                            const std::vector<std::string>* allowed_devices) const {
   CgroupGroup group;
   group.enforcement.mechanism = mechanism_;
+  if (allowed_devices != nullptr) {
+    group.enforcement.devices =
+        "not enforced: no cgroup v1 devices controller (cgroup v2 has none; a BPF device program "
+        "is not built), so the replica can open every NVIDIA device its file modes allow";
+  }
   std::vector<std::string> written;
   std::vector<std::string> notes;
   bool cpu_done = false;
@@ -304,7 +363,9 @@ absl::StatusOr<CgroupGroup> Cgroups::Create(const std::string& name,
   for (const Hierarchy& hierarchy : hierarchies_) {
     std::string dir = absl::StrCat(hierarchy.base, "/", name);
     bool reused = false;
-    if (mkdir(dir.c_str(), 0755) != 0) {
+    if (mkdir(dir.c_str(), 0755) == 0) {
+      chmod(dir.c_str(), 0755);
+    } else {
       if (errno != EEXIST) return fail(ErrnoStatus(errno, absl::StrCat("mkdir ", dir)));
       // Left by a replica of that name that is gone: reuse it, resetting what it limited.
       if (!Procs({dir}).empty()) {
@@ -351,6 +412,13 @@ absl::StatusOr<CgroupGroup> Cgroups::Create(const std::string& name,
       case Kind::kUnified:
         if (Exists(dir + "/cgroup.kill")) notes.push_back("stop via cgroup.kill");
         break;
+      case Kind::kV1Devices:
+        if (allowed_devices != nullptr) {
+          status.Update(RestrictDevices(dir, *allowed_devices, group.enforcement));
+        } else if (reused) {
+          status.Update(write(dir, "devices.allow", "a"));
+        }
+        break;
     }
     if (!status.ok()) return fail(status);
   }
@@ -362,6 +430,28 @@ absl::StatusOr<CgroupGroup> Cgroups::Create(const std::string& name,
       absl::StrCat(mechanism_, ": ", written.empty() ? "no limits" : absl::StrJoin(written, ", "));
   if (!notes.empty()) absl::StrAppend(&group.enforcement.detail, "; ", absl::StrJoin(notes, "; "));
   return group;
+}
+
+absl::Status Cgroups::RestrictDevices(const std::string& dir, const std::vector<std::string>& paths,
+                                      Enforcement& enforcement) {
+  absl::StatusOr<std::string> proc_devices = ReadFile("/proc/devices");
+  if (!proc_devices.ok()) return proc_devices.status();
+  std::vector<std::string> allowed;
+  std::vector<std::string> names;
+  for (const std::string& path : paths) {
+    if (std::optional<std::string> rule = DeviceRule(path)) {
+      allowed.push_back(*rule);
+      names.push_back(absl::StrCat(path, " (", rule->substr(2), ")"));
+    }
+  }
+  if (absl::Status s = WriteFile(dir + "/devices.deny", "a"); !s.ok()) return s;
+  for (const std::string& rule : DeviceAllowRules(*proc_devices, allowed)) {
+    if (absl::Status s = WriteFile(dir + "/devices.allow", rule); !s.ok()) return s;
+  }
+  enforcement.devices =
+      absl::StrCat("cgroup-v1 devices: NVIDIA devices denied except ",
+                   names.empty() ? std::string("none") : absl::StrJoin(names, ", "));
+  return absl::OkStatus();
 }
 
 absl::Status Cgroups::Join(const CgroupGroup& group, pid_t pid) {

@@ -23,6 +23,12 @@ struct CgroupGroup {
   Enforcement enforcement;
 };
 
+// The devices.allow lines, after "a" is written to devices.deny, that let a replica use every
+// device but the NVIDIA character devices, and of those only `allowed` ("c 195:0"). Majors
+// come from `proc_devices` (/proc/devices).
+std::vector<std::string> DeviceAllowRules(absl::string_view proc_devices,
+                                          const std::vector<std::string>& allowed);
+
 // The cgroup hierarchy this machine lets us use, detected once (the lifecycle of a Mesos
 // isolator, cut down: detect, create + limit, join, kill, remove). Groups live at
 // <mount>/<root_name>/<group_name> in every hierarchy used:
@@ -49,7 +55,13 @@ class Cgroups {
   // exactly what was written. AlreadyExists when a group of that name still holds processes;
   // any other error means nothing was left behind and the replica runs without a cgroup.
   // REQUIRES: available(); `name` is one path component.
-  absl::StatusOr<CgroupGroup> Create(const std::string& name, const ResourceLimits& limits) const;
+  // `allowed_devices`, when given, restricts the replica's NVIDIA character devices (major 195
+  // and every major /proc/devices names "nvidia*") to those device nodes (paths; missing ones
+  // are skipped) through the v1 devices controller; enforcement.devices says what was applied,
+  // or that nothing was.
+  absl::StatusOr<CgroupGroup> Create(
+      const std::string& name, const ResourceLimits& limits,
+      const std::vector<std::string>* allowed_devices = nullptr) const;
   // Moves `pid` into every directory of `group`.
   static absl::Status Join(const CgroupGroup& group, pid_t pid);
 
@@ -65,11 +77,15 @@ class Cgroups {
   static absl::Status Remove(const std::vector<std::string>& dirs, std::chrono::milliseconds wait);
 
  private:
-  enum class Kind { kV2, kV1Cpu, kV1Memory, kUnified };
+  enum class Kind { kV2, kV1Cpu, kV1Memory, kUnified, kV1Devices };
   struct Hierarchy {
     Kind kind;
     std::string base;  // <mount>/<root_name>
   };
+
+  // Denies every device but the non-NVIDIA ones and `paths` in v1 devices group `dir`.
+  static absl::Status RestrictDevices(const std::string& dir, const std::vector<std::string>& paths,
+                                      Enforcement& enforcement);
 
   std::string mechanism_ = "none";
   std::string summary_;

@@ -5,7 +5,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,8 +28,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-extern char** environ;
-
 namespace carve {
 namespace {
 
@@ -35,6 +35,10 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
+// What a replica inherits of the agent's environment.
+constexpr const char* kInherited[] = {"LANG", "LC_ALL", "TZ", "TERM"};
+// The descriptor LaunchSpec.status_path is given as.
+constexpr int kStatusFd = 3;
 constexpr milliseconds kPollStep(10);
 constexpr milliseconds kKillWait(2000);     // after SIGKILL, how long Stop waits for the group
 constexpr milliseconds kCleanupWait(1000);  // how long Cleanup waits for a cgroup to drain
@@ -46,7 +50,18 @@ std::string ErrnoText(int err) {
 
 // Where a child failed between fork and exec; sent to the agent over the socket, which closes
 // on a successful exec (SOCK_CLOEXEC), so "nothing read" means "running the command".
-enum ChildStage : int { kSetsid = 1, kStdin, kLog, kWorkdir, kExec };
+enum ChildStage : int {
+  kSetsid = 1,
+  kStdin,
+  kLog,
+  kWorkdir,
+  kExec,
+  kStatus,
+  kGroups,
+  kGid,
+  kUid,
+  kNoNewPrivs
+};
 struct ChildError {
   int stage = 0;
   int err = 0;
@@ -64,6 +79,9 @@ struct ChildPlan {
   std::vector<char*> envp;
   std::string log_path;
   std::string workdir;
+  std::string status_path;
+  int64_t uid = -1;
+  int64_t gid = -1;
 };
 
 absl::StatusOr<ChildPlan> MakePlan(const LaunchSpec& spec) {
@@ -75,14 +93,15 @@ absl::StatusOr<ChildPlan> MakePlan(const LaunchSpec& spec) {
   plan.command = spec.argv[0];
   plan.log_path = spec.log_path;
   plan.workdir = spec.workdir;
+  plan.status_path = spec.status_path;
+  plan.uid = spec.uid;
+  plan.gid = spec.gid;
   plan.argv_storage = spec.argv;
 
-  std::map<std::string, std::string> env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    absl::string_view text(*entry);
-    size_t eq = text.find('=');
-    if (eq == absl::string_view::npos || eq == 0) continue;
-    env.emplace(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
+  // A clean environment: the agent's own (its secrets, LD_PRELOAD) stays out.
+  std::map<std::string, std::string> env = {{"PATH", kDefaultPath}};
+  for (const char* name : kInherited) {
+    if (const char* value = getenv(name); value != nullptr) env[name] = value;
   }
   for (const auto& [key, value] : spec.env) {
     if (key.empty() || key.find('=') != std::string::npos) {
@@ -125,6 +144,19 @@ bool MoveTo(int fd, int target) {
   return true;
 }
 
+// The replica's user, with no supplementary groups, and no way to gain privileges by exec
+// (setuid binaries, file capabilities). Async-signal-safe calls only.
+void DropPrivileges(const ChildPlan& plan, int sock) {
+  if (plan.uid >= 0) {
+    if (setgroups(0, nullptr) != 0) ReportAndExit(sock, kGroups, errno);
+    gid_t gid = static_cast<gid_t>(plan.gid >= 0 ? plan.gid : plan.uid);
+    if (setresgid(gid, gid, gid) != 0) ReportAndExit(sock, kGid, errno);
+    uid_t uid = static_cast<uid_t>(plan.uid);
+    if (setresuid(uid, uid, uid) != 0) ReportAndExit(sock, kUid, errno);
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ReportAndExit(sock, kNoNewPrivs, errno);
+}
+
 // The child between fork and exec. Async-signal-safe calls only.
 [[noreturn]] void RunChild(const ChildPlan& plan, int sock) {
   struct sigaction default_action {};
@@ -148,16 +180,27 @@ bool MoveTo(int fd, int target) {
   if (null_fd < 0 || !MoveTo(null_fd, STDIN_FILENO)) ReportAndExit(sock, kStdin, errno);
   if (null_fd > STDERR_FILENO) close(null_fd);
   // Opened before chdir: a relative log path is relative to the agent, like every other path.
-  int log_fd = open(plan.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0640);
+  int log_fd = open(plan.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
   if (log_fd < 0 || !MoveTo(log_fd, STDOUT_FILENO) || !MoveTo(log_fd, STDERR_FILENO)) {
     ReportAndExit(sock, kLog, errno);
   }
   if (log_fd > STDERR_FILENO) close(log_fd);
+  int keep = STDERR_FILENO;
+  if (!plan.status_path.empty()) {
+    int status_fd =
+        open(plan.status_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (status_fd < 0 || !MoveTo(status_fd, kStatusFd)) ReportAndExit(sock, kStatus, errno);
+    if (status_fd != kStatusFd) close(status_fd);
+    fcntl(kStatusFd, F_SETFD, 0);  // dup2 cleared O_CLOEXEC, an fd opened as 3 still has it
+    keep = kStatusFd;
+  }
+  DropPrivileges(plan, sock);
+  // Entered as the replica's user: a directory it may not enter stays closed to it.
   if (!plan.workdir.empty() && chdir(plan.workdir.c_str()) != 0) {
     ReportAndExit(sock, kWorkdir, errno);
   }
   // Descriptors the agent opened without O_CLOEXEC stay out of the replica.
-  close_range(STDERR_FILENO + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+  close_range(static_cast<unsigned>(keep) + 1, ~0U, CLOSE_RANGE_CLOEXEC);
 
   int err = ENOENT;
   bool denied = false;
@@ -201,19 +244,34 @@ absl::Status ChildErrorStatus(const ChildPlan& plan, const ChildError& error) {
           absl::StrCat("cannot change to workdir ", plan.workdir, ": ", why));
     case kStdin:
       return absl::InternalError(absl::StrCat("cannot open /dev/null as stdin: ", why));
+    case kStatus:
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open status file ", plan.status_path, ": ", why));
+    case kGroups:
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot drop supplementary groups (setgroups): ", why));
+    case kGid:
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot switch to gid ", plan.gid >= 0 ? plan.gid : plan.uid, ": ", why));
+    case kUid:
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot switch to uid ", plan.uid, ": ", why));
+    case kNoNewPrivs:
+      return absl::InternalError(absl::StrCat("prctl(PR_SET_NO_NEW_PRIVS): ", why));
     default:
       return absl::InternalError(absl::StrCat("setsid failed: ", why));
   }
 }
 
-// Both ends above the standard streams, so the child's dup2 onto 0-2 never clobbers its end.
+// Both ends above the standard streams and the status descriptor, so the child's dup2 onto 0-3
+// never clobbers its end.
 absl::Status MakeSocketPair(int fds[2]) {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     return absl::UnavailableError(absl::StrCat("socketpair: ", ErrnoText(errno)));
   }
   for (int i = 0; i < 2; ++i) {
-    if (fds[i] > STDERR_FILENO) continue;
-    int moved = fcntl(fds[i], F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    if (fds[i] > kStatusFd) continue;
+    int moved = fcntl(fds[i], F_DUPFD_CLOEXEC, kStatusFd + 1);
     int err = errno;
     close(fds[i]);
     fds[i] = moved;
@@ -285,6 +343,13 @@ std::vector<pid_t> GroupMembersFromProc(pid_t leader) {
   return pids;
 }
 
+// Who a replica runs as, for its record.
+std::string Identity(const LaunchSpec& spec) {
+  if (spec.uid < 0) return absl::StrCat("uid ", getuid(), " (the agent's own), no_new_privs");
+  return absl::StrCat("uid ", spec.uid, " gid ", spec.gid >= 0 ? spec.gid : spec.uid,
+                      ", no supplementary groups, no_new_privs");
+}
+
 class PosixLauncher final : public ProcessLauncher {
  public:
   explicit PosixLauncher(std::unique_ptr<Cgroups> cgroups) : cgroups_(std::move(cgroups)) {}
@@ -302,13 +367,18 @@ class PosixLauncher final : public ProcessLauncher {
       return absl::InvalidArgumentError("LaunchSpec.limits must not be negative");
     }
 
-    Enforcement unconfined{"none", cgroups_->summary()};
+    Enforcement unconfined{"none", cgroups_->summary(), "", ""};
     if (cgroups_->available()) {
-      absl::StatusOr<CgroupGroup> group = cgroups_->Create(name, spec.limits);
+      absl::StatusOr<CgroupGroup> group = cgroups_->Create(
+          name, spec.limits, spec.restrict_devices ? &spec.allowed_devices : nullptr);
       if (group.ok()) {
         absl::Status join_error;
         absl::StatusOr<pid_t> pid = Spawn(*plan, &*group, &join_error);
-        if (pid.ok()) return ProcessHandle{*pid, group->dirs.front(), group->enforcement};
+        if (pid.ok()) {
+          ProcessHandle handle{*pid, group->dirs.front(), group->enforcement};
+          handle.enforcement.identity = Identity(spec);
+          return handle;
+        }
         Cgroups::Remove(group->dirs, kCleanupWait).IgnoreError();
         if (join_error.ok()) return pid.status();
         unconfined.detail =
@@ -324,6 +394,12 @@ class PosixLauncher final : public ProcessLauncher {
     }
     absl::StatusOr<pid_t> pid = Spawn(*plan, nullptr, nullptr);
     if (!pid.ok()) return pid.status();
+    unconfined.identity = Identity(spec);
+    if (spec.restrict_devices) {
+      unconfined.devices =
+          "not enforced: no cgroup, so the replica can open every NVIDIA device "
+          "its file modes allow";
+    }
     return ProcessHandle{*pid, "", unconfined};
   }
 
