@@ -204,7 +204,27 @@ json ControlPlane::ExplainScheduling(const JobRecord& job) const {
   return out;
 }
 
-json ControlPlane::QueueStatus() const {
+bool ControlPlane::QueueUsable(const std::string& queue, const Principal& who) const {
+  if (who.role == "admin") return true;
+  std::vector<std::string> projects = {who.project};
+  if (who.role == "tenant-admin") {
+    projects = {"default"};
+    for (const auto& [key, doc] : objects_) {
+      if (key.first == "project" && doc.value("tenant", "") == who.tenant) {
+        projects.push_back(key.second);
+      }
+    }
+  }
+  for (const std::string& p : projects) {
+    auto doc = objects_.find({"project", p});
+    if (doc == objects_.end() || !doc->second.contains("queues")) return true;
+    const json& allowed = doc->second["queues"];
+    if (std::find(allowed.begin(), allowed.end(), queue) != allowed.end()) return true;
+  }
+  return false;
+}
+
+json ControlPlane::QueueStatus(const Principal& who) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<QueueSpec> specs = QueueSpecs();
   QuotaLedger ledger(specs);
@@ -241,6 +261,7 @@ json ControlPlane::QueueStatus() const {
   for (const auto& [q, n] : running) names.insert(q);
   json out = json::array();
   for (const std::string& name : names) {
+    if (!QueueUsable(name, who)) continue;
     const QueueSpec* q = ledger.Find(name);
     json resources = json::object();
     for (const auto& [resource, s] : ledger.Status(name)) {
