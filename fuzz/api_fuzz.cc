@@ -1,7 +1,9 @@
 // libFuzzer target: the API's JSON bodies into a real control plane (SQLite store in a temporary
 // directory): submit as a tenant member, apply and user/token creation as an admin, register and
-// heartbeat as an agent. Beyond crashes it checks that a member's accepted job stays in its own
-// tenant and project.
+// heartbeat as an agent, maintenance and re-layouts as an admin. Bodies go through the API's own
+// parser (ParseJsonBody: nesting deeper than 64 is refused before a tree is built); the corpus
+// holds deep and wide bodies for every case (fuzz/corpus/api/deep-*, wide-*). Beyond crashes it
+// checks that a member's accepted job stays in its own tenant and project.
 #include <unistd.h>
 
 #include <chrono>
@@ -12,6 +14,7 @@
 
 #include "nlohmann/json.hpp"
 #include "runtime/control_plane.h"
+#include "runtime/input_limits.h"
 
 namespace {
 
@@ -50,10 +53,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static World world;
   if (size == 0) return 0;
   std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
-  if (body.is_discarded()) return 0;
+  auto parsed = carve::ParseJsonBody(text);
+  if (!parsed.ok()) return 0;
+  nlohmann::json& body = *parsed;
   carve::ControlPlane& cp = *world.control;
-  switch (data[0] % 7) {
+  switch (data[0] % 9) {
     case 0: {
       if (!cp.AuthorizeSubmit(body, World::kMember).ok()) break;
       auto job = cp.Submit(body, "", World::kMember);
@@ -77,6 +81,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 5:
       (void)cp.Heartbeat(body, World::kAdmin);  // the join token only registers
+      break;
+    case 6:
+      (void)cp.Maintenance("n", body, World::kAdmin);
+      break;
+    case 7:
+      (void)cp.Relayout("n", 0, body, World::kAdmin);
       break;
     default:
       (void)cp.ScheduleOnce();

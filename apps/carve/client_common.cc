@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/input_limits.h"
 #include "yaml-cpp/yaml.h"
 
 namespace carve::app {
@@ -45,7 +46,7 @@ void YamlEmit(YAML::Emitter& out, const json& j) {
 }  // namespace
 
 [[noreturn]] void Die(const absl::Status& s) {
-  std::cerr << "carve: " << s.message() << "\n";
+  std::cerr << "carve: " << TerminalSafe(s.message()) << "\n";
   std::exit(absl::IsInvalidArgument(s) ? 2 : 1);
 }
 
@@ -74,7 +75,7 @@ json Check(absl::StatusOr<json> r) {
 }
 
 // Prints `j` as JSON or YAML when asked; returns false when the caller should print a table.
-bool Structured(const Connection& c, const json& j) {
+bool Structured(const Connection& c, json& j) {
   if (c.output == "json") {
     std::cout << j.dump(2) << "\n";
     return true;
@@ -88,6 +89,7 @@ bool Structured(const Connection& c, const json& j) {
   if (c.output != "table") {
     Die(absl::InvalidArgumentError("-o must be table, json or yaml"));
   }
+  MakeTerminalSafe(j);
   return false;
 }
 

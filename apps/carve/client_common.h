@@ -29,8 +29,10 @@ struct Connection {
 ApiClient Client(const Connection& c);
 // The value, or Die.
 nlohmann::json Check(absl::StatusOr<nlohmann::json> r);
-// Prints `j` as JSON or YAML when asked; returns false when the caller should print a table.
-bool Structured(const Connection& c, const nlohmann::json& j);
+// Prints `j` as JSON or YAML when asked; returns false when the caller should print a table, and
+// then first escapes the control characters in every string of `j` (TerminalSafe): what others
+// named their jobs, queues or reasons cannot steer the terminal or forge table rows (M6).
+bool Structured(const Connection& c, nlohmann::json& j);
 // "42s", "5m", "3h" since a time in microseconds; "-" for 0.
 std::string Age(int64_t since_us);
 // A job id from the command line, or Die.

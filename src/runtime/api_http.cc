@@ -1,8 +1,13 @@
 #include "runtime/api_http.h"
 
 #include <cctype>
+#include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/input_limits.h"
 
 namespace carve {
 
@@ -18,7 +23,16 @@ std::string CodeName(const absl::Status& s) {
 
 }  // namespace
 
+absl::Status WithHttpStatus(absl::Status s, int http_status) {
+  s.SetPayload(kHttpStatusPayload, absl::Cord(std::to_string(http_status)));
+  return s;
+}
+
 int HttpStatus(const absl::Status& s) {
+  if (auto code = s.GetPayload(kHttpStatusPayload); code.has_value()) {
+    int n = 0;
+    if (absl::SimpleAtoi(std::string(*code), &n)) return n;
+  }
   switch (s.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
@@ -51,12 +65,35 @@ void ReplyError(httplib::Response& res, const absl::Status& s) {
   Reply(res, HttpStatus(s), {{"error", {{"code", CodeName(s)}, {"message", s.message()}}}});
 }
 
+bool IsFormBody(const httplib::Request& req) {
+  std::string type = absl::AsciiStrToLower(req.get_header_value("Content-Type"));
+  return absl::StartsWith(type, "application/x-www-form-urlencoded") ||
+         absl::StartsWith(type, "multipart/form-data");
+}
+
+absl::Status FormBodyError() {
+  return WithHttpStatus(
+      absl::InvalidArgumentError("the API takes JSON bodies: send them with Content-Type: "
+                                 "application/json, not as a form"),
+      415);
+}
+
+// The depth is checked before anything is built (a body nested 1,000,000 deep once overflowed
+// the stack); the tree is returned by value, never copied.
 absl::StatusOr<json> Body(const httplib::Request& req) {
-  json j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded()) {
-    return absl::InvalidArgumentError("the body is not valid JSON");
+  if (IsFormBody(req)) return FormBodyError();
+  return ParseJsonBody(req.body);
+}
+
+absl::StatusOr<int64_t> NonNegativeParam(const httplib::Request& req, const char* name,
+                                         int64_t fallback) {
+  if (!req.has_param(name)) return fallback;
+  int64_t v;
+  if (!absl::SimpleAtoi(req.get_param_value(name), &v) || v < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": \"", req.get_param_value(name), "\" is not a non-negative integer"));
   }
-  return j;
+  return v;
 }
 
 absl::StatusOr<int64_t> IdParam(const httplib::Request& req) {

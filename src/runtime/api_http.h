@@ -11,12 +11,23 @@
 
 namespace carve {
 
+// The HTTP status for `s`: its code's, or the one WithHttpStatus attached (415, ...).
 int HttpStatus(const absl::Status& s);
+inline constexpr char kHttpStatusPayload[] = "carve/http-status";
+absl::Status WithHttpStatus(absl::Status s, int http_status);
 void Reply(httplib::Response& res, int status, const nlohmann::json& body);
 // {"error": {"code": "not_found", "message": ...}} with the status's HTTP code.
 void ReplyError(httplib::Response& res, const absl::Status& s);
 void Respond(httplib::Response& res, const absl::StatusOr<nlohmann::json>& r, int ok = 200);
+// The request's JSON body: nesting deeper than 64 levels and form-encoded bodies (415) are
+// refused before anything is parsed.
 absl::StatusOr<nlohmann::json> Body(const httplib::Request& req);
+// Whether the body is sent as a form (form-urlencoded or multipart), which the API does not take.
+bool IsFormBody(const httplib::Request& req);
+absl::Status FormBodyError();
+// A query parameter that must be a non-negative integer when present: InvalidArgument otherwise.
+absl::StatusOr<int64_t> NonNegativeParam(const httplib::Request& req, const char* name,
+                                         int64_t fallback);
 absl::StatusOr<int64_t> IdParam(const httplib::Request& req);
 int64_t IntParam(const httplib::Request& req, const char* name, int64_t fallback);
 

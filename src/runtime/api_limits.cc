@@ -1,5 +1,6 @@
 // Hardening of the REST API: body size limit, socket timeouts, a bounded worker pool with short
-// keep-alive, and a token bucket per API token so one client cannot starve the others.
+// keep-alive, and a token bucket per API token and per user so one client cannot starve the others
+// (a user minting new tokens gets no new requests: M3).
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -37,18 +38,23 @@ absl::Status ApiServer::Admit(const Principal& who) {
   }
   std::lock_guard<std::mutex> lock(limit_mu_);
   int64_t now = SteadyUs();
-  Bucket& b = buckets_[who.token_id];
-  if (b.last_us == 0) b.tokens = options_.rate_burst;
-  b.tokens = std::min(options_.rate_burst,
-                      b.tokens + static_cast<double>(now - b.last_us) * options_.rate_per_s / 1e6);
-  b.last_us = now;
-  if (b.tokens < 1) {
+  auto refill = [&](Bucket& b) -> Bucket& {
+    if (b.last_us == 0) b.tokens = options_.rate_burst;
+    b.tokens = std::min(options_.rate_burst, b.tokens + static_cast<double>(now - b.last_us) *
+                                                            options_.rate_per_s / 1e6);
+    b.last_us = now;
+    return b;
+  };
+  Bucket& token = refill(buckets_["token:" + who.token_id]);
+  Bucket& user = refill(buckets_["user:" + (who.user_id.empty() ? who.name : who.user_id)]);
+  if (token.tokens < 1 || user.tokens < 1) {
     rate_limited_ += 1;
     return absl::ResourceExhaustedError(absl::StrCat("rate limit: ", options_.rate_per_s,
-                                                     " requests/s per token (burst ",
+                                                     " requests/s per token and per user (burst ",
                                                      options_.rate_burst, "); retry shortly"));
   }
-  b.tokens -= 1;
+  token.tokens -= 1;
+  user.tokens -= 1;
   return absl::OkStatus();
 }
 

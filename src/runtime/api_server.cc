@@ -199,12 +199,13 @@ void ApiServer::Routes() {
              ReplyError(res, body.status());
              return;
            }
-           const json count = body->is_object() ? body->value("replicas", json()) : json();
-           if (!count.is_number_integer()) {
+           // A reference into the body, never a copy of it (a copy of a deep body recursed).
+           auto count = body->is_object() ? body->find("replicas") : body->end();
+           if (count == body->end() || !count->is_number_integer()) {
              ReplyError(res, absl::InvalidArgumentError("expected {\"replicas\": N}"));
              return;
            }
-           respond(res, control_->Scale(*id, count.get<int>(), *who));
+           respond(res, control_->Scale(*id, count->get<int>(), *who));
          });
   s.Get(R"(/api/v1/jobs/(\d+)/logs)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
@@ -212,9 +213,13 @@ void ApiServer::Routes() {
           if (!who) return;
           auto id = job_access(req, res, *who, Access::kRead);
           if (!id) return;
+          auto offset = NonNegativeParam(req, "offset", 0);
+          auto replica = NonNegativeParam(req, "replica", 0);
+          if (!offset.ok()) return ReplyError(res, offset.status());
+          if (!replica.ok()) return ReplyError(res, replica.status());
           int64_t size = 0;
-          auto data = control_->ReadLog(*id, static_cast<int>(IntParam(req, "replica", 0)),
-                                        IntParam(req, "offset", 0), &size);
+          auto data = control_->ReadLog(*id, static_cast<int>(std::min<int64_t>(*replica, 1 << 20)),
+                                        *offset, &size);
           if (!data.ok()) return ReplyError(res, data.status());
           res.set_header("X-Carve-Log-Size", std::to_string(size));
           res.set_content(*data, "text/plain");
@@ -240,8 +245,9 @@ void ApiServer::Routes() {
         });
   // Queues: quota, used, borrowed, lent and pending per queue (control_plane_queues.cc).
   s.Get("/api/v1/queues/status", [=, this](const httplib::Request& req, httplib::Response& res) {
-    if (!authed(req, res, "user")) return;
-    Reply(res, 200, control_->QueueStatus());
+    auto who = authed(req, res, "user");
+    if (!who) return;
+    Reply(res, 200, control_->QueueStatus(*who));
   });
   s.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
          [=, this](const httplib::Request& req, httplib::Response& res) {
@@ -312,16 +318,24 @@ void ApiServer::Routes() {
   s.Post("/api/v1/agents/logs", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, "agent");
     if (!who) return;
-    absl::Status st = control_->AppendLog(IntParam(req, "job", -1),
-                                          static_cast<int>(IntParam(req, "replica", -1)),
-                                          IntParam(req, "offset", 0), req.body, *who);
+    auto offset = NonNegativeParam(req, "offset", 0);
+    if (!offset.ok()) return ReplyError(res, offset.status());
+    absl::Status st =
+        control_->AppendLog(IntParam(req, "job", -1),
+                            static_cast<int>(IntParam(req, "replica", -1)), *offset, req.body, *who);
     if (!st.ok()) return ReplyError(res, st);
     Reply(res, 200, {{"ok", true}});
   });
   TenancyRoutes();
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 413) {
-      ReplyError(res, absl::InvalidArgumentError("the request body is too large"));
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // cpp-httplib refuses form-encoded bodies over 8 KiB with its own 413: the API takes no form
+    // bodies at all (Body), whatever their size, and says so.
+    if (res.status == 413 && IsFormBody(req)) {
+      ReplyError(res, FormBodyError());
+    } else if (res.status == 413) {
+      ReplyError(res,
+                 absl::InvalidArgumentError(absl::StrCat("the request body is too large (at most ",
+                                                         options_.max_body_bytes, " bytes)")));
       res.status = 413;
     }
     if (res.status == 404 && res.body.empty()) {

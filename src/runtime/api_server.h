@@ -28,7 +28,8 @@ class ApiServer {
     std::string host = "127.0.0.1";
     int port = 7070;  // 0: any free port (see port())
     int64_t schedule_interval_ms = 200;
-    // Hardening (api_limits.cc): per-token rate limit for tenant users (admins and agents are
+    // Hardening (api_limits.cc): per-token and per-user rate limit for tenant users (admins and
+    // agents are
     // exempt), request body limit, socket timeouts, worker threads.
     double rate_per_s = 50;
     double rate_burst = 200;
@@ -81,7 +82,7 @@ class ApiServer {
   std::atomic<int64_t> cycle_us_last_{0};
   std::atomic<int64_t> rate_limited_{0};
   std::mutex limit_mu_;
-  std::map<std::string, Bucket> buckets_;  // token id -> bucket
+  std::map<std::string, Bucket> buckets_;  // "token:" + token id, "user:" + user id -> bucket
 };
 
 // The OpenAPI 3 document served at /api/v1/openapi.json.

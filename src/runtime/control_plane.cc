@@ -14,6 +14,11 @@ namespace carve {
 
 using json = nlohmann::json;
 
+absl::Status NoSuchObject(const std::string& kind, const std::string& name) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(kind, ": no ", kind, " \"", name, "\"; `carve apply -f` one, or leave it out"));
+}
+
 std::string Sha256Hex(const std::string& data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
@@ -48,8 +53,8 @@ absl::Status ControlPlane::Load() {
     auto job = JobRecord::FromJson(json::parse(r.json, nullptr, false));
     if (!job.ok()) return job.status();
     next_job_id_ = std::max(next_job_id_, job->id + 1);
-    if (!job->idempotency_key.empty()) {
-      idempotency_[job->submitted_by + "\n" + job->idempotency_key] = job->id;
+    if (!job->idempotency_key.empty() && !job->idempotency_scope.empty()) {
+      idempotency_[job->idempotency_scope + "\n" + job->idempotency_key] = job->id;
     }
     jobs_[job->id] = *std::move(job);
   }
@@ -155,21 +160,28 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
                                           const Principal& who) {
   auto spec = JobSpecFromJson(body);
   if (!spec.ok()) return spec.status();
+  if (absl::Status s = CheckSubmission(*spec); !s.ok()) return s;
   auto request = ToJobRequest(*spec, *catalog_);
   if (!request.ok()) return request.status();
   if (absl::Status s = CheckSubmissionMinimums(*spec); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return absl::UnavailableError("the server must be restarted");
   for (auto [kind, name] : {std::pair{"tenant", spec->tenant}, {"project", spec->project}}) {
-    if (!ObjectExists(kind, name)) {
-      return absl::InvalidArgumentError(absl::StrCat(kind, ": no ", kind, " \"", name,
-                                                     "\"; `carve apply -f` one, or leave it out"));
-    }
+    if (!ObjectExists(kind, name)) return NoSuchObject(kind, name);
   }
   if (absl::Status s = CheckQueueAccess(*spec, who); !s.ok()) return s;
-  if (!idem_key.empty()) {
-    auto it = idempotency_.find(who.name + "\n" + idem_key);
-    if (it != idempotency_.end()) return jobs_.at(it->second).ToJson();
+  // Keys belong to a user id and tenant, never to a name (M1: a re-created user, or another
+  // tenant's user of the same name, replayed a key and got another's job). A replay also
+  // needs read access to the job; without it the key is treated as new.
+  std::string scope = absl::StrCat(who.user_id, "/", who.tenant);
+  if (!idem_key.empty() && !who.user_id.empty()) {
+    auto it = idempotency_.find(scope + "\n" + idem_key);
+    if (it != idempotency_.end()) {
+      const JobRecord& first = jobs_.at(it->second);
+      if (Allowed(who, Access::kRead, first.spec.tenant, first.spec.project)) {
+        return first.ToJson();
+      }
+    }
   }
   if (absl::Status s = ResolveScheduling(*spec, body, who); !s.ok()) return s;
   JobRecord job;
@@ -177,9 +189,10 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
   job.spec = *spec;
   job.submitted_by = who.name;
   job.idempotency_key = idem_key;
+  if (!who.user_id.empty()) job.idempotency_scope = scope;
   job.created_us = now_();
   job.reason = "waiting for the next scheduling cycle";
-  if (!idem_key.empty()) idempotency_[who.name + "\n" + idem_key] = job.id;
+  if (!idem_key.empty() && !who.user_id.empty()) idempotency_[scope + "\n" + idem_key] = job.id;
   StoreBatch batch;
   Touch(job, batch);
   Event(batch, "user:" + who.name, "job.submitted", absl::StrCat("job/", job.id), "submitted",

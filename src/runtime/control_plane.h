@@ -157,8 +157,9 @@ class ControlPlane {
   bool healthy() const;
 
   // Per queue: its configuration, and per resource quota, used, borrowed, lent, borrowable;
-  // pending and running job counts.
-  nlohmann::json QueueStatus() const;
+  // pending and running job counts. Only the queues `who` may submit to (admins: all): another
+  // tenant's queue answers as one that does not exist (L1).
+  nlohmann::json QueueStatus(const Principal& who) const;
 
  private:
   ControlPlane(Store* store, const GpuCatalog* catalog, Options options, Clock now);
@@ -277,6 +278,9 @@ class ControlPlane {
   void BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,
                const Cluster& cluster, bool backfilled, int64_t now, StoreBatch& batch);
   std::vector<QueueSpec> QueueSpecs() const;
+  // Whether `who` may submit to `queue` from one of its projects (the check ResolveScheduling
+  // makes at submission). The caller holds mu_.
+  bool QueueVisible(const std::string& queue, const Principal& who) const;
   // Queue, class, priority, preemption on both sides and, while queued, the gates that hold it.
   nlohmann::json ExplainScheduling(const JobRecord& job) const;
 
@@ -302,6 +306,9 @@ class ControlPlane {
 };
 
 std::string Sha256Hex(const std::string& data);
+// A submission's answer for a tenant, project or queue that does not exist, and for another
+// tenant's: the same bytes.
+absl::Status NoSuchObject(const std::string& kind, const std::string& name);
 
 }  // namespace carve
 

@@ -227,7 +227,26 @@ json ControlPlane::ExplainScheduling(const JobRecord& job) const {
   return out;
 }
 
-json ControlPlane::QueueStatus() const {
+bool ControlPlane::QueueVisible(const std::string& queue, const Principal& who) const {
+  if (who.role == "admin") return true;
+  // The queues its project may use (H2's rules, scheduling_grants.h); a tenant-admin's: those of
+  // any project of its tenant.
+  std::vector<std::string> projects = {who.project};
+  if (who.role == "tenant-admin") {
+    projects = {"default"};
+    for (const auto& [key, doc] : objects_) {
+      if (key.first == "project" && doc.value("tenant", "") == who.tenant) {
+        projects.push_back(key.second);
+      }
+    }
+  }
+  for (const std::string& p : projects) {
+    if (carve::QueueUsable(objects_, who.tenant, p, queue)) return true;
+  }
+  return false;
+}
+
+json ControlPlane::QueueStatus(const Principal& who) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<QueueSpec> specs = QueueSpecs();
   QuotaLedger ledger(specs);
@@ -264,6 +283,7 @@ json ControlPlane::QueueStatus() const {
   for (const auto& [q, n] : running) names.insert(q);
   json out = json::array();
   for (const std::string& name : names) {
+    if (!QueueVisible(name, who)) continue;
     const QueueSpec* q = ledger.Find(name);
     json resources = json::object();
     for (const auto& [resource, s] : ledger.Status(name)) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "runtime/control_plane.h"
+#include "runtime/input_limits.h"
 #include "runtime/tenant_paths.h"
 
 namespace carve {
@@ -52,6 +53,19 @@ absl::StatusOr<int64_t> Lifetime(const std::string& text) {
   return us;
 }
 
+// When the token with public id `id` expires (0: never, or no such token).
+int64_t ExpiryOf(const std::map<std::string, TokenRecord>& tokens, const std::string& id) {
+  for (const auto& [hash, t] : tokens) {
+    if (t.id == id) return t.expires_us;
+  }
+  return 0;
+}
+
+std::string LeftText(int64_t us) {
+  int64_t minutes = std::max<int64_t>(us / 60'000'000, 0);
+  return absl::StrCat(minutes / 60, "h", minutes % 60, "m");
+}
+
 }  // namespace
 
 absl::Status ControlPlane::LoadTenancy() {
@@ -65,7 +79,12 @@ absl::Status ControlPlane::LoadTenancy() {
   auto users = store_->Load("user");
   if (!users.ok()) return users.status();
   for (const StoredRecord& r : *users) {
-    users_[r.id] = UserRecord::FromJson(json::parse(r.json, nullptr, false));
+    UserRecord u = UserRecord::FromJson(json::parse(r.json, nullptr, false));
+    // Records from before ids get one derived from name and creation time: stable across
+    // restarts, and different for a re-created user.
+    if (u.id.empty())
+      u.id = "u-" + Sha256Hex(absl::StrCat(u.name, "\n", u.created_us)).substr(0, 16);
+    users_[r.id] = u;
   }
   return absl::OkStatus();
 }
@@ -104,13 +123,13 @@ absl::StatusOr<Principal> ControlPlane::Authenticate(const std::string& token) c
     return absl::UnauthenticatedError(absl::StrCat("the token expired at ", TimeText(t.expires_us),
                                                    "; `carve token create` makes a new one"));
   }
-  if (t.user.empty()) return Principal{t.name, t.role, "", "", t.id};
+  if (t.user.empty()) return Principal{t.name, t.role, "", "", t.id, "token-" + t.id};
   auto user = users_.find(t.user);
   if (user == users_.end() || user->second.removed) {
     return absl::UnauthenticatedError("the token's user was removed");
   }
   const UserRecord& u = user->second;
-  return Principal{u.name, u.role, u.tenant, u.project, t.id};
+  return Principal{u.name, u.role, u.tenant, u.project, t.id, u.id};
 }
 
 absl::StatusOr<json> ControlPlane::CreateUser(const json& body, const Principal& who) {
@@ -172,8 +191,16 @@ absl::StatusOr<json> ControlPlane::CreateUser(const json& body, const Principal&
     }
   }
   if (auto old = users_.find(u.name); old != users_.end() && !old->second.removed) {
+    // User names are global: a clash with a user the caller cannot see says only that the name
+    // is taken, not by whom or in which tenant (L1).
+    bool visible = who.role == "admin" || old->second.tenant == who.tenant;
+    if (!visible) {
+      return absl::AlreadyExistsError("name: \"" + u.name + "\" is not available; choose another");
+    }
     return absl::AlreadyExistsError("user \"" + u.name + "\" exists");
   }
+  u.id = "u-" + RandomHex(8);
+  if (u.id.size() != 18) return absl::InternalError("no randomness for a user id");
   u.created_us = now_();
   u.created_by = who.name;
   users_[u.name] = u;
@@ -232,9 +259,28 @@ absl::StatusOr<json> ControlPlane::CreateToken(const json& body, const Principal
     if (!v.is_string()) return absl::InvalidArgumentError(k + ": must be a string");
   }
   std::string user = body.value("user", who.name);
-  auto life = Lifetime(body.value("expires_in", ""));
+  std::string expires_in = body.value("expires_in", "");
+  auto life = Lifetime(expires_in);
   if (!life.ok()) return life.status();
+  if (absl::Status s =
+          CheckPrintable("description", body.value("description", ""), kMaxReasonBytes);
+      !s.ok()) {
+    return s;
+  }
   std::unique_lock<std::mutex> lock(mu_);
+  // A token cannot outlive the token that creates it (M3: a 1-day token minted a 366-day one).
+  // Bootstrap tokens never expire. Left out, the lifetime is capped; asked for, it is refused.
+  int64_t now = now_();
+  int64_t parent_expires = ExpiryOf(tokens_, who.token_id);
+  if (parent_expires != 0 && now + *life > parent_expires) {
+    int64_t left = parent_expires - now;
+    if (!expires_in.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expires_in: a token cannot outlive the token that creates it; yours expires at ",
+          TimeText(parent_expires), ", so at most ", LeftText(left)));
+    }
+    life = left;
+  }
   auto it = users_.find(user);
   bool self = it != users_.end() && user == who.name && IsUserRole(who.role);
   bool visible = it != users_.end() && !it->second.removed &&
@@ -250,7 +296,7 @@ absl::StatusOr<json> ControlPlane::CreateToken(const json& body, const Principal
   t.id = hash.substr(0, 12);
   t.user = user;
   t.description = body.value("description", "");
-  t.created_us = now_();
+  t.created_us = now;
   t.expires_us = t.created_us + *life;
   tokens_[hash] = t;
   StoreBatch batch;
@@ -396,6 +442,8 @@ absl::Status ControlPlane::AuthorizeSubmit(json& body, const Principal& who) con
   std::lock_guard<std::mutex> lock(mu_);
   auto p = objects_.find({"project", project});
   if (project != "default" && p != objects_.end() && p->second.value("tenant", "") != tenant) {
+    // Only admins learn whose project it is; others get the answer for a missing one (L1).
+    if (who.role != "admin") return NoSuchObject("project", project);
     return absl::InvalidArgumentError(
         absl::StrCat("project: \"", project, "\" belongs to tenant \"",
                      p->second.value("tenant", ""), "\", not \"", tenant, "\""));

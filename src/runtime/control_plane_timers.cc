@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
+#include "runtime/input_limits.h"
 
 namespace carve {
 
@@ -142,6 +143,14 @@ absl::StatusOr<json> ControlPlane::Maintenance(const std::string& name, const js
       return absl::InvalidArgumentError(k +
                                         ": unknown field; known: starts_in, lasts, reason, cancel");
     }
+    if (k == "cancel" ? !v.is_boolean() : !v.is_string()) {
+      return absl::InvalidArgumentError(
+          k + (k == "cancel" ? ": must be true or false" : ": must be a string"));
+    }
+  }
+  if (body.contains("reason")) {  // shown to admins in `carve nodes`
+    const std::string& reason = body["reason"].get_ref<const std::string&>();
+    if (absl::Status s = CheckPrintable("reason", reason, kMaxReasonBytes); !s.ok()) return s;
   }
   int64_t starts_in = 0, lasts = 0;
   bool cancel = body.value("cancel", false);

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/input_limits.h"
 #include "yaml-cpp/yaml.h"
 
 namespace carve {
@@ -74,35 +75,74 @@ absl::Status ReadList(const json& j, const std::string& key, const std::string& 
   return absl::OkStatus();
 }
 
-json YamlNodeToJson(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& kv : n) out[kv.first.as<std::string>()] = YamlNodeToJson(kv.second);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (const auto& e : n) out.push_back(YamlNodeToJson(e));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string s = n.Scalar();
-      if (n.Tag() == "!") return s;  // quoted: keep as text
-      int64_t i;
-      size_t used = 0;
-      try {
-        i = std::stoll(s, &used);
-        if (used == s.size()) return i;
-      } catch (...) {
-      }
-      if (s == "true") return true;
-      if (s == "false") return false;
-      return s;
-    }
-    default:
+// YAML to JSON within limits: aliases are expanded here (yaml-cpp shares the aliased node), so
+// a few lines of anchors can stand for billions of values (an alias bomb); nesting is bounded
+// like the API's bodies.
+class YamlConverter {
+ public:
+  static constexpr int64_t kMaxValues = 200'000;
+
+  json Convert(const YAML::Node& n, int depth = 0) {
+    if (!error_.empty()) return nullptr;
+    if (--values_left_ < 0) {
+      error_ = absl::StrCat("the YAML expands to more than ", kMaxValues,
+                            " values (aliases of aliases?)");
       return nullptr;
+    }
+    if ((n.IsMap() || n.IsSequence()) && depth >= kMaxJsonDepth) {
+      error_ = absl::StrCat("the YAML nests deeper than ", kMaxJsonDepth, " levels");
+      return nullptr;
+    }
+    switch (n.Type()) {
+      case YAML::NodeType::Map: {
+        json out = json::object();
+        for (const auto& kv : n) out[kv.first.as<std::string>()] = Convert(kv.second, depth + 1);
+        return out;
+      }
+      case YAML::NodeType::Sequence: {
+        json out = json::array();
+        for (const auto& e : n) out.push_back(Convert(e, depth + 1));
+        return out;
+      }
+      case YAML::NodeType::Scalar:
+        return Scalar(n);
+      default:
+        return nullptr;
+    }
   }
+  // The conversion's result, or what limit it hit.
+  absl::StatusOr<json> Result(json j) const {
+    if (!error_.empty()) return absl::InvalidArgumentError(error_);
+    return j;
+  }
+
+ private:
+  static json Scalar(const YAML::Node& n) {
+    const std::string s = n.Scalar();
+    if (n.Tag() == "!") return s;  // quoted: keep as text
+    int64_t i;
+    size_t used = 0;
+    try {
+      i = std::stoll(s, &used);
+      if (used == s.size()) return i;
+    } catch (...) {
+    }
+    if (s == "true") return true;
+    if (s == "false") return false;
+    return s;
+  }
+
+  int64_t values_left_ = kMaxValues;
+  std::string error_;
+};
+
+// A job without a name is named after its command: printable, and at most kMaxNameBytes.
+std::string DefaultName(const std::string& command) {
+  std::string name = TerminalSafe(command);
+  if (name.size() <= kMaxNameBytes) return name;
+  size_t end = kMaxNameBytes;
+  while (end > 0 && (static_cast<unsigned char>(name[end]) & 0xC0) == 0x80) --end;
+  return name.substr(0, end);
 }
 
 // Preemptibility and topology; the priority class is checked against the configured classes
@@ -202,8 +242,39 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
   }
   if (absl::Status s = ReadScheduling(j, spec); !s.ok()) return s;
   if (spec.command.empty()) return FieldError("command", "is required (what the job runs)");
-  if (spec.name.empty()) spec.name = spec.command[0];
+  if (spec.name.empty()) spec.name = DefaultName(spec.command[0]);
   return spec;
+}
+
+absl::Status CheckSubmission(const JobSpec& spec) {
+  if (absl::Status s = CheckPrintable("name", spec.name, kMaxNameBytes); !s.ok()) return s;
+  for (auto [field, value] : {std::pair{"tenant", &spec.tenant},
+                              {"project", &spec.project},
+                              {"queue", &spec.queue},
+                              {"priority_class", &spec.priority_class}}) {
+    if (absl::Status s = CheckPrintable(field, *value, kMaxNameBytes); !s.ok()) return s;
+  }
+  size_t bytes = 0;
+  for (size_t i = 0; i < spec.command.size(); ++i) {
+    if (spec.command[i].find('\0') != std::string::npos) {
+      return FieldError(absl::StrCat("command[", i, "]"), "holds a NUL byte");
+    }
+    bytes += spec.command[i].size();
+  }
+  for (const auto& [k, v] : spec.env) {
+    if (!IsEnvName(k)) {
+      return FieldError("env", absl::StrCat("\"", TerminalSafe(k.substr(0, kMaxNameBytes)),
+                                            "\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*, "
+                                            "at most 256 bytes)"));
+    }
+    if (v.find('\0') != std::string::npos) return FieldError("env." + k, "holds a NUL byte");
+    bytes += k.size() + v.size();
+  }
+  if (bytes > kMaxCommandEnvBytes) {
+    return FieldError("command", absl::StrCat("command and env hold ", bytes, " bytes; at most ",
+                                              kMaxCommandEnvBytes));
+  }
+  return absl::OkStatus();
 }
 
 json JobSpec::ToJson() const {
@@ -249,7 +320,9 @@ absl::StatusOr<json> YamlToJson(const std::string& yaml_text) {
   try {
     YAML::Node root = YAML::Load(yaml_text);
     if (!root.IsMap()) return absl::InvalidArgumentError("the file must hold a YAML map");
-    return YamlNodeToJson(root);
+    YamlConverter converter;
+    json j = converter.Convert(root);
+    return converter.Result(std::move(j));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", e.what()));
   }
@@ -278,10 +351,11 @@ static std::vector<std::pair<int, std::string>> SplitYamlDocuments(const std::st
 
 absl::StatusOr<json> YamlDocumentsToJson(const std::string& yaml_text) {
   json out = json::array();
+  YamlConverter converter;  // one budget for the whole file
   for (const auto& [first_line, text] : SplitYamlDocuments(yaml_text)) {
     json j;
     try {
-      j = YamlNodeToJson(YAML::Load(text));
+      j = converter.Convert(YAML::Load(text));
     } catch (const YAML::Exception& e) {
       if (e.mark.is_null()) {
         return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", e.what()));
@@ -289,6 +363,10 @@ absl::StatusOr<json> YamlDocumentsToJson(const std::string& yaml_text) {
       return absl::InvalidArgumentError(absl::StrCat("invalid YAML: line ",
                                                      first_line + e.mark.line, ", column ",
                                                      e.mark.column + 1, ": ", e.msg));
+    }
+    if (auto r = converter.Result(nullptr); !r.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("document at line ", first_line, ": ", r.status().message()));
     }
     if (j.is_array()) {
       for (json& item : j) out.push_back(std::move(item));

@@ -71,7 +71,13 @@ struct JobSpec {
 
 // Strict parse: the error names the field ("resources.cpu: invalid CPU quantity \"two\"").
 absl::StatusOr<JobSpec> JobSpecFromJson(const nlohmann::json& j);
-// YAML (a job file) to the same JSON shape.
+// What a new submission must also meet (stored records are not held to it, so that a limit
+// added later never keeps a server from loading its store): names (name, tenant, project,
+// queue, priority_class) printable and at most 128 bytes; env names [A-Za-z_][A-Za-z0-9_]*;
+// no NUL in env values or command arguments; command and env at most 256 KiB together.
+absl::Status CheckSubmission(const JobSpec& spec);
+// YAML (a job file) to the same JSON shape. Deeper than 64 levels, or more than 200,000 values
+// once aliases are expanded, is an error.
 absl::StatusOr<nlohmann::json> YamlToJson(const std::string& yaml_text);
 // Every document of a multi-document YAML file ("---" between them), as a JSON array; a document
 // that is itself a list contributes its items.

@@ -98,10 +98,12 @@ absl::Status CheckHeartbeatBody(const json& body) {
                               {"signal", Type::kNumberOrNull},
                               {"reclaim", Type::kObjectOrNull}});
   if (!s.ok()) return s;
-  const json replicas = body.value("replicas", json::array());
+  // References into the body, never copies of it (H1: copies of request bodies recursed).
+  static const json kNone = json::array();
+  const json& replicas = body.contains("replicas") ? body["replicas"] : kNone;
   for (size_t i = 0; i < replicas.size(); ++i) {
-    const json reclaim = replicas[i].value("reclaim", json());
-    if (reclaim.is_null()) continue;
+    if (!replicas[i].contains("reclaim") || replicas[i]["reclaim"].is_null()) continue;
+    const json& reclaim = replicas[i]["reclaim"];
     std::string where = absl::StrCat("replicas[", i, "].reclaim.");
     s = CheckObject(reclaim, where + "status", {{"status", Type::kString}});
     if (s.ok()) {
@@ -121,7 +123,7 @@ absl::Status CheckHeartbeatBody(const json& body) {
                  {"mig_instances", Type::kArray},
                  {"residue", Type::kObjectOrNull}});
   if (!s.ok()) return s;
-  const json gpus = body.value("gpus", json::array());
+  const json& gpus = body.contains("gpus") ? body["gpus"] : kNone;
   for (size_t i = 0; i < gpus.size(); ++i) {
     s = CheckList(gpus[i], absl::StrCat("gpus[", i, "]."), "mig_instances",
                   {{"uuid", Type::kString}, {"profile", Type::kString}, {"start", Type::kNumber}});

@@ -101,6 +101,7 @@ json JobRecord::ToJson() const {
             {"preemption", preemption},
             {"victims", victims}};
   if (!idempotency_key.empty()) j["idempotency_key"] = idempotency_key;
+  if (!idempotency_scope.empty()) j["idempotency_scope"] = idempotency_scope;
   return j;
 }
 
@@ -115,6 +116,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.reason = j.value("reason", "");
     r.submitted_by = j.value("submitted_by", "");
     r.idempotency_key = j.value("idempotency_key", "");
+    r.idempotency_scope = j.value("idempotency_scope", "");
     r.created_us = j.value("created_us", int64_t{0});
     r.scheduled_us = j.value("scheduled_us", int64_t{0});
     r.started_us = j.value("started_us", int64_t{0});

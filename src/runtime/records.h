@@ -60,6 +60,9 @@ struct JobRecord {
   std::string reason;  // why it is in this state
   std::string submitted_by;
   std::string idempotency_key;
+  // Whose key it is: the submitter's user id and tenant (names can be re-used; ids are not).
+  // Empty for jobs submitted before ids existed: their keys are not replayed.
+  std::string idempotency_scope;
   int64_t created_us = 0;
   int64_t scheduled_us = 0;
   int64_t started_us = 0;

@@ -10,7 +10,8 @@ namespace carve {
 using json = nlohmann::json;
 
 json UserRecord::ToJson() const {
-  return {{"name", name},
+  return {{"id", id},
+          {"name", name},
           {"role", role},
           {"tenant", tenant},
           {"project", project},
@@ -28,6 +29,7 @@ UserRecord UserRecord::FromJson(const json& j) {
   u.created_us = j.value("created_us", int64_t{0});
   u.created_by = j.value("created_by", "");
   u.removed = j.value("removed", false);
+  u.id = j.value("id", "");
   return u;
 }
 
@@ -126,6 +128,12 @@ json VisibleNodes(const json& nodes, const Principal& who) {
     for (const char* key : {"quarantined", "fenced", "cordoned_gpus"}) {
       if (!n.contains(key) || !n[key].is_object()) continue;
       for (json& why : n[key]) why = "out of service";
+    }
+    // Per-GPU utilization shows how busy other tenants' jobs are (L1): admins only.
+    if (n.contains("gpus") && n["gpus"].is_array()) {
+      for (json& g : n["gpus"]) {
+        if (g.is_object()) g.erase("utilization_pct");
+      }
     }
   }
   return out;

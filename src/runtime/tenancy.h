@@ -21,10 +21,14 @@ struct Principal {
   std::string tenant = {};    // tenant-admin, member, viewer
   std::string project = {};   // member, viewer
   std::string token_id = {};  // the token used ("" for none); {} keeps Principal{name, role} valid
+  // Stable for the life of the user (a re-created user of the same name gets another); a
+  // bootstrap token's principal has "token-" + its token id.
+  std::string user_id = {};
 };
 
 // A person or service account. Stored as kind "user", id = name.
 struct UserRecord {
+  std::string id;  // "u-" and 16 hex digits, never re-used (see Principal::user_id)
   std::string name;
   std::string role;  // admin | tenant-admin | member | viewer
   std::string tenant;
@@ -72,7 +76,7 @@ bool SeesEvent(const Principal& who, const nlohmann::json& details);
 nlohmann::json VisibleJobs(const nlohmann::json& jobs, const Principal& who);
 nlohmann::json VisibleEvents(const nlohmann::json& events, const Principal& who);
 // Nodes for non-admins: quarantine and fence reasons name other tenants' jobs, so only the fact
-// that a GPU is out remains.
+// that a GPU is out remains; per-GPU utilization is left out.
 nlohmann::json VisibleNodes(const nlohmann::json& nodes, const Principal& who);
 nlohmann::json VisibleObjects(const std::string& kind, const nlohmann::json& objects,
                               const Principal& who);
