@@ -24,8 +24,8 @@ struct World {
   std::unique_ptr<carve::ControlPlane> control;
 
   World() {
-    std::string dir = std::filesystem::temp_directory_path() /
-                      ("carve-api-fuzz-" + std::to_string(getpid()));
+    std::string dir =
+        std::filesystem::temp_directory_path() / ("carve-api-fuzz-" + std::to_string(getpid()));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     store = *carve::OpenSqliteStore(dir + "/carve.db");
@@ -36,11 +36,10 @@ struct World {
                  std::chrono::system_clock::now().time_since_epoch())
           .count();
     });
-    (void)control->Apply(nlohmann::json::array({{{"kind", "tenant"}, {"name", "acme"}},
-                                                {{"kind", "project"},
-                                                 {"name", "vision"},
-                                                 {"tenant", "acme"}}}),
-                         kAdmin);
+    (void)control->Apply(
+        nlohmann::json::array({{{"kind", "tenant"}, {"name", "acme"}},
+                               {{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}}}),
+        kAdmin);
   }
   static inline const carve::Principal kAdmin{"admin", "admin", "", "", "a"};
   static inline const carve::Principal kMember{"m", "member", "acme", "vision", "m"};
@@ -61,8 +60,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       if (!cp.AuthorizeSubmit(body, World::kMember).ok()) break;
       auto job = cp.Submit(body, "", World::kMember);
-      if (job.ok() && ((*job)["spec"]["tenant"] != "acme" ||
-                       (*job)["spec"]["project"] != "vision")) {
+      if (job.ok() &&
+          ((*job)["spec"]["tenant"] != "acme" || (*job)["spec"]["project"] != "vision")) {
         std::abort();  // a member's job left its project
       }
       break;

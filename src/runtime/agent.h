@@ -164,7 +164,7 @@ class Agent {
   std::map<int, std::string> uuids_;  // GPU index -> UUID
   DriverVersions versions_;
   std::unique_ptr<DeviceBaselines> baselines_;
-  std::map<std::string, int64_t> tenant_uids_;           // allocated from the uid range
+  std::map<std::string, int64_t> tenant_uids_;  // allocated from the uid range
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -320,9 +320,9 @@ void ApiServer::Routes() {
     if (!who) return;
     auto offset = NonNegativeParam(req, "offset", 0);
     if (!offset.ok()) return ReplyError(res, offset.status());
-    absl::Status st =
-        control_->AppendLog(IntParam(req, "job", -1),
-                            static_cast<int>(IntParam(req, "replica", -1)), *offset, req.body, *who);
+    absl::Status st = control_->AppendLog(IntParam(req, "job", -1),
+                                          static_cast<int>(IntParam(req, "replica", -1)), *offset,
+                                          req.body, *who);
     if (!st.ok()) return ReplyError(res, st);
     Reply(res, 200, {{"ok", true}});
   });

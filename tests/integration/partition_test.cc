@@ -182,8 +182,7 @@ TEST_F(PartitionTest, InstanceFaultTouchesOnlyTheJobOnThatInstance) {
   EXPECT_EQ(still["attempt"], 0);
   EXPECT_EQ(still["replicas"][0]["pid"], b["replicas"][0]["pid"]);
   EXPECT_TRUE(Node("mig-a")["instance_faults"].contains(absl::StrCat("0/", start)));
-  std::filesystem::remove(dir_ /
-                          absl::StrCat("jobs/mig-a/simgpu/GPU-sim-mig-a-0/health-", start));
+  std::filesystem::remove(dir_ / absl::StrCat("jobs/mig-a/simgpu/GPU-sim-mig-a-0/health-", start));
   EXPECT_TRUE(Eventually([&] { return Node("mig-a")["instance_faults"].empty(); }));
   EXPECT_EQ(EventsOf("device.healthy").size(), 1u);
 }

@@ -207,7 +207,7 @@ TEST_F(PlatformTest, FailedReclaimQuarantinesTheDevice) {
   EXPECT_THAT(early.status().message(), HasSubstr("2048 MiB"));
   // ... but once the driver lets go an admin clears it; the waiting job runs.
   std::filesystem::path gpu_dir =
-      dir_ / "agents/gpu-a/simgpu" / absl::StrCat("GPU-sim-gpu-a-", device);
+      dir_ / "jobs/gpu-a/simgpu" / absl::StrCat("GPU-sim-gpu-a-", device);
   for (const auto& f : std::filesystem::directory_iterator(gpu_dir)) {
     if (f.path().filename().string().rfind("job-", 0) == 0) std::filesystem::remove(f.path());
   }

@@ -4,6 +4,7 @@
 // quarantined, and `carve apply` with `state: available` is refused until the residue is gone.
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -23,11 +24,21 @@ using ::testing::HasSubstr;
 using json = nlohmann::json;
 using namespace carve::it;  // NOLINT: the harness
 
-// A shell line that moves the calling shell out of every cgroup it can (the replica's included)
-// into the hierarchy's root: what a job running as root can do.
-constexpr const char* kEscapeCgroups =
-    "for f in /sys/fs/cgroup/*/cgroup.procs /sys/fs/cgroup/cgroup.procs; do "
-    "echo $$ > $f; done 2>/dev/null; ";
+// Moves `pid` out of every cgroup (the replica's included) into each hierarchy's root: what a job
+// running as root could do, and what the test (root) does for a job that runs as its tenant's
+// user and so cannot itself.
+void EscapeCgroups(pid_t pid) {
+  for (const auto& dir : std::filesystem::directory_iterator("/sys/fs/cgroup")) {
+    std::ofstream(dir.path() / "cgroup.procs") << pid << "\n";
+  }
+  std::ofstream("/sys/fs/cgroup/cgroup.procs") << pid << "\n";
+}
+
+// The uid a live process runs as.
+uid_t UidOf(pid_t pid) {
+  struct stat st {};
+  return stat(absl::StrCat("/proc/", pid).c_str(), &st) == 0 ? st.st_uid : static_cast<uid_t>(-1);
+}
 
 class ResidueTest : public PlatformTest {
  protected:
@@ -91,22 +102,28 @@ class ResidueTest : public PlatformTest {
 // The table's case: a job moves a process out of its cgroup and process group, and that process
 // keeps 2 GiB on the device (under a name that claims another job). The device lists it.
 TEST_F(ResidueTest, AnEscapeeFromTheCgroupAndProcessGroupIsResidue) {
-  std::string pidfile = (dir_ / "escapee.pid").string();
+  std::string pidfile = (Shared() / "escapee.pid").string();
+  std::string moved = (Shared() / "moved").string();
+  // The stray leaves the process group (setsid); the test then moves it out of the cgroup, and
+  // only then does the job's leader exit.
   std::string escape = absl::StrCat(
-      "setsid sh -c '", kEscapeCgroups,
+      "setsid sh -c '",
       "echo 2048 > \"$CARVE_SIM_GPU_DIR/$CUDA_VISIBLE_DEVICES/job-999-r0.$$\"; echo $$ > ", pidfile,
-      "; exec sleep 300' </dev/null >/dev/null 2>&1 & while [ ! -s ", pidfile,
+      "; exec sleep 300' </dev/null >/dev/null 2>&1 & while [ ! -e ", moved,
       " ]; do sleep 0.05; done");
   json job = Submit(
       {{"command", {"sh", "-c", escape}}, {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
   pid_t escapee = StrayPid(pidfile);
   ASSERT_GT(escapee, 0);
+  EscapeCgroups(escapee);
+  uid_t uid = UidOf(escapee);
+  std::ofstream(moved) << "1\n";
   json done = WaitFinal(job["id"]);
   EXPECT_TRUE(Check(done, "processes-gone")["ok"]) << "the escapee was still in the job's group";
   json procs = Check(done, "device-processes");
   EXPECT_FALSE(procs["ok"]) << done.dump(2);
   EXPECT_THAT(procs["observed"].get<std::string>(), HasSubstr(absl::StrCat("pid ", escapee)));
-  EXPECT_THAT(procs["observed"].get<std::string>(), HasSubstr("uid 0"));
+  EXPECT_THAT(procs["observed"].get<std::string>(), HasSubstr(absl::StrCat("uid ", uid)));
   EXPECT_THAT(procs["observed"].get<std::string>(), HasSubstr("sleep 300"));
   EXPECT_THAT(procs["observed"].get<std::string>(), HasSubstr("2048 MiB"));
   EXPECT_EQ(procs["residue"][0]["pid"], escapee);
@@ -134,7 +151,7 @@ TEST_F(ResidueTest, MemoryNoProcessHoldsIsResidue) {
   std::string uuid =
       absl::StrCat("GPU-sim-", node, "-", done["replicas"][0]["grants"][0]["device"].get<int>());
   for (const auto& f :
-       std::filesystem::directory_iterator(dir_ / "agents" / node / "simgpu" / uuid)) {
+       std::filesystem::directory_iterator(dir_ / "jobs" / node / "simgpu" / uuid)) {
     if (f.path().filename().string().rfind("job-", 0) == 0) std::filesystem::remove(f.path());
   }
   ExpectClearedOnceGone(done);
@@ -142,11 +159,12 @@ TEST_F(ResidueTest, MemoryNoProcessHoldsIsResidue) {
 
 // A defunct (zombie) process the device still lists: its parent escaped and never reaps it.
 TEST_F(ResidueTest, ADefunctHolderIsResidue) {
-  std::string zpid = (dir_ / "zombie.pid").string();
-  std::string ppid = (dir_ / "parent.pid").string();
+  std::string zpid = (Shared() / "zombie.pid").string();
+  std::string ppid = (Shared() / "parent.pid").string();
+  std::string moved = (Shared() / "moved").string();
   std::string script =
-      absl::StrCat("setsid sh -c '", kEscapeCgroups, "echo $$ > ", ppid,
-                   "; sh -c \"sleep 0.3; echo \\\"1024 hold\\\" > "
+      absl::StrCat("setsid sh -c 'echo $$ > ", ppid, "; while [ ! -e ", moved,
+                   " ]; do sleep 0.05; done; sh -c \"sleep 0.3; echo \\\"1024 hold\\\" > "
                    "$CARVE_SIM_GPU_DIR/$CUDA_VISIBLE_DEVICES/z.\\$\\$; "
                    "echo \\$\\$ > ",
                    zpid, "\" & exec sleep 300' </dev/null >/dev/null 2>&1 & while [ ! -s ", zpid,
@@ -154,6 +172,9 @@ TEST_F(ResidueTest, ADefunctHolderIsResidue) {
   json job = Submit(
       {{"command", {"sh", "-c", script}}, {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
   pid_t parent = StrayPid(ppid);
+  ASSERT_GT(parent, 0);
+  EscapeCgroups(parent);  // before it forks the holder, which is born outside the job's cgroup
+  std::ofstream(moved) << "1\n";
   pid_t zombie = StrayPid(zpid);
   ASSERT_GT(zombie, 0);
   json done = WaitFinal(job["id"]);
@@ -167,7 +188,7 @@ TEST_F(ResidueTest, ADefunctHolderIsResidue) {
   std::string node = done["replicas"][0]["node"];
   std::string uuid =
       absl::StrCat("GPU-sim-", node, "-", done["replicas"][0]["grants"][0]["device"].get<int>());
-  std::filesystem::remove(dir_ / "agents" / node / "simgpu" / uuid / absl::StrCat("z.", zombie));
+  std::filesystem::remove(dir_ / "jobs" / node / "simgpu" / uuid / absl::StrCat("z.", zombie));
   ExpectClearedOnceGone(done);
 }
 
@@ -178,7 +199,7 @@ TEST_F(ResidueTest, AForeignProcessOnTheDeviceIsResidue) {
   for (const auto& [node, gpus] : {std::pair<std::string, std::vector<int>>{"gpu-a", {0, 1}},
                                    std::pair<std::string, std::vector<int>>{"gpu-b", {1}}}) {
     for (int gpu : gpus) {
-      auto where = dir_ / "agents" / node / "simgpu" / absl::StrCat("GPU-sim-", node, "-", gpu);
+      auto where = dir_ / "jobs" / node / "simgpu" / absl::StrCat("GPU-sim-", node, "-", gpu);
       std::filesystem::create_directories(where);
       std::ofstream(where / absl::StrCat("trainer.", foreign)) << "512\n";
     }
