@@ -47,6 +47,7 @@ absl::Status Agent::Start(int64_t deadline_ms) {
   auto gpus = devices_->Discover();
   if (!gpus.ok()) return gpus.status();
   gpus_ = *gpus;
+  StartMps();
   json body = {{"name", options_.node},
                {"cpu_milli", options_.cpu_milli},
                {"memory_mib", options_.memory_mib},
@@ -62,6 +63,9 @@ absl::Status Agent::Start(int64_t deadline_ms) {
     r = api.Post("/api/v1/agents/register", body);
   }
   if (!r.ok()) return r.status();
+  for (const json& g : r->value("gpus", json::array())) {  // the server's modes
+    if (g.value("mode", "") == "shared" && mps_) mps_->MarkShared(g.value("index", -1));
+  }
   LoadState();
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
@@ -79,6 +83,7 @@ void Agent::Stop(bool kill_replicas) {
     for (auto& [key, r] : replicas_) {
       if (r.launched && !r.exit) (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
     }
+    if (mps_) mps_->StopAll();
   }
 }
 
@@ -111,11 +116,9 @@ std::map<std::string, std::string> Agent::GpuEnv(const json& a) const {
       continue;
     }
     visible.push_back(gpu->uuid);
-    if (a.value("mode", "") == "shared") {
-      env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] =
-          std::to_string(std::max<int64_t>(1, g.value("compute_milli", int64_t{0}) / 10));
-      int64_t mem = g.value("memory_mib", int64_t{0});
-      if (mem > 0) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = absl::StrCat("0=", mem, "M");
+    if (a.value("mode", "") == "shared" && mps_) {
+      auto [mem, pct] = ShareCaps(g);
+      for (const auto& [k, v] : mps_->ClientEnv(device, mem, pct)) env[k] = v;
     }
   }
   env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(visible, ",");
@@ -167,6 +170,7 @@ void Agent::Launch(const json& a) {
     }
   }
   r.grants = a.value("grants", json::array());
+  r.gpu_isolation = GpuIsolation(a);
   // Dynamic partitions are created for the replica before it starts (and destroyed by Reclaim).
   std::string create_error;
   for (const json& g : r.grants) {
@@ -353,6 +357,7 @@ json Agent::Report() const {
               {"started_us", r.started_us},
               {"enforcement", r.handle.enforcement.detail.empty() ? r.handle.enforcement.mechanism
                                                                   : r.handle.enforcement.detail}};
+    if (!r.gpu_isolation.is_null()) j["gpu_isolation"] = r.gpu_isolation;
     if (r.exit) {
       if (!r.reclaim.is_null()) {
         j["reclaim"] = r.reclaim;
@@ -383,6 +388,8 @@ json Agent::Report() const {
                             {"health_reason", g.health_reason},
                             {"utilization_pct", g.utilization_pct},
                             {"mig_instances", instances}});
+    if (!g.share_enforcement.empty())
+      body["gpus"].back()["share_enforcement"] = g.share_enforcement;
   }
   body["layouts"] = json::array();
   for (const auto& [gpu, result] : layout_results_) body["layouts"].push_back(result);
@@ -391,6 +398,7 @@ json Agent::Report() const {
 
 absl::Status Agent::Tick() {
   if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;  // health may change
+  if (mps_) mps_->Supervise(gpus_);  // a dead MPS daemon is a device fault
   PollAndEnforce();
   for (auto& [key, r] : replicas_) {
     if (r.reclaim.is_null() && r.reclaiming.valid() &&
@@ -465,6 +473,7 @@ void Agent::SaveState() const {
                     {"log_path", r.log_path},
                     {"status_path", r.status_path},
                     {"grants", r.grants},
+                    {"gpu_isolation", r.gpu_isolation},
                     {"shipped", r.shipped},
                     {"started_us", r.started_us},
                     {"deadline_us", r.deadline_us}});
@@ -493,6 +502,7 @@ void Agent::LoadState() {
     r.log_path = j.value("log_path", "");
     r.status_path = j.value("status_path", "");
     r.grants = j.value("grants", json::array());
+    r.gpu_isolation = j.value("gpu_isolation", json());
     r.shipped = j.value("shipped", int64_t{0});
     r.started_us = j.value("started_us", int64_t{0});
     r.deadline_us = j.value("deadline_us", int64_t{0});

@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 #include "ports/process.h"
+#include "runtime/mps_supervisor.h"
 
 namespace carve {
 
@@ -40,6 +41,14 @@ class Agent {
     // The carve binary, which leads each replica's group as `carve internal-run` (see
     // replica_monitor.h). Empty: this process's own executable.
     std::string self_exe;
+    // The MPS control program started (with -d) for each shared GPU. Empty: by backend,
+    // nvidia-cuda-mps-control on NVML, `carve internal-sim-mps` on simulated GPUs; "none": no
+    // daemon (shared GPUs then take only `isolation: best-effort` shares).
+    std::string mps_control;
+    // Where the daemons' pipe and log directories live (<dir>/<gpu>/pipe, mode 0755): jobs of
+    // every tenant reach it, so it is outside the private data directory. Empty:
+    // /tmp/carve-mps-<hash of the data directory> (short: the pipes are Unix sockets).
+    std::string mps_dir;
   };
   Agent(Options options, std::unique_ptr<DeviceBackend> devices,
         std::unique_ptr<ProcessLauncher> launcher);
@@ -69,7 +78,8 @@ class Agent {
     std::optional<ExitStatus> exit;
     int64_t ended_us = 0;
     nlohmann::json grants = nlohmann::json::array();
-    nlohmann::json reclaim;  // the reclaim record, once the command has ended
+    nlohmann::json gpu_isolation;  // shares: what enforced the caps (mps_supervisor.h)
+    nlohmann::json reclaim;        // the reclaim record, once the command has ended
     // Reclaiming and stopping can take a grace period; they run off the heartbeat loop.
     std::shared_future<nlohmann::json> reclaiming;
   };
@@ -99,6 +109,14 @@ class Agent {
   void SaveState() const;
   void LoadState();
   std::map<std::string, std::string> GpuEnv(const nlohmann::json& assignment) const;
+  // Shared GPUs: starts their MPS daemons (before registration, so the node says whether its
+  // shares' caps are enforced).
+  void StartMps();
+  // A share's memory cap (its grant, or the GPU's memory in proportion to its compute share)
+  // and thread percentage.
+  std::pair<int64_t, int64_t> ShareCaps(const nlohmann::json& grant) const;
+  // The replica's record of what enforced its shares' caps (null without shares).
+  nlohmann::json GpuIsolation(const nlohmann::json& assignment) const;
 
   Options options_;
   std::unique_ptr<DeviceBackend> devices_;
@@ -107,6 +125,7 @@ class Agent {
   std::map<std::pair<int64_t, int>, Replica> replicas_;  // touched only by the loop thread
   std::vector<std::future<void>> stopping_;              // stops in progress
   std::map<int, nlohmann::json> layout_results_;         // GPU index -> last applied layout
+  std::unique_ptr<MpsSupervisor> mps_;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -118,6 +118,7 @@ absl::Status CheckHeartbeatBody(const json& body) {
                  {"health", Type::kString},
                  {"health_reason", Type::kString},
                  {"utilization_pct", Type::kNumber},
+                 {"share_enforcement", Type::kString},
                  {"mig_instances", Type::kArray}});
   if (!s.ok()) return s;
   const json gpus = body.value("gpus", json::array());

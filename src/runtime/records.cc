@@ -64,6 +64,7 @@ json JobRecord::ToJson() const {
                {"slot", r.slot},
                {"idle_since_us", r.idle_since_us},
                {"reclaim", r.reclaim}};
+    if (!r.gpu_isolation.is_null()) rj["gpu_isolation"] = r.gpu_isolation;
     if (!r.retire.empty()) {
       rj["retire"] = r.retire;
       rj["planned"] = r.planned;
@@ -149,6 +150,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.planned = rj.value("planned", false);
       rep.oom_killed = rj.value("oom_killed", false);
       if (rj.contains("reclaim")) rep.reclaim = rj["reclaim"];
+      if (rj.contains("gpu_isolation")) rep.gpu_isolation = rj["gpu_isolation"];
       r.replicas.push_back(rep);
     }
     return r;
@@ -162,17 +164,19 @@ json GpuToJson(const DiscoveredGpu& g) {
   for (const DiscoveredMigInstance& m : g.mig_instances) {
     mig.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
   }
-  return {{"index", g.index},
-          {"uuid", g.uuid},
-          {"model", g.model},
-          {"memory_mib", g.memory_mib},
-          {"mode", g.mode},
-          {"mig_enabled", g.mig_enabled},
-          {"dynamic_layout", g.dynamic_layout},
-          {"mig_instances", mig},
-          {"health", g.health},
-          {"health_reason", g.health_reason},
-          {"utilization_pct", g.utilization_pct}};
+  json out = {{"index", g.index},
+              {"uuid", g.uuid},
+              {"model", g.model},
+              {"memory_mib", g.memory_mib},
+              {"mode", g.mode},
+              {"mig_enabled", g.mig_enabled},
+              {"dynamic_layout", g.dynamic_layout},
+              {"mig_instances", mig},
+              {"health", g.health},
+              {"health_reason", g.health_reason},
+              {"utilization_pct", g.utilization_pct}};
+  if (!g.share_enforcement.empty()) out["share_enforcement"] = g.share_enforcement;
+  return out;
 }
 
 absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
@@ -192,6 +196,7 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
     g.health = j.value("health", "healthy");
     g.health_reason = j.value("health_reason", "");
     g.utilization_pct = j.value("utilization_pct", -1);
+    g.share_enforcement = j.value("share_enforcement", "");
     return g;
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("gpus: ", e.what()));
