@@ -80,6 +80,9 @@ struct ExecArgs {
 
 [[noreturn]] void ExecChild(ExecArgs& a, int in, int out) {
   ::setpgid(0, 0);
+  sigset_t none;  // the agent blocks the signals it waits for; the daemon must not inherit that
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (in >= 0) ::dup2(in, 0);
   if (out >= 0) {
     ::dup2(out, 1);

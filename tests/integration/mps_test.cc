@@ -71,7 +71,7 @@ TEST_F(MpsTest, ShareWithoutMemoryRequestIsCappedAnyway) {
   json done = WaitFinal(job["id"]);
   ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
   int64_t granted = done["replicas"][0]["grants"][0]["memory_mib"];
-  EXPECT_EQ(granted, 49152 / 4) << done.dump(2);  // a quarter of the L40S's 48 GiB
+  EXPECT_EQ(granted, 46068 / 4) << done.dump(2);  // a quarter of the L40S (46068 MiB)
   EXPECT_THAT(Logs(job["id"]), HasSubstr(absl::StrCat("limit=0=", granted, "M")));
   EXPECT_EQ(done["replicas"][0]["gpu_isolation"]["limits"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"],
             absl::StrCat("0=", granted, "M"));

@@ -106,8 +106,8 @@ TEST_F(FitTest, SharesOfAnotherGroupWaitUntilTheDeviceIsFree) {
 TEST_F(FitTest, ShareWithoutMemoryRequestGetsItsProportionOfTheDevice) {
   NodeId n = AddNode("L40S", 1, DeliveryMode::kShared);
   ReplicaPlacement p = Take(n, Share(250));
-  EXPECT_EQ(p.grants[0].memory, MemMib(49152 / 4));
-  EXPECT_EQ(cluster_.node(n).devices[0].free_memory, MemMib(49152 - 49152 / 4));
+  EXPECT_EQ(p.grants[0].memory, MemMib(46068 / 4));
+  EXPECT_EQ(cluster_.node(n).devices[0].free_memory, MemMib(46068 - 46068 / 4));
 }
 
 TEST_F(FitTest, DeviceWithoutEnforcedCapsTakesOnlyBestEffortShares) {
