@@ -180,8 +180,28 @@ void MpsSupervisor::Start(std::vector<DiscoveredGpu>& gpus) {
 pid_t MpsSupervisor::ReadPid(const Daemon& d) const {
   std::ifstream in(d.pipe_dir + "/nvidia-cuda-mps-control.pid");
   int64_t pid = 0;
-  in >> pid;
-  return static_cast<pid_t>(pid);
+  if (in >> pid && pid > 0) return static_cast<pid_t>(pid);
+  // The simulation always writes the file (and its clients run the same executable).
+  if (options_.simulated) return 0;
+  // No pid file: the control program's process whose environment names this pipe directory
+  // (looked for once the -d launcher has exited, so it is the daemon).
+  std::string name = std::filesystem::path(options_.control.empty() ? "" : options_.control[0])
+                         .filename()
+                         .string();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    int64_t candidate = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &candidate)) continue;
+    std::error_code link_ec;
+    auto exe = std::filesystem::read_symlink(entry.path() / "exe", link_ec);
+    if (link_ec || exe.filename().string() != name) continue;
+    std::ifstream env(entry.path() / "environ", std::ios::binary);
+    std::string vars((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    if (vars.find("CUDA_MPS_PIPE_DIRECTORY=" + d.pipe_dir + '\0') != std::string::npos) {
+      return static_cast<pid_t>(candidate);
+    }
+  }
+  return 0;
 }
 
 bool MpsSupervisor::Alive(const Daemon& d) const {

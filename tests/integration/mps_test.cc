@@ -122,6 +122,7 @@ TEST_F(MpsTest, DaemonDeathIsADeviceFaultAndTheDaemonIsRestarted) {
   EXPECT_NE(restarted, daemon);
   EXPECT_EQ(Job(id)["replicas"][0]["gpu_isolation"]["daemon"]["restarts"], 1);
   ASSERT_TRUE(Api().Post(absl::StrCat("/api/v1/jobs/", id, "/cancel"), json::object()).ok());
+  EXPECT_EQ(WaitFinal(id)["state"], "cancelled");
 }
 
 // One MPS server serves one Unix user at a time: a second tenant's share never lands on a GPU
