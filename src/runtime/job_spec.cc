@@ -380,6 +380,7 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
     // One MPS server serves one Unix user at a time, and each tenant runs as its own user.
     r.share_group = spec.tenant;
     r.best_effort = spec.isolation == "best-effort";
+    r.cap_memory = true;  // never an uncapped share
   } else if (*mode == DeliveryMode::kExclusive) {
     r.gpu.compute = spec.gpus > 0 ? kWholeGpu : GpuMilli(0);
     if (!spec.gpu_compute.empty() || !spec.gpu_memory.empty()) {

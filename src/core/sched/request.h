@@ -51,6 +51,10 @@ struct ReplicaRequest {
   std::string share_group = {};
   // Shared mode: accepts a device whose caps are not enforced (isolation: best-effort).
   bool best_effort = false;
+  // Shared mode without a memory request: the share still gets a memory cap, the device's memory
+  // in proportion to its compute share (the platform sets this; trace replays leave shares
+  // without memory uncapped, as in the traces).
+  bool cap_memory = false;
 
   friend bool operator==(const ReplicaRequest&, const ReplicaRequest&) = default;
   template <typename H>

@@ -17,7 +17,7 @@ bool ServesWhole(const Device& d) {
 
 bool ServesShare(const Cluster& cluster, const Device& d, const ReplicaRequest& r) {
   return d.schedulable() && d.mode == DeliveryMode::kShared && d.free_compute >= r.gpu.compute &&
-         d.free_memory >= ShareMemory(cluster, d, r.gpu) && ShareGroupAllows(d, r) &&
+         d.free_memory >= ShareMemory(cluster, d, r) && ShareGroupAllows(d, r) &&
          (d.share_caps_enforced || r.best_effort);
 }
 
@@ -84,7 +84,7 @@ FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaReque
       case DeliveryMode::kShared:
         if (d.schedulable() && d.mode == DeliveryMode::kShared && d.free_compute >= gpu.compute) {
           compute_ok = true;
-          if (d.free_memory < ShareMemory(cluster, d, gpu)) break;
+          if (d.free_memory < ShareMemory(cluster, d, replica)) break;
           memory_ok = true;
           if (!ShareGroupAllows(d, replica)) break;
           group_ok = true;
@@ -143,7 +143,7 @@ std::vector<std::vector<DeviceGrant>> ShareOptions(const Cluster& cluster, const
     if (duplicate) continue;
     seen.push_back(&d);
     out.push_back(
-        {{d.index, r.gpu.compute, ShareMemory(cluster, d, r.gpu), -1, -1, false, r.share_group}});
+        {{d.index, r.gpu.compute, ShareMemory(cluster, d, r), -1, -1, false, r.share_group}});
   }
   return out;
 }
@@ -192,8 +192,9 @@ MigInstance* FindInstance(Device& d, int profile, int start) {
 
 }  // namespace
 
-MemMib ShareMemory(const Cluster& cluster, const Device& d, const GpuRequest& gpu) {
-  if (gpu.memory.units() > 0) return gpu.memory;
+MemMib ShareMemory(const Cluster& cluster, const Device& d, const ReplicaRequest& replica) {
+  const GpuRequest& gpu = replica.gpu;
+  if (gpu.memory.units() > 0 || !replica.cap_memory) return gpu.memory;
   int64_t total = cluster.catalog().model(d.model).memory.units();
   return MemMib(std::max<int64_t>(1, total * gpu.compute.units() / kWholeGpu.units()));
 }

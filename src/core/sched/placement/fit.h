@@ -77,7 +77,7 @@ std::optional<int> GpuKind(const std::vector<DeviceGrant>& grants);
 
 // The device memory a share gets on `d`: its request, or (no request) the device's memory in
 // proportion to its compute share, so that no share is ever uncapped.
-MemMib ShareMemory(const Cluster& cluster, const Device& d, const GpuRequest& gpu);
+MemMib ShareMemory(const Cluster& cluster, const Device& d, const ReplicaRequest& replica);
 
 // Whether a shared device may take a share of `replica`'s group: it holds no share or only the
 // same group's.

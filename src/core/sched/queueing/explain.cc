@@ -38,7 +38,7 @@ std::string ShareBlocker(const Cluster& cluster, const ReplicaRequest& replica) 
   for (const Node& node : cluster.nodes()) {
     for (const Device& d : node.devices) {
       if (!Serves(d, replica) || d.free_compute < replica.gpu.compute ||
-          d.free_memory < ShareMemory(cluster, d, replica.gpu)) {
+          d.free_memory < ShareMemory(cluster, d, replica)) {
         continue;
       }
       if (!ShareGroupAllows(d, replica)) {

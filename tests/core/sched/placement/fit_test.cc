@@ -105,7 +105,9 @@ TEST_F(FitTest, SharesOfAnotherGroupWaitUntilTheDeviceIsFree) {
 // A share without a memory request is capped anyway, in proportion to its compute.
 TEST_F(FitTest, ShareWithoutMemoryRequestGetsItsProportionOfTheDevice) {
   NodeId n = AddNode("L40S", 1, DeliveryMode::kShared);
-  ReplicaPlacement p = Take(n, Share(250));
+  ReplicaRequest r = Share(250);
+  r.cap_memory = true;
+  ReplicaPlacement p = Take(n, r);
   EXPECT_EQ(p.grants[0].memory, MemMib(46068 / 4));
   EXPECT_EQ(cluster_.node(n).devices[0].free_memory, MemMib(46068 - 46068 / 4));
 }
