@@ -56,7 +56,7 @@ void PrintJobs(const json& jobs) {
 struct SubmitFlags {
   std::string file;
   std::string name, mode, gpu_memory, gpu_compute, profile, cpu, memory, max_runtime, queue, kind,
-      idempotency_key, priority_class, topology;
+      idempotency_key, priority_class, topology, isolation;
   std::vector<std::string> gpu_models, env, command;
   int gpus = -1;
   int replicas = 0;
@@ -86,6 +86,7 @@ json SpecFromFlags(const SubmitFlags& f, const CLI::App& cmd) {
   put("--priority", spec, "priority", f.priority);
   put("--priority-class", spec, "priority_class", f.priority_class);
   put("--topology", spec, "topology", f.topology);
+  put("--isolation", spec, "isolation", f.isolation);
   put("--replicas", spec, "replicas", f.replicas);
   put("--max-runtime", spec, "max_runtime", f.max_runtime);
   put("--gpus", r, "gpus", f.gpus);
@@ -134,6 +135,8 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Connection> c) {
   cmd->add_option("--priority-class", f->priority_class,
                   "critical | standard | exploratory, or an applied priority class");
   cmd->add_option("--topology", f->topology, "compact: replicas on one node, NVLink domain, rack");
+  cmd->add_option("--isolation", f->isolation,
+                  "Shared GPUs: enforced (default) | best-effort (caps may not be enforced)");
   cmd->add_option("--env", f->env, "KEY=VALUE (repeatable)");
   cmd->add_option("--idempotency-key", f->idempotency_key,
                   "Submitting again with the same key returns the first job");

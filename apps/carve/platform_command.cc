@@ -434,6 +434,12 @@ void AddAgent(CLI::App& app) {
   agent->add_option("--memory", *memory, "Memory this node offers")->capture_default_str();
   agent->add_option("--data", o->data_dir, "Agent data directory")->capture_default_str();
   agent->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period")->capture_default_str();
+  agent->add_option("--mps-control", o->mps_control,
+                    "MPS control program started (-d) per shared GPU (default: "
+                    "nvidia-cuda-mps-control; simulated GPUs: a simulated one; none: no daemon)");
+  agent->add_option("--mps-dir", o->mps_dir,
+                    "Directory for the MPS daemons' pipes and logs, reachable by jobs "
+                    "(default /tmp/carve-mps-<hash>)");
   agent->add_option("--jobs-dir", o->jobs_dir,
                     "Directory for jobs' work and checkpoint directories, outside --data "
                     "(default: DATA/../carve-jobs)");
@@ -490,10 +496,20 @@ void AddInternalRun(CLI::App& app) {
       [status, status_fd, argv] { std::exit(MonitorReplica(*status, *argv, *status_fd)); });
 }
 
+// Hidden: the simulated MPS control program (runtime/mps_supervisor.h).
+void AddInternalSimMps(CLI::App& app) {
+  auto daemon = std::make_shared<bool>(false);
+  CLI::App* mps = app.add_subcommand("internal-sim-mps", "");
+  mps->group("");
+  mps->add_flag("-d", *daemon, "");
+  mps->callback([daemon] { std::exit(SimulatedMpsControl(*daemon)); });
+}
+
 }  // namespace
 
 void AddPlatformCommands(CLI::App& app) {
   AddInternalRun(app);
+  AddInternalSimMps(app);
   AddDev(app);
   AddServer(app);
   AddAgent(app);

@@ -35,6 +35,9 @@ struct DiscoveredGpu {
   // MIG instances with a fault of their own (an XID attributed to the instance), by start slice:
   // "unhealthy XID 94". The GPU's other instances are not affected.
   std::map<int, std::string> instance_health;
+  // Shared GPUs, set by the agent: how shares' caps are enforced: "mps", "mps (simulated)", or
+  // "none: <why>" (then only `isolation: best-effort` shares are placed there). Empty otherwise.
+  std::string share_enforcement;
 };
 
 // A compute process on a device, as the driver (or the simulation) sees it.

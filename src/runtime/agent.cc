@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,20 @@ namespace carve {
 using json = nlohmann::json;
 
 namespace {
+
+// The parent of live process `pid` from /proc/PID/stat (0 when unknown).
+int64_t ParentPid(int64_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  std::getline(in, stat);
+  size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(paren + 1));
+  std::string state;
+  int64_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -124,6 +139,7 @@ absl::Status Agent::Start(int64_t deadline_ms) {
   baselines_->Load();
   baselines_->TakeMissing(*devices_, gpus_);
   versions_ = devices_->Versions();
+  StartMps();
   json body = {{"name", options_.node},
                {"cpu_milli", options_.cpu_milli},
                {"memory_mib", options_.memory_mib},
@@ -181,6 +197,9 @@ absl::Status Agent::Join(const json& body, int64_t deadline_ms) {
     if (!written || ec) return absl::InternalError(path + ": cannot save the node credential");
   }
   options_.token = saved;  // every later call speaks as this node only
+  for (const json& g : r->value("gpus", json::array())) {  // the server's modes
+    if (g.value("mode", "") == "shared" && mps_) mps_->MarkShared(g.value("index", -1));
+  }
   return absl::OkStatus();
 }
 
@@ -196,6 +215,7 @@ void Agent::Stop(bool kill_replicas) {
     for (auto& [key, r] : replicas_) {
       if (r.launched && !r.exit) (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
     }
+    if (mps_) mps_->StopAll();
   }
 }
 
@@ -228,11 +248,9 @@ std::map<std::string, std::string> Agent::GpuEnv(const json& a) const {
       continue;
     }
     visible.push_back(gpu->uuid);
-    if (a.value("mode", "") == "shared") {
-      env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] =
-          std::to_string(std::max<int64_t>(1, g.value("compute_milli", int64_t{0}) / 10));
-      int64_t mem = g.value("memory_mib", int64_t{0});
-      if (mem > 0) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = absl::StrCat("0=", mem, "M");
+    if (a.value("mode", "") == "shared" && mps_) {
+      auto [mem, pct] = ShareCaps(g);
+      for (const auto& [k, v] : mps_->ClientEnv(device, mem, pct)) env[k] = v;
     }
   }
   env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(visible, ",");
@@ -355,6 +373,7 @@ void Agent::Launch(const json& a) {
     }
   }
   r.grants = a.value("grants", json::array());
+  r.gpu_isolation = GpuIsolation(a);
   // Dynamic partitions are created for the replica before it starts (and destroyed by Reclaim).
   std::string create_error;
   for (const json& g : r.grants) {
@@ -543,15 +562,19 @@ void Agent::CheckDeviceMemory(const Replica& r, int device, Check& check, json& 
 Explains Agent::ExplainsFor(int device, std::pair<int64_t, int> except) const {
   std::vector<ProcessHandle> handles;
   std::set<int64_t> services;
+  std::set<int64_t> daemons;
   {
     std::lock_guard<std::mutex> lock(live_mu_);
     for (const auto& [key, live] : live_) {
       if (key != except && live.devices.count(device)) handles.push_back(live.handle);
     }
     services = service_pids_;
+    daemons = mps_daemons_;
   }
-  return [this, handles, services](int64_t pid) {
-    if (services.count(pid)) return true;
+  // The agent's own MPS daemons and the MPS servers they started (NVML lists a server as a
+  // compute process holding memory) are the node's, not residue.
+  return [this, handles, services, daemons](int64_t pid) {
+    if (services.count(pid) || daemons.count(pid) || daemons.count(ParentPid(pid))) return true;
     for (const ProcessHandle& h : handles) {
       if (launcher_->Owns(h, pid)) return true;
     }
@@ -637,6 +660,7 @@ json Agent::Report() const {
               {"pid", r.handle.pid},
               {"started_us", r.started_us},
               {"enforcement", EnforcementText(r.handle.enforcement)}};
+    if (!r.gpu_isolation.is_null()) j["gpu_isolation"] = r.gpu_isolation;
     if (r.exit) {
       if (!r.reclaim.is_null()) {
         j["reclaim"] = r.reclaim;
@@ -668,6 +692,8 @@ json Agent::Report() const {
                             {"utilization_pct", g.utilization_pct},
                             {"mig_instances", instances},
                             {"residue", ResidueReport(g)}});
+    if (!g.share_enforcement.empty())
+      body["gpus"].back()["share_enforcement"] = g.share_enforcement;
   }
   body["layouts"] = json::array();
   for (const auto& [gpu, result] : layout_results_) body["layouts"].push_back(result);
@@ -676,6 +702,8 @@ json Agent::Report() const {
 
 absl::Status Agent::Tick() {
   if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;  // health may change
+  if (mps_) mps_->Supervise(gpus_);  // a dead MPS daemon is a device fault
+  PublishMpsDaemons();
   PollAndEnforce();
   for (auto& [key, r] : replicas_) {
     if (r.reclaim.is_null() && r.reclaiming.valid() &&
@@ -757,6 +785,7 @@ void Agent::SaveState() const {
                     {"log_path", r.log_path},
                     {"status_path", r.status_path},
                     {"grants", r.grants},
+                    {"gpu_isolation", r.gpu_isolation},
                     {"shipped", r.shipped},
                     {"started_us", r.started_us},
                     {"deadline_us", r.deadline_us}});
@@ -786,6 +815,7 @@ void Agent::LoadState() {
     r.log_path = j.value("log_path", "");
     r.status_path = j.value("status_path", "");
     r.grants = j.value("grants", json::array());
+    r.gpu_isolation = j.value("gpu_isolation", json());
     r.shipped = j.value("shipped", int64_t{0});
     r.started_us = j.value("started_us", int64_t{0});
     r.deadline_us = j.value("deadline_us", int64_t{0});

@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 #include "ports/process.h"
+#include "runtime/mps_supervisor.h"
 #include "runtime/reclaim_check.h"
 
 namespace carve {
@@ -57,6 +58,14 @@ class Agent {
     // replica_monitor.h). Empty: this process's own executable.
     std::string self_exe;
     std::string ca_file;  // PEM CA for an https server (empty: the system's CAs)
+    // The MPS control program started (with -d) for each shared GPU. Empty: by backend,
+    // nvidia-cuda-mps-control on NVML, `carve internal-sim-mps` on simulated GPUs; "none": no
+    // daemon (shared GPUs then take only `isolation: best-effort` shares).
+    std::string mps_control;
+    // Where the daemons' pipe and log directories live (<dir>/<gpu>/pipe, mode 0755): jobs of
+    // every tenant reach it, so it is outside the private data directory. Empty:
+    // /tmp/carve-mps-<hash of the data directory> (short: the pipes are Unix sockets).
+    std::string mps_dir;
   };
   Agent(Options options, std::unique_ptr<DeviceBackend> devices,
         std::unique_ptr<ProcessLauncher> launcher);
@@ -89,7 +98,8 @@ class Agent {
     std::optional<ExitStatus> exit;
     int64_t ended_us = 0;
     nlohmann::json grants = nlohmann::json::array();
-    nlohmann::json reclaim;  // the reclaim record, once the command has ended
+    nlohmann::json gpu_isolation;  // shares: what enforced the caps (mps_supervisor.h)
+    nlohmann::json reclaim;        // the reclaim record, once the command has ended
     // Reclaiming and stopping can take a grace period; they run off the heartbeat loop.
     std::shared_future<nlohmann::json> reclaiming;
   };
@@ -146,6 +156,16 @@ class Agent {
                                             const std::string& home, int64_t uid) const;
   // Creates the directories jobs may reach; called by Start.
   absl::Status PrepareDirs();
+  // Shared GPUs: starts their MPS daemons (before registration, so the node says whether its
+  // shares' caps are enforced).
+  void StartMps();
+  // Publishes the MPS daemons' pids for the reclaim checks (loop thread).
+  void PublishMpsDaemons();
+  // A share's memory cap (its grant, or the GPU's memory in proportion to its compute share)
+  // and thread percentage.
+  std::pair<int64_t, int64_t> ShareCaps(const nlohmann::json& grant) const;
+  // The replica's record of what enforced its shares' caps (null without shares).
+  nlohmann::json GpuIsolation(const nlohmann::json& assignment) const;
 
   Options options_;
   std::unique_ptr<DeviceBackend> devices_;
@@ -158,13 +178,15 @@ class Agent {
     ProcessHandle handle;
     std::set<int> devices;
   };
-  mutable std::mutex live_mu_;  // guards live_, service_pids_ and uuids_
+  mutable std::mutex live_mu_;  // guards live_, service_pids_, mps_daemons_ and uuids_
   std::map<std::pair<int64_t, int>, LiveReplica> live_;
   std::set<int64_t> service_pids_;
   std::map<int, std::string> uuids_;  // GPU index -> UUID
   DriverVersions versions_;
   std::unique_ptr<DeviceBaselines> baselines_;
   std::map<std::string, int64_t> tenant_uids_;  // allocated from the uid range
+  std::unique_ptr<MpsSupervisor> mps_;
+  std::set<int64_t> mps_daemons_;  // guarded by live_mu_: their MPS servers are not residue
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -127,6 +127,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     rep.started_us = report.value("started_us", now_());
     rep.enforcement = report.value("enforcement", "");
     rep.versions = CompactVersions(versions);
+    if (report.contains("gpu_isolation")) rep.gpu_isolation = report["gpu_isolation"];
     if (job.state == "running") {
       Event(batch, "agent:" + node, "job.replica-started", subject,
             absl::StrCat("replica ", r, " (slot ", rep.slot, ") running on ", node),
@@ -276,6 +277,7 @@ json ControlPlane::Assignment(const JobRecord& job, int r) const {
             {"env", job.spec.env},
             {"workdir", job.spec.workdir},
             {"mode", job.spec.mode},
+            {"isolation", job.spec.isolation},
             {"cpu_milli", cpu.ok() ? cpu->units() : 0},
             {"memory_mib", mem.ok() ? mem->units() : 0},
             {"max_runtime_us", max_runtime_us},

@@ -200,6 +200,12 @@ void ControlPlane::DeviceHealth(NodeRecord& node, const json& gpus, StoreBatch& 
     DiscoveredGpu& gpu = node.gpus[index];
     std::string health = g.value("health", "healthy");
     std::string why = g.value("health_reason", "");
+    // Whether its shares' caps are enforced (an MPS daemon runs): the node record says so.
+    std::string enforcement = g.value("share_enforcement", gpu.share_enforcement);
+    if (enforcement != gpu.share_enforcement) {
+      gpu.share_enforcement = enforcement;
+      batch.puts.push_back({"node", node.name, node.ToJson().dump()});
+    }
     if (health == gpu.health && why == gpu.health_reason) continue;
     gpu.health = health;
     gpu.health_reason = why;

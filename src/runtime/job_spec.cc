@@ -160,6 +160,10 @@ absl::Status ReadScheduling(const json& j, JobSpec& spec) {
     if (!grace.ok()) return FieldError("checkpoint_grace", grace.status().message());
     if (*grace > 600'000'000) return FieldError("checkpoint_grace", "must be at most 10m");
   }
+  if (!spec.isolation.empty() && spec.isolation != "enforced" && spec.isolation != "best-effort") {
+    return FieldError("isolation",
+                      absl::StrCat("\"", spec.isolation, "\" is not enforced or best-effort"));
+  }
   return absl::OkStatus();
 }
 
@@ -167,9 +171,10 @@ absl::Status ReadScheduling(const json& j, JobSpec& spec) {
 
 absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
   static const std::set<std::string> kTop = {
-      "name",     "tenant",    "project",        "queue",       "kind",     "priority",
-      "replicas", "resources", "command",        "env",         "workdir",  "max_runtime",
-      "recovery", "lease",     "priority_class", "preemptible", "topology", "checkpoint_grace"};
+      "name",        "tenant",      "project",          "queue",    "kind",
+      "priority",    "replicas",    "resources",        "command",  "env",
+      "workdir",     "max_runtime", "recovery",         "lease",    "priority_class",
+      "preemptible", "topology",    "checkpoint_grace", "isolation"};
   static const std::set<std::string> kResources = {
       "gpus", "mode", "gpu_compute", "gpu_memory", "profile", "gpu_model", "cpu", "memory"};
   if (absl::Status s = CheckKeys(j, "", kTop); !s.ok()) return s;
@@ -184,7 +189,8 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
                           {"max_runtime", &spec.max_runtime},
                           {"priority_class", &spec.priority_class},
                           {"topology", &spec.topology},
-                          {"checkpoint_grace", &spec.checkpoint_grace}}) {
+                          {"checkpoint_grace", &spec.checkpoint_grace},
+                          {"isolation", &spec.isolation}}) {
     if (absl::Status s = Read(j, key, key, *out); !s.ok()) return s;
   }
   int64_t replicas = 1;
@@ -295,6 +301,7 @@ json JobSpec::ToJson() const {
   if (preemptible.has_value()) j["preemptible"] = *preemptible;
   if (!topology.empty()) j["topology"] = topology;
   if (!checkpoint_grace.empty()) j["checkpoint_grace"] = checkpoint_grace;
+  if (!isolation.empty()) j["isolation"] = isolation;
   if (!recovery.empty() || max_retries >= 0) {
     j["recovery"] = json::object();
     if (!recovery.empty()) j["recovery"]["policy"] = recovery;
@@ -448,6 +455,10 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
       if (!mem.ok()) return FieldError("resources.gpu_memory", mem.status().message());
       r.gpu.memory = *mem;
     }
+    // One MPS server serves one Unix user at a time, and each tenant runs as its own user.
+    r.share_group = spec.tenant;
+    r.best_effort = spec.isolation == "best-effort";
+    r.cap_memory = true;  // never an uncapped share
   } else if (*mode == DeliveryMode::kExclusive) {
     r.gpu.compute = spec.gpus > 0 ? kWholeGpu : GpuMilli(0);
     if (!spec.gpu_compute.empty() || !spec.gpu_memory.empty()) {

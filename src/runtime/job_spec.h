@@ -62,6 +62,10 @@ struct JobSpec {
   // How long the job has to checkpoint once told to stop (preempted, drained, cancelled):
   // SIGTERM, then SIGKILL after this ("30s"); empty: the agent's default (3 s).
   std::string checkpoint_grace;
+  // Shared GPUs: "enforced" (default) runs only where the node enforces the share's caps (an
+  // MPS daemon); "best-effort" also accepts a shared GPU without one (caps not enforced, and the
+  // replica's record says so).
+  std::string isolation;
 
   nlohmann::json ToJson() const;
   std::string RecoveryPolicy() const;

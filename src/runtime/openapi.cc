@@ -17,6 +17,7 @@ const char* OpenApiDocument() {
         "priority": {"type": "integer"}, "replicas": {"type": "integer", "minimum": 1},
         "priority_class": {"type": "string", "example": "standard"}, "preemptible": {"type": "boolean"},
         "topology": {"type": "string", "enum": ["any", "compact"]},
+        "isolation": {"type": "string", "enum": ["enforced", "best-effort"]},
         "resources": {"type": "object", "additionalProperties": false, "properties": {
           "gpus": {"type": "integer", "minimum": 0}, "mode": {"type": "string", "enum": ["exclusive", "shared", "partition"]},
           "gpu_compute": {"type": "string", "example": "30%"}, "gpu_memory": {"type": "string", "example": "10Gi"},

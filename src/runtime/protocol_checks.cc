@@ -120,6 +120,7 @@ absl::Status CheckHeartbeatBody(const json& body) {
                  {"health", Type::kString},
                  {"health_reason", Type::kString},
                  {"utilization_pct", Type::kNumber},
+                 {"share_enforcement", Type::kString},
                  {"mig_instances", Type::kArray},
                  {"residue", Type::kObjectOrNull}});
   if (!s.ok()) return s;

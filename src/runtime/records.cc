@@ -67,6 +67,7 @@ json JobRecord::ToJson() const {
                {"idle_since_us", r.idle_since_us},
                {"reclaim", r.reclaim},
                {"versions", r.versions}};
+    if (!r.gpu_isolation.is_null()) rj["gpu_isolation"] = r.gpu_isolation;
     if (!r.retire.empty()) {
       rj["retire"] = r.retire;
       rj["planned"] = r.planned;
@@ -155,6 +156,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.oom_killed = rj.value("oom_killed", false);
       if (rj.contains("reclaim")) rep.reclaim = rj["reclaim"];
       if (rj.contains("versions")) rep.versions = rj["versions"];
+      if (rj.contains("gpu_isolation")) rep.gpu_isolation = rj["gpu_isolation"];
       r.replicas.push_back(rep);
     }
     return r;
@@ -168,18 +170,20 @@ json GpuToJson(const DiscoveredGpu& g) {
   for (const DiscoveredMigInstance& m : g.mig_instances) {
     mig.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
   }
-  return {{"index", g.index},
-          {"uuid", g.uuid},
-          {"model", g.model},
-          {"memory_mib", g.memory_mib},
-          {"mode", g.mode},
-          {"mig_enabled", g.mig_enabled},
-          {"dynamic_layout", g.dynamic_layout},
-          {"mig_instances", mig},
-          {"health", g.health},
-          {"health_reason", g.health_reason},
-          {"utilization_pct", g.utilization_pct},
-          {"vbios", g.vbios}};
+  json out = {{"index", g.index},
+              {"uuid", g.uuid},
+              {"model", g.model},
+              {"memory_mib", g.memory_mib},
+              {"mode", g.mode},
+              {"mig_enabled", g.mig_enabled},
+              {"dynamic_layout", g.dynamic_layout},
+              {"mig_instances", mig},
+              {"health", g.health},
+              {"health_reason", g.health_reason},
+              {"utilization_pct", g.utilization_pct},
+              {"vbios", g.vbios}};
+  if (!g.share_enforcement.empty()) out["share_enforcement"] = g.share_enforcement;
+  return out;
 }
 
 absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
@@ -200,6 +204,7 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
     g.health_reason = j.value("health_reason", "");
     g.utilization_pct = j.value("utilization_pct", -1);
     g.vbios = j.value("vbios", "");
+    g.share_enforcement = j.value("share_enforcement", "");
     return g;
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("gpus: ", e.what()));

@@ -44,6 +44,9 @@ struct ReplicaRecord {
   int64_t started_us = 0;
   int64_t ended_us = 0;
   std::string enforcement;  // what isolation the agent applied
+  // Shared GPUs: how the share's caps were enforced and checked (the agent's record: "enforced":
+  // "mps" | "mps (simulated)" | "none", the daemon, the limits given), null for other modes.
+  nlohmann::json gpu_isolation;
   bool timed_out = false;
   bool oom_killed = false;
   nlohmann::json reclaim;  // the agent's reclaim record: status, checks with observed values

@@ -74,6 +74,7 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
                  : g.health == "suspect" ? DeviceHealth::kSuspect
                                          : DeviceHealth::kUnhealthy;
       d.dynamic_layout = g.dynamic_layout;
+      d.share_caps_enforced = g.share_enforcement.rfind("none", 0) != 0;
       if (rec.quarantined.count(g.index)) d.state = DeviceState::kQuarantined;
       if (rec.fenced.count(g.index) || rec.cordoned_gpus.count(g.index) ||
           rec.relayouts.count(g.index)) {
@@ -88,10 +89,12 @@ Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, Node
 }
 
 std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
-                                  const std::vector<GrantRecord>& records) {
+                                  const std::vector<GrantRecord>& records,
+                                  const std::string& share_group) {
   std::vector<DeviceGrant> grants;
   for (const GrantRecord& g : records) {
     DeviceGrant d{g.device, GpuMilli(g.compute_milli), MemMib(g.memory_mib), -1, -1, false};
+    if (g.profile.empty() && g.compute_milli < kWholeGpu.units()) d.share_group = share_group;
     if (!g.profile.empty()) {
       const Device& dev = cluster.node(node).devices[g.device];
       d.mig_profile = cluster.catalog().FindProfile(dev.model, g.profile).value_or(-1);
@@ -154,7 +157,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
       auto it = ids.find(rep.node);
       if (it == ids.end() || !request.ok() || rep.state == "retired") continue;
       ReplicaPlacement p{it->second, request->replica.resources,
-                         ToGrants(cluster, it->second, rep.grants)};
+                         ToGrants(cluster, it->second, rep.grants, request->replica.share_group)};
       ApplyReplica(cluster, p);
       held[id].push_back(std::move(p));
     }

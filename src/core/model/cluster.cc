@@ -93,7 +93,8 @@ bool operator==(const Device& a, const Device& b) {
   return a.index == b.index && a.model == b.model && a.mode == b.mode && a.health == b.health &&
          a.state == b.state && a.free_compute == b.free_compute && a.free_memory == b.free_memory &&
          a.holders == b.holders && a.dynamic_layout == b.dynamic_layout &&
-         a.instances == b.instances;
+         a.instances == b.instances && a.share_caps_enforced == b.share_caps_enforced &&
+         a.share_group == b.share_group;
 }
 
 bool operator==(const Node& a, const Node& b) {

@@ -47,6 +47,13 @@ struct Device {
   // in free placements (and destroy them when released).
   bool dynamic_layout = false;
   std::vector<MigInstance> instances;
+  // Shared devices: whether the node enforces each share's caps (an MPS daemon runs for it);
+  // shares that do not accept unenforced caps (best-effort) are not placed where it does not.
+  bool share_caps_enforced = true;
+  // Shared devices: the share group (tenant) whose shares it holds now; empty while it holds no
+  // share. One MPS server serves one Unix user at a time, so shares of different groups never
+  // pack onto one device.
+  std::string share_group = {};
 
   bool schedulable() const {
     return health == DeviceHealth::kHealthy && state == DeviceState::kAvailable;

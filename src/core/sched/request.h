@@ -46,12 +46,22 @@ struct ReplicaRequest {
   std::string pool;                                  // empty: any pool
   std::map<std::string, std::string> node_selector;  // ordered: part of the hash
   std::vector<Taint> tolerations;
+  // Shared mode: shares of different groups never share a device (one MPS server serves one
+  // Unix user at a time; the runtime sets the tenant). Empty: no constraint.
+  std::string share_group = {};
+  // Shared mode: accepts a device whose caps are not enforced (isolation: best-effort).
+  bool best_effort = false;
+  // Shared mode without a memory request: the share still gets a memory cap, the device's memory
+  // in proportion to its compute share (the platform sets this; trace replays leave shares
+  // without memory uncapped, as in the traces).
+  bool cap_memory = false;
 
   friend bool operator==(const ReplicaRequest&, const ReplicaRequest&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const ReplicaRequest& r) {
     h = H::combine(std::move(h), r.gpu, r.resources.cpu.units(), r.resources.memory.units(),
-                   r.resources.storage.units(), r.resources.network.units(), r.pool);
+                   r.resources.storage.units(), r.resources.network.units(), r.pool, r.share_group,
+                   r.best_effort);
     for (GpuModelId m : r.allowed_models) h = H::combine(std::move(h), m);
     for (const auto& [k, v] : r.node_selector) h = H::combine(std::move(h), k, v);
     for (const Taint& t : r.tolerations) h = H::combine(std::move(h), t.key, t.value);

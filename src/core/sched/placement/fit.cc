@@ -15,9 +15,10 @@ bool ServesWhole(const Device& d) {
          (d.mode == DeliveryMode::kExclusive || d.mode == DeliveryMode::kShared);
 }
 
-bool ServesShare(const Device& d, const GpuRequest& gpu) {
-  return d.schedulable() && d.mode == DeliveryMode::kShared && d.free_compute >= gpu.compute &&
-         d.free_memory >= gpu.memory;
+bool ServesShare(const Cluster& cluster, const Device& d, const ReplicaRequest& r) {
+  return d.schedulable() && d.mode == DeliveryMode::kShared && d.free_compute >= r.gpu.compute &&
+         d.free_memory >= ShareMemory(cluster, d, r) && ShareGroupAllows(d, r) &&
+         (d.share_caps_enforced || r.best_effort);
 }
 
 std::vector<MigSlot> Layout(const Device& d) {
@@ -72,7 +73,7 @@ FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaReque
   if (!scan.any_mode) return FitReason::kGpuMode;
   if (!scan.any_schedulable) return FitReason::kGpuUnhealthy;
   int count = 0;
-  bool compute_ok = false;
+  bool compute_ok = false, memory_ok = false, group_ok = false;
   for (const Device& d : node.devices) {
     if (count >= gpu.count) break;
     if (!ModelAllowed(replica, d.model)) continue;
@@ -83,7 +84,11 @@ FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaReque
       case DeliveryMode::kShared:
         if (d.schedulable() && d.mode == DeliveryMode::kShared && d.free_compute >= gpu.compute) {
           compute_ok = true;
-          count += d.free_memory >= gpu.memory;
+          if (d.free_memory < ShareMemory(cluster, d, replica)) break;
+          memory_ok = true;
+          if (!ShareGroupAllows(d, replica)) break;
+          group_ok = true;
+          count += d.share_caps_enforced || replica.best_effort;
         }
         break;
       case DeliveryMode::kPartition:
@@ -99,7 +104,10 @@ FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaReque
     case DeliveryMode::kExclusive:
       return FitReason::kGpuCount;
     case DeliveryMode::kShared:
-      return compute_ok ? FitReason::kGpuMemory : FitReason::kGpuShare;
+      return !compute_ok  ? FitReason::kGpuShare
+             : !memory_ok ? FitReason::kGpuMemory
+             : !group_ok  ? FitReason::kGpuShareGroup
+                          : FitReason::kGpuCapsNotEnforced;
     case DeliveryMode::kPartition:
       return FitReason::kMigProfile;
   }
@@ -122,18 +130,20 @@ std::vector<std::vector<DeviceGrant>> WholeOptions(const Node& node, const Repli
   return {grants};
 }
 
-std::vector<std::vector<DeviceGrant>> ShareOptions(const Node& node, const ReplicaRequest& r) {
+std::vector<std::vector<DeviceGrant>> ShareOptions(const Cluster& cluster, const Node& node,
+                                                   const ReplicaRequest& r) {
   std::vector<std::vector<DeviceGrant>> out;
   std::vector<const Device*> seen;
   for (const Device& d : node.devices) {
-    if (!ModelAllowed(r, d.model) || !ServesShare(d, r.gpu)) continue;
+    if (!ModelAllowed(r, d.model) || !ServesShare(cluster, d, r)) continue;
     bool duplicate = std::any_of(seen.begin(), seen.end(), [&](const Device* s) {
       return s->model == d.model && s->free_compute == d.free_compute &&
-             s->free_memory == d.free_memory;
+             s->free_memory == d.free_memory && s->share_group == d.share_group;
     });
     if (duplicate) continue;
     seen.push_back(&d);
-    out.push_back({{d.index, r.gpu.compute, r.gpu.memory, -1, -1, false}});
+    out.push_back(
+        {{d.index, r.gpu.compute, ShareMemory(cluster, d, r), -1, -1, false, r.share_group}});
   }
   return out;
 }
@@ -182,6 +192,18 @@ MigInstance* FindInstance(Device& d, int profile, int start) {
 
 }  // namespace
 
+MemMib ShareMemory(const Cluster& cluster, const Device& d, const ReplicaRequest& replica) {
+  const GpuRequest& gpu = replica.gpu;
+  if (gpu.memory.units() > 0 || !replica.cap_memory) return gpu.memory;
+  int64_t total = cluster.catalog().model(d.model).memory.units();
+  return MemMib(std::max<int64_t>(1, total * gpu.compute.units() / kWholeGpu.units()));
+}
+
+bool ShareGroupAllows(const Device& d, const ReplicaRequest& replica) {
+  return d.share_group.empty() || replica.share_group.empty() ||
+         d.share_group == replica.share_group;
+}
+
 bool ModelAllowed(const ReplicaRequest& replica, GpuModelId model) {
   return replica.allowed_models.empty() ||
          std::find(replica.allowed_models.begin(), replica.allowed_models.end(), model) !=
@@ -213,7 +235,7 @@ std::vector<std::vector<DeviceGrant>> DeviceOptions(const Cluster& cluster, cons
     case DeliveryMode::kExclusive:
       return WholeOptions(node, replica);
     case DeliveryMode::kShared:
-      return ShareOptions(node, replica);
+      return ShareOptions(cluster, node, replica);
     case DeliveryMode::kPartition:
       return PartitionOptions(cluster, node, replica);
   }
@@ -237,6 +259,7 @@ void ApplyReplica(Cluster& cluster, const ReplicaPlacement& placement) {
     if (g.mig_profile < 0) {
       d.free_compute -= g.compute;
       d.free_memory -= g.memory;
+      if (!g.share_group.empty()) d.share_group = g.share_group;
     } else if (g.mig_created) {
       d.instances.push_back({g.mig_profile, g.mig_start, true, true});
     } else {
@@ -257,6 +280,7 @@ void ReleaseReplica(Cluster& cluster, const ReplicaPlacement& placement) {
     if (g.mig_profile < 0) {
       d.free_compute += g.compute;
       d.free_memory += g.memory;
+      if (d.holders == 0) d.share_group.clear();
       continue;
     }
     MigInstance* instance = FindInstance(d, g.mig_profile, g.mig_start);
@@ -285,7 +309,9 @@ absl::string_view ToString(FitReason reason) {
       "insufficient-whole-gpus",
       "insufficient-gpu-share",
       "insufficient-gpu-memory",
-      "no-mig-placement"};
+      "no-mig-placement",
+      "gpu-serves-other-tenant",
+      "gpu-caps-not-enforced"};
   return kNames[static_cast<int>(reason)];
 }
 

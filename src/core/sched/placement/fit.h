@@ -25,13 +25,15 @@ enum class FitReason : uint8_t {
   kMemory,
   kStorage,
   kNetwork,
-  kGpuModel,      // no device of an allowed model
-  kGpuMode,       // no device in the requested delivery mode
-  kGpuUnhealthy,  // devices exist but none is healthy and available
-  kGpuCount,      // not enough idle whole devices
-  kGpuShare,      // no device with enough free compute share
-  kGpuMemory,     // no device with enough free device memory
-  kMigProfile,    // no free instance or free placement of the profile
+  kGpuModel,            // no device of an allowed model
+  kGpuMode,             // no device in the requested delivery mode
+  kGpuUnhealthy,        // devices exist but none is healthy and available
+  kGpuCount,            // not enough idle whole devices
+  kGpuShare,            // no device with enough free compute share
+  kGpuMemory,           // no device with enough free device memory
+  kMigProfile,          // no free instance or free placement of the profile
+  kGpuShareGroup,       // the shared devices that would fit serve another group's (tenant's) shares
+  kGpuCapsNotEnforced,  // the shared devices that would fit cannot enforce the share's caps
   kCount,
 };
 inline constexpr int kFitReasonCount = static_cast<int>(FitReason::kCount);
@@ -44,7 +46,8 @@ struct DeviceGrant {
   MemMib memory;
   int mig_profile = -1;
   int mig_start = -1;
-  bool mig_created = false;  // a transient instance made for this replica
+  bool mig_created = false;      // a transient instance made for this replica
+  std::string share_group = {};  // shares: the group (tenant) the share belongs to
   friend bool operator==(const DeviceGrant&, const DeviceGrant&) = default;
 };
 
@@ -71,6 +74,14 @@ void ReleaseReplica(Cluster& cluster, const ReplicaPlacement& placement);
 // The kind of GPU work a placement holds, for policies that group like with like: 0 for a share,
 // k for k whole devices, -1 for MIG instances; nullopt for a CPU-only replica.
 std::optional<int> GpuKind(const std::vector<DeviceGrant>& grants);
+
+// The device memory a share gets on `d`: its request, or (no request) the device's memory in
+// proportion to its compute share, so that no share is ever uncapped.
+MemMib ShareMemory(const Cluster& cluster, const Device& d, const ReplicaRequest& replica);
+
+// Whether a shared device may take a share of `replica`'s group: it holds no share or only the
+// same group's.
+bool ShareGroupAllows(const Device& d, const ReplicaRequest& replica);
 
 // Whether device `d` may serve the request's model constraint.
 bool ModelAllowed(const ReplicaRequest& replica, GpuModelId model);

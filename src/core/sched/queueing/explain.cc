@@ -30,6 +30,33 @@ bool Serves(const Device& d, const ReplicaRequest& replica) {
   return d.mode == replica.gpu.mode;
 }
 
+// A shared device the share would fit but for another group's shares on it (one MPS server
+// serves one Unix user at a time), or caps it cannot enforce.
+std::string ShareBlocker(const Cluster& cluster, const ReplicaRequest& replica) {
+  if (replica.gpu.mode != DeliveryMode::kShared) return "";
+  std::string caps;
+  for (const Node& node : cluster.nodes()) {
+    for (const Device& d : node.devices) {
+      if (!Serves(d, replica) || d.free_compute < replica.gpu.compute ||
+          d.free_memory < ShareMemory(cluster, d, replica)) {
+        continue;
+      }
+      if (!ShareGroupAllows(d, replica)) {
+        return absl::StrCat("GPU ", d.index, " of node ", node.name, " serves tenant ",
+                            d.share_group,
+                            "'s shares (one MPS server serves one Unix user at a time); "
+                            "waits until they end");
+      }
+      if (!d.share_caps_enforced && !replica.best_effort && caps.empty()) {
+        caps = absl::StrCat("GPU ", d.index, " of node ", node.name,
+                            " cannot enforce share caps (no MPS daemon; see the node record); "
+                            "isolation: best-effort accepts it");
+      }
+    }
+  }
+  return caps;
+}
+
 std::string BestNode(const std::string& name, int64_t have) {
   return name.empty() ? "no eligible node has any"
                       : absl::StrCat("best node ", name, " has ", have);
@@ -124,6 +151,7 @@ std::string NearestFit(const Cluster& cluster, const ReplicaRequest& replica) {
   }
   const GpuRequest& gpu = replica.gpu;
   if (gpu.none()) return "fits an empty node; waits for CPU or memory to be freed";
+  if (std::string blocker = ShareBlocker(cluster, replica); !blocker.empty()) return blocker;
   std::string models = ModelNames(cluster, replica);
   switch (gpu.mode) {
     case DeliveryMode::kExclusive:

@@ -83,6 +83,45 @@ TEST_F(FitTest, SharesPackOntoDevicesUntilFull) {
   EXPECT_EQ(Check(n, Whole(1)), FitReason::kFits);
 }
 
+// One MPS server serves one Unix user at a time: a device holding group A's shares takes no
+// share of group B until A's are gone.
+TEST_F(FitTest, SharesOfAnotherGroupWaitUntilTheDeviceIsFree) {
+  NodeId n = AddNode("L40S", 1, DeliveryMode::kShared);
+  ReplicaRequest acme = Share(300, 4096), globex = Share(300, 4096);
+  acme.share_group = "acme";
+  globex.share_group = "globex";
+  ReplicaPlacement a = Take(n, acme);
+  EXPECT_EQ(cluster_.node(n).devices[0].share_group, "acme");
+  EXPECT_EQ(Check(n, globex), FitReason::kGpuShareGroup);
+  EXPECT_TRUE(DeviceOptions(cluster_, cluster_.node(n), globex).empty());
+  ReplicaPlacement a2 = Take(n, acme);  // the same group packs beside it
+  ReleaseReplica(cluster_, a);
+  EXPECT_EQ(Check(n, globex), FitReason::kGpuShareGroup);
+  ReleaseReplica(cluster_, a2);
+  EXPECT_EQ(cluster_.node(n).devices[0].share_group, "");
+  EXPECT_EQ(Check(n, globex), FitReason::kFits);
+}
+
+// A share without a memory request is capped anyway, in proportion to its compute.
+TEST_F(FitTest, ShareWithoutMemoryRequestGetsItsProportionOfTheDevice) {
+  NodeId n = AddNode("L40S", 1, DeliveryMode::kShared);
+  ReplicaRequest r = Share(250);
+  r.cap_memory = true;
+  ReplicaPlacement p = Take(n, r);
+  EXPECT_EQ(p.grants[0].memory, MemMib(46068 / 4));
+  EXPECT_EQ(cluster_.node(n).devices[0].free_memory, MemMib(46068 - 46068 / 4));
+}
+
+TEST_F(FitTest, DeviceWithoutEnforcedCapsTakesOnlyBestEffortShares) {
+  NodeId n = AddNode("L40S", 1, DeliveryMode::kShared);
+  cluster_.mutable_node(n).devices[0].share_caps_enforced = false;
+  EXPECT_EQ(Check(n, Share(300)), FitReason::kGpuCapsNotEnforced);
+  ReplicaRequest best = Share(300);
+  best.best_effort = true;
+  EXPECT_EQ(Check(n, best), FitReason::kFits);
+  EXPECT_EQ(Check(n, Whole(1)), FitReason::kFits);  // a whole GPU needs no share caps
+}
+
 TEST_F(FitTest, UnhealthyDevicesAreNotOffered) {
   NodeId n = AddNode("H200", 1, DeliveryMode::kExclusive);
   cluster_.mutable_node(n).devices[0].health = DeviceHealth::kUnhealthy;
