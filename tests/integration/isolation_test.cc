@@ -372,5 +372,47 @@ TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
   std::filesystem::remove_all(dir);
 }
 
+// Red team: `carve dev --data` under directories that do not exist yet. The server's umask 077
+// must not make those parents owner-only, or no job (running as its tenant's user) can reach its
+// work directory beside the data directory: every job failed "cannot change to workdir".
+TEST(IsolationDevTest, AFreshDataPathsParentsStayTraversableSoJobsRun) {
+  if (geteuid() != 0) GTEST_SKIP() << "carve dev isolates tenants only when run as root";
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("carve-dev-fresh-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path data = dir / "new/sub/data";  // new/ and new/sub/ do not exist
+  const int port = 20070 + getpid() % 1000;
+  const std::string in_dir = absl::StrCat(
+      "cd ", dir.string(), " && CARVE_SERVER=http://127.0.0.1:", port, " CARVE_TOKEN=$(cat ",
+      data.string(), "/admin.token 2>/dev/null) ", CARVE_BINARY, " ");
+  pid_t dev = Spawn({"/bin/sh", "-c",
+                     absl::StrCat(CARVE_BINARY, " dev --data ", data.string(),
+                                  " --listen 127.0.0.1:", port, " --schedule-interval-ms 50")},
+                    (dir / "dev.log").string());
+  auto eventually = [](auto done) {
+    for (int i = 0; i < 400 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  };
+  ASSERT_TRUE(eventually([&] {
+    return Slurp((dir / "dev.log").string()).find("Carve is running") != std::string::npos;
+  })) << Slurp((dir / "dev.log").string());
+  ApiClient api(absl::StrCat("http://127.0.0.1:", port), Slurp((data / "admin.token").string()));
+  EXPECT_THAT(Shell(in_dir + "submit -- sh -c 'echo ran-as-$(id -u)'"), HasSubstr("job 1"));
+  ASSERT_TRUE(eventually([&] {
+    auto job = api.Get("/api/v1/jobs/1");
+    return job.ok() && IsFinal((*job)["state"]);
+  }));
+  EXPECT_EQ((*api.Get("/api/v1/jobs/1"))["state"], "succeeded") << Shell(in_dir + "logs 1");
+  EXPECT_THAT(Shell(in_dir + "logs 1"), HasSubstr("ran-as-"));
+  EXPECT_EQ(std::filesystem::status(dir / "new/sub").permissions(), std::filesystem::perms(0755));
+  EXPECT_EQ(std::filesystem::status(data).permissions(), std::filesystem::perms(0700));
+  kill(dev, SIGTERM);
+  waitpid(dev, nullptr, 0);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace carve::it
