@@ -336,6 +336,21 @@ TEST_F(ApiInputTest, BadEnvNamesOffsetsAndFormBodiesGetClearErrors) {
   EXPECT_EQ(Call("POST", "/api/v1/jobs", token_, spec).status, 201);
 }
 
+// Red team: an integer above INT64_MAX was read as a wrapped int64, so `"priority":
+// 18446744073709551615` passed the range check and was stored as priority -1 (a record of what
+// was never asked). It is refused as out of range and nothing is stored.
+TEST_F(ApiInputTest, IntegersAboveInt64AreRefusedNotWrapped) {
+  size_t before = Api().Get("/api/v1/jobs?all=true")->size();
+  for (const char* big : {"18446744073709551615", "18446744073709551000", "9223372036854775808"}) {
+    Reply r = Call("POST", "/api/v1/jobs", token_,
+                   absl::StrCat(R"({"command":["true"],"priority":)", big, "}"));
+    EXPECT_EQ(r.status, 400) << big << ": " << r.body;
+    EXPECT_THAT(r.body, HasSubstr("priority: ")) << big;
+    EXPECT_THAT(r.body, HasSubstr("out of range")) << big;
+  }
+  EXPECT_EQ(Api().Get("/api/v1/jobs?all=true")->size(), before);
+}
+
 // L3: a YAML alias bomb aborted the CLI; a deep file must not crash it either.
 TEST_F(ApiInputTest, YamlBombsAndDeepFilesGiveTheCliAClearError) {
   std::string bomb = "command: [\"true\"]\nenv:\n  a: &a [x, x, x, x, x, x, x, x, x]\n";
