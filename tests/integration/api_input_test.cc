@@ -349,6 +349,16 @@ TEST_F(ApiInputTest, IntegersAboveInt64AreRefusedNotWrapped) {
     EXPECT_THAT(r.body, HasSubstr("out of range")) << big;
   }
   EXPECT_EQ(Api().Get("/api/v1/jobs?all=true")->size(), before);
+  // `carve scale` truncated to an int: 4294967298 replicas scaled the service to 2.
+  json svc = Submit({{"command", {"sleep", "300"}}, {"kind", "inference"}});
+  const std::string scale = absl::StrCat("/api/v1/jobs/", svc["id"].get<int64_t>(), "/scale");
+  for (const char* big : {"4294967298", "18446744073709551615", "-4294967295"}) {
+    Reply r = Call("POST", scale, token_, absl::StrCat(R"({"replicas":)", big, "}"));
+    EXPECT_EQ(r.status, 400) << big << ": " << r.body;
+    EXPECT_THAT(r.body, HasSubstr(absl::StrCat("replicas: ", big, " is not between 1 and 1000")));
+  }
+  EXPECT_EQ(
+      (*Api().Get(absl::StrCat("/api/v1/jobs/", svc["id"].get<int64_t>())))["spec"]["replicas"], 1);
 }
 
 // L3: a YAML alias bomb aborted the CLI; a deep file must not crash it either.
