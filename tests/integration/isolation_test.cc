@@ -2,6 +2,7 @@
 // run as root"): jobs run as their tenant's Unix user, cannot read or change another tenant's
 // files, processes or the server's and agent's private files, cannot loosen their cgroup, do not
 // get the agent's environment, and a symlink a job plants never redirects the agent.
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -326,6 +327,40 @@ std::string Shell(const std::string& command) {
   while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
   pclose(p);
   return out;
+}
+
+const NodeList kNoIsolationNodes = {};
+
+// Red team: a tenant's uid was allocated from --uid-range without asking whether the machine
+// already has that account, so with a range holding `nobody` (65534) a tenant's jobs ran as
+// nobody and could read whatever nobody owns. Such uids are skipped; a range with none left
+// refuses the job with why, and nothing runs.
+class TenantUidTest : public PlatformTest {
+ protected:
+  const NodeList& Nodes() const override { return kNoIsolationNodes; }
+};
+
+TEST_F(TenantUidTest, AUidThatIsAnExistingAccountIsNeverATenants) {
+  if (geteuid() != 0) GTEST_SKIP() << "jobs run as their tenant's own user only under root";
+  struct passwd* nobody = getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no nobody account here";
+  const std::string uid = std::to_string(nobody->pw_uid);
+  std::ofstream((dir_ / "uid.yaml").string()) << "gpus:\n  - {model: H200, count: 1}\n";
+  pid_t agent = Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
+                       (dir_ / "data/agent.token").string(), "--node", "uid-a", "--devices",
+                       (dir_ / "uid.yaml").string(), "--data", (dir_ / "agents/uid-a").string(),
+                       "--jobs-dir", (dir_ / "jobs/uid-a").string(), "--heartbeat-ms", "100",
+                       "--uid-range", absl::StrCat(uid, "-", uid)},
+                      (dir_ / "uid-a.log").string());
+  ASSERT_TRUE(Eventually([&] { return Api().Get("/api/v1/nodes")->size() == 1; }))
+      << Slurp((dir_ / "uid-a.log").string());
+  json job = Submit({{"command", {"sh", "-c", "echo uid=$(id -u)"}}});
+  json done = WaitFinal(job["id"]);
+  std::string log = Logs(job["id"]);
+  EXPECT_THAT(log, Not(HasSubstr("uid=" + uid))) << log;
+  EXPECT_THAT(log, HasSubstr("no free uid in --uid-range")) << log;
+  EXPECT_NE(done["state"], "succeeded") << done.dump();
+  Kill(agent, SIGTERM);
 }
 
 // Issue 10's C1 exactly as reported: under `carve dev` (server and agents on one host), a job
