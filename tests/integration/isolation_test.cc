@@ -374,8 +374,9 @@ TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
   const int port = 19070 + getpid() % 1000;
   const std::string in_dir = absl::StrCat("cd ", dir.string(), " && ", CARVE_BINARY, " ");
   pid_t dev =
-      Spawn({"/bin/sh", "-c",
-             absl::StrCat(in_dir, "dev --listen 127.0.0.1:", port, " --schedule-interval-ms 50")},
+      Spawn({"/bin/sh", "-c",  // exec: the pid killed at the end is carve dev's, not the shell's
+             absl::StrCat("cd ", dir.string(), " && exec ", CARVE_BINARY,
+                          " dev --listen 127.0.0.1:", port, " --schedule-interval-ms 50")},
             (dir / "dev.log").string());
   auto eventually = [](auto done) {
     for (int i = 0; i < 400 && !done(); ++i) {
@@ -421,9 +422,8 @@ TEST(IsolationDevTest, AFreshDataPathsParentsStayTraversableSoJobsRun) {
   const std::string in_dir = absl::StrCat(
       "cd ", dir.string(), " && CARVE_SERVER=http://127.0.0.1:", port, " CARVE_TOKEN=$(cat ",
       data.string(), "/admin.token 2>/dev/null) ", CARVE_BINARY, " ");
-  pid_t dev = Spawn({"/bin/sh", "-c",
-                     absl::StrCat(CARVE_BINARY, " dev --data ", data.string(),
-                                  " --listen 127.0.0.1:", port, " --schedule-interval-ms 50")},
+  pid_t dev = Spawn({CARVE_BINARY, "dev", "--data", data.string(), "--listen",
+                     absl::StrCat("127.0.0.1:", port), "--schedule-interval-ms", "50"},
                     (dir / "dev.log").string());
   auto eventually = [](auto done) {
     for (int i = 0; i < 400 && !done(); ++i) {
