@@ -108,6 +108,21 @@ std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib:
   return *who;
 }
 
+namespace {
+
+// A JSON integer read whole, never truncated to an int (4294967298 replicas was taken as 2).
+bool FitsInt(const nlohmann::json& v) {
+  return v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(INT_MAX)
+                                : v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX;
+}
+
+absl::Status TooManyReplicas(const nlohmann::json& v) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("replicas: ", v.dump(), " is not between 1 and 1000"));
+}
+
+}  // namespace
+
 void ApiServer::Routes() {
   httplib::Server& s = *http_;
   auto authed = [this](const httplib::Request& req, httplib::Response& res, const char* role) {
@@ -190,34 +205,26 @@ void ApiServer::Routes() {
            auto id = job_access(req, res, *who, Access::kWrite);
            if (id) respond(res, control_->Renew(*id, *who));
          });
-  s.Post(R"(/api/v1/jobs/(\d+)/scale)", [=, this](const httplib::Request& req,
-                                                  httplib::Response& res) {
-    auto who = authed(req, res, "user");
-    if (!who) return;
-    auto id = job_access(req, res, *who, Access::kWrite);
-    if (!id) return;
-    auto body = Body(req);
-    if (!body.ok()) {
-      ReplyError(res, body.status());
-      return;
-    }
-    // A reference into the body, never a copy of it (a copy of a deep body recursed).
-    auto count = body->is_object() ? body->find("replicas") : body->end();
-    if (count == body->end() || !count->is_number_integer()) {
-      ReplyError(res, absl::InvalidArgumentError("expected {\"replicas\": N}"));
-      return;
-    }
-    // Read whole, never truncated to an int (4294967298 was taken as 2).
-    const bool fits = !count->is_number_unsigned()
-                          ? count->get<int64_t>() >= INT_MIN && count->get<int64_t>() <= INT_MAX
-                          : count->get<uint64_t>() <= static_cast<uint64_t>(INT_MAX);
-    if (!fits) {
-      ReplyError(res, absl::InvalidArgumentError(
-                          absl::StrCat("replicas: ", count->dump(), " is not between 1 and 1000")));
-      return;
-    }
-    respond(res, control_->Scale(*id, count->get<int>(), *who));
-  });
+  s.Post(R"(/api/v1/jobs/(\d+)/scale)",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "user");
+           if (!who) return;
+           auto id = job_access(req, res, *who, Access::kWrite);
+           if (!id) return;
+           auto body = Body(req);
+           if (!body.ok()) {
+             ReplyError(res, body.status());
+             return;
+           }
+           // A reference into the body, never a copy of it (a copy of a deep body recursed).
+           auto count = body->is_object() ? body->find("replicas") : body->end();
+           if (count == body->end() || !count->is_number_integer()) {
+             ReplyError(res, absl::InvalidArgumentError("expected {\"replicas\": N}"));
+             return;
+           }
+           if (!FitsInt(*count)) return ReplyError(res, TooManyReplicas(*count));
+           respond(res, control_->Scale(*id, count->get<int>(), *who));
+         });
   s.Get(R"(/api/v1/jobs/(\d+)/logs)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
           auto who = authed(req, res, "user");
