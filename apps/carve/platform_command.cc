@@ -28,6 +28,7 @@
 #include "runtime/api_server.h"
 #include "runtime/api_socket.h"
 #include "runtime/replica_monitor.h"
+#include "runtime/tenant_paths.h"
 #include "yaml-cpp/yaml.h"
 
 namespace carve::app {
@@ -270,10 +271,10 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   auto listen_fd = ListenExclusive(l.host, l.port);
   if (!listen_fd.ok()) Die(listen_fd.status());
   auto c = std::make_unique<Controller>();
+  // DATA's missing parents are everyone's (0755, not the umask's 0700): the jobs directory beside
+  // DATA must stay reachable by every tenant's user. DATA itself is owner-only.
+  if (absl::Status st = CreatePrivateDir(s.data); !st.ok()) Die(st);
   ::umask(077);
-  std::error_code ec;
-  std::filesystem::create_directories(s.data, ec);
-  if (ec) Die(absl::InternalError(absl::StrCat(s.data, ": ", ec.message())));
   c->data_lock = LockData(s.data);
   MakeDataPrivate(s.data);
   std::string checkpoint_root = s.checkpoint_root.empty()

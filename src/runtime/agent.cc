@@ -258,6 +258,19 @@ std::map<std::string, std::string> Agent::GpuEnv(const json& a) const {
   return env;
 }
 
+namespace {
+
+// Whether this machine has an account (passwd entry) with this uid.
+bool AccountExists(int64_t uid) {
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  return ::getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof(buf), &found) == 0 &&
+         found != nullptr;
+}
+
+}  // namespace
+
 absl::StatusOr<std::pair<int64_t, int64_t>> Agent::TenantIds(const json& a) {
   if (options_.single_user) return std::make_pair(int64_t{-1}, int64_t{-1});
   int64_t uid = a.value("uid", int64_t{0});
@@ -266,20 +279,28 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Agent::TenantIds(const json& a) {
   if (auto it = tenant_uids_.find(tenant); it != tenant_uids_.end()) {
     return std::make_pair(it->second, it->second);
   }
-  // Deterministic first choice, so agents on other nodes tend to agree; probing past uids taken.
+  // Deterministic first choice, so agents on other nodes tend to agree; probing past uids taken
+  // by another tenant or by an account this machine already has (`nobody`, a person's uid): a
+  // tenant's jobs must never run as, and read the files of, someone who is not the tenant.
   const int64_t size = options_.uid_max - options_.uid_min + 1;
   std::set<int64_t> taken;
   for (const auto& [t, u] : tenant_uids_) taken.insert(u);
-  if (size <= 0 || static_cast<int64_t>(taken.size()) >= size) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("no free uid in --uid-range ", options_.uid_min, "-", options_.uid_max,
-                     " for tenant \"", tenant, "\"; set uid on the tenant document"));
-  }
-  int64_t start = static_cast<int64_t>(std::stoull(Sha256Hex(tenant).substr(0, 12), nullptr, 16) %
+  const int64_t start =
+      size <= 0 ? 0
+                : static_cast<int64_t>(std::stoull(Sha256Hex(tenant).substr(0, 12), nullptr, 16) %
                                        static_cast<uint64_t>(size));
-  for (int64_t i = 0;; ++i) {
-    uid = options_.uid_min + (start + i) % size;
-    if (!taken.count(uid)) break;
+  const int64_t tries = std::min<int64_t>(size, static_cast<int64_t>(taken.size()) + 100000);
+  uid = -1;
+  for (int64_t i = 0; i < tries && uid < 0; ++i) {
+    const int64_t candidate = options_.uid_min + (start + i) % size;
+    if (!taken.count(candidate) && !AccountExists(candidate)) uid = candidate;
+  }
+  if (uid < 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no free uid in --uid-range ", options_.uid_min, "-", options_.uid_max, " for tenant \"",
+        tenant,
+        "\" (every uid tried is another tenant's or an existing account's); set uid on the tenant "
+        "document"));
   }
   tenant_uids_[tenant] = uid;
   json saved = tenant_uids_;

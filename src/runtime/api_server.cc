@@ -1,5 +1,7 @@
 #include "runtime/api_server.h"
 
+#include <climits>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -106,6 +108,21 @@ std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib:
   return *who;
 }
 
+namespace {
+
+// A JSON integer read whole, never truncated to an int (4294967298 replicas was taken as 2).
+bool FitsInt(const nlohmann::json& v) {
+  return v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(INT_MAX)
+                                : v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX;
+}
+
+absl::Status TooManyReplicas(const nlohmann::json& v) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("replicas: ", v.dump(), " is not between 1 and 1000"));
+}
+
+}  // namespace
+
 void ApiServer::Routes() {
   httplib::Server& s = *http_;
   auto authed = [this](const httplib::Request& req, httplib::Response& res, const char* role) {
@@ -205,6 +222,7 @@ void ApiServer::Routes() {
              ReplyError(res, absl::InvalidArgumentError("expected {\"replicas\": N}"));
              return;
            }
+           if (!FitsInt(*count)) return ReplyError(res, TooManyReplicas(*count));
            respond(res, control_->Scale(*id, count->get<int>(), *who));
          });
   s.Get(R"(/api/v1/jobs/(\d+)/logs)",

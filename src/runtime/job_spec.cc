@@ -1,5 +1,6 @@
 #include "runtime/job_spec.h"
 
+#include <limits>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -38,7 +39,7 @@ absl::Status Read(const json& j, const std::string& key, const std::string& path
   if (v.is_string()) {
     out = v.get<std::string>();
   } else if (v.is_number_integer()) {
-    out = std::to_string(v.get<int64_t>());
+    out = v.dump();  // an unsigned above INT64_MAX keeps its digits, never wraps
   } else if (v.is_number_float()) {
     out = v.dump();
   } else {
@@ -51,6 +52,11 @@ absl::Status Read(const json& j, const std::string& key, const std::string& path
                   int64_t lo, int64_t hi) {
   if (!j.contains(key)) return absl::OkStatus();
   if (!j[key].is_number_integer()) return FieldError(path, "must be an integer");
+  if (j[key].is_number_unsigned() &&
+      j[key].get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return FieldError(
+        path, absl::StrCat(j[key].get<uint64_t>(), " is out of range [", lo, ", ", hi, "]"));
+  }
   out = j[key].get<int64_t>();
   if (out < lo || out > hi) {
     return FieldError(path, absl::StrCat(out, " is out of range [", lo, ", ", hi, "]"));

@@ -336,6 +336,31 @@ TEST_F(ApiInputTest, BadEnvNamesOffsetsAndFormBodiesGetClearErrors) {
   EXPECT_EQ(Call("POST", "/api/v1/jobs", token_, spec).status, 201);
 }
 
+// Red team: an integer above INT64_MAX was read as a wrapped int64, so `"priority":
+// 18446744073709551615` passed the range check and was stored as priority -1 (a record of what
+// was never asked). It is refused as out of range and nothing is stored.
+TEST_F(ApiInputTest, IntegersAboveInt64AreRefusedNotWrapped) {
+  size_t before = Api().Get("/api/v1/jobs?all=true")->size();
+  for (const char* big : {"18446744073709551615", "18446744073709551000", "9223372036854775808"}) {
+    Reply r = Call("POST", "/api/v1/jobs", token_,
+                   absl::StrCat(R"({"command":["true"],"priority":)", big, "}"));
+    EXPECT_EQ(r.status, 400) << big << ": " << r.body;
+    EXPECT_THAT(r.body, HasSubstr("priority: ")) << big;
+    EXPECT_THAT(r.body, HasSubstr("out of range")) << big;
+  }
+  EXPECT_EQ(Api().Get("/api/v1/jobs?all=true")->size(), before);
+  // `carve scale` truncated to an int: 4294967298 replicas scaled the service to 2.
+  json svc = Submit({{"command", {"sleep", "300"}}, {"kind", "inference"}});
+  const std::string scale = absl::StrCat("/api/v1/jobs/", svc["id"].get<int64_t>(), "/scale");
+  for (const char* big : {"4294967298", "18446744073709551615", "-4294967295"}) {
+    Reply r = Call("POST", scale, token_, absl::StrCat(R"({"replicas":)", big, "}"));
+    EXPECT_EQ(r.status, 400) << big << ": " << r.body;
+    EXPECT_THAT(r.body, HasSubstr(absl::StrCat("replicas: ", big, " is not between 1 and 1000")));
+  }
+  EXPECT_EQ(
+      (*Api().Get(absl::StrCat("/api/v1/jobs/", svc["id"].get<int64_t>())))["spec"]["replicas"], 1);
+}
+
 // L3: a YAML alias bomb aborted the CLI; a deep file must not crash it either.
 TEST_F(ApiInputTest, YamlBombsAndDeepFilesGiveTheCliAClearError) {
   std::string bomb = "command: [\"true\"]\nenv:\n  a: &a [x, x, x, x, x, x, x, x, x]\n";

@@ -2,6 +2,7 @@
 // run as root"): jobs run as their tenant's Unix user, cannot read or change another tenant's
 // files, processes or the server's and agent's private files, cannot loosen their cgroup, do not
 // get the agent's environment, and a symlink a job plants never redirects the agent.
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -328,6 +329,40 @@ std::string Shell(const std::string& command) {
   return out;
 }
 
+const NodeList kNoIsolationNodes = {};
+
+// Red team: a tenant's uid was allocated from --uid-range without asking whether the machine
+// already has that account, so with a range holding `nobody` (65534) a tenant's jobs ran as
+// nobody and could read whatever nobody owns. Such uids are skipped; a range with none left
+// refuses the job with why, and nothing runs.
+class TenantUidTest : public PlatformTest {
+ protected:
+  const NodeList& Nodes() const override { return kNoIsolationNodes; }
+};
+
+TEST_F(TenantUidTest, AUidThatIsAnExistingAccountIsNeverATenants) {
+  if (geteuid() != 0) GTEST_SKIP() << "jobs run as their tenant's own user only under root";
+  struct passwd* nobody = getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no nobody account here";
+  const std::string uid = std::to_string(nobody->pw_uid);
+  std::ofstream((dir_ / "uid.yaml").string()) << "gpus:\n  - {model: H200, count: 1}\n";
+  pid_t agent = Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
+                       (dir_ / "data/agent.token").string(), "--node", "uid-a", "--devices",
+                       (dir_ / "uid.yaml").string(), "--data", (dir_ / "agents/uid-a").string(),
+                       "--jobs-dir", (dir_ / "jobs/uid-a").string(), "--heartbeat-ms", "100",
+                       "--uid-range", absl::StrCat(uid, "-", uid)},
+                      (dir_ / "uid-a.log").string());
+  ASSERT_TRUE(Eventually([&] { return Api().Get("/api/v1/nodes")->size() == 1; }))
+      << Slurp((dir_ / "uid-a.log").string());
+  json job = Submit({{"command", {"sh", "-c", "echo uid=$(id -u)"}}});
+  json done = WaitFinal(job["id"]);
+  std::string log = Logs(job["id"]);
+  EXPECT_THAT(log, Not(HasSubstr("uid=" + uid))) << log;
+  EXPECT_THAT(log, HasSubstr("no free uid in --uid-range")) << log;
+  EXPECT_NE(done["state"], "succeeded") << done.dump();
+  Kill(agent, SIGTERM);
+}
+
 // Issue 10's C1 exactly as reported: under `carve dev` (server and agents on one host), a job
 // walks up from $CARVE_SIM_GPU_DIR and cats the tokens; `carve logs` must not show them.
 TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
@@ -339,8 +374,9 @@ TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
   const int port = 19070 + getpid() % 1000;
   const std::string in_dir = absl::StrCat("cd ", dir.string(), " && ", CARVE_BINARY, " ");
   pid_t dev =
-      Spawn({"/bin/sh", "-c",
-             absl::StrCat(in_dir, "dev --listen 127.0.0.1:", port, " --schedule-interval-ms 50")},
+      Spawn({"/bin/sh", "-c",  // exec: the pid killed at the end is carve dev's, not the shell's
+             absl::StrCat("cd ", dir.string(), " && exec ", CARVE_BINARY,
+                          " dev --listen 127.0.0.1:", port, " --schedule-interval-ms 50")},
             (dir / "dev.log").string());
   auto eventually = [](auto done) {
     for (int i = 0; i < 400 && !done(); ++i) {
@@ -367,6 +403,47 @@ TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
   EXPECT_THAT(logs, HasSubstr("carve-data/admin.token: Permission denied")) << logs;
   EXPECT_THAT(logs, Not(HasSubstr(admin)));
   EXPECT_THAT(logs, Not(HasSubstr(agent)));
+  kill(dev, SIGTERM);
+  waitpid(dev, nullptr, 0);
+  std::filesystem::remove_all(dir);
+}
+
+// Red team: `carve dev --data` under directories that do not exist yet. The server's umask 077
+// must not make those parents owner-only, or no job (running as its tenant's user) can reach its
+// work directory beside the data directory: every job failed "cannot change to workdir".
+TEST(IsolationDevTest, AFreshDataPathsParentsStayTraversableSoJobsRun) {
+  if (geteuid() != 0) GTEST_SKIP() << "carve dev isolates tenants only when run as root";
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("carve-dev-fresh-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path data = dir / "new/sub/data";  // new/ and new/sub/ do not exist
+  const int port = 20070 + getpid() % 1000;
+  const std::string in_dir = absl::StrCat(
+      "cd ", dir.string(), " && CARVE_SERVER=http://127.0.0.1:", port, " CARVE_TOKEN=$(cat ",
+      data.string(), "/admin.token 2>/dev/null) ", CARVE_BINARY, " ");
+  pid_t dev = Spawn({CARVE_BINARY, "dev", "--data", data.string(), "--listen",
+                     absl::StrCat("127.0.0.1:", port), "--schedule-interval-ms", "50"},
+                    (dir / "dev.log").string());
+  auto eventually = [](auto done) {
+    for (int i = 0; i < 400 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  };
+  ASSERT_TRUE(eventually([&] {
+    return Slurp((dir / "dev.log").string()).find("Carve is running") != std::string::npos;
+  })) << Slurp((dir / "dev.log").string());
+  ApiClient api(absl::StrCat("http://127.0.0.1:", port), Slurp((data / "admin.token").string()));
+  EXPECT_THAT(Shell(in_dir + "submit -- sh -c 'echo ran-as-$(id -u)'"), HasSubstr("job 1"));
+  ASSERT_TRUE(eventually([&] {
+    auto job = api.Get("/api/v1/jobs/1");
+    return job.ok() && IsFinal((*job)["state"]);
+  }));
+  EXPECT_EQ((*api.Get("/api/v1/jobs/1"))["state"], "succeeded") << Shell(in_dir + "logs 1");
+  EXPECT_THAT(Shell(in_dir + "logs 1"), HasSubstr("ran-as-"));
+  EXPECT_EQ(std::filesystem::status(dir / "new/sub").permissions(), std::filesystem::perms(0755));
+  EXPECT_EQ(std::filesystem::status(data).permissions(), std::filesystem::perms(0700));
   kill(dev, SIGTERM);
   waitpid(dev, nullptr, 0);
   std::filesystem::remove_all(dir);
