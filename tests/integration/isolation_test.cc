@@ -363,6 +363,15 @@ TEST_F(TenantUidTest, AUidThatIsAnExistingAccountIsNeverATenants) {
   Kill(agent, SIGTERM);
 }
 
+// Polls `done` every 50 ms for up to 20 s (the `carve dev` tests have no fixture's Eventually).
+template <typename Pred>
+bool WithinTwentySeconds(Pred done) {
+  for (int i = 0; i < 400 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
 // Issue 10's C1 exactly as reported: under `carve dev` (server and agents on one host), a job
 // walks up from $CARVE_SIM_GPU_DIR and cats the tokens; `carve logs` must not show them.
 TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
@@ -378,13 +387,7 @@ TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
              absl::StrCat("cd ", dir.string(), " && exec ", CARVE_BINARY,
                           " dev --listen 127.0.0.1:", port, " --schedule-interval-ms 50")},
             (dir / "dev.log").string());
-  auto eventually = [](auto done) {
-    for (int i = 0; i < 400 && !done(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return done();
-  };
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(WithinTwentySeconds([&] {
     return Slurp((dir / "dev.log").string()).find("Carve is running") != std::string::npos;
   })) << Slurp((dir / "dev.log").string());
   const std::string admin = Slurp((dir / "carve-data/admin.token").string());
@@ -395,7 +398,7 @@ TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
                                 "cat $D/admin.token $D/agent.token; "
                                 "cat $D/carve-data/admin.token $D/carve-data/agent.token'");
   EXPECT_THAT(submitted, HasSubstr("job 1"));
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(WithinTwentySeconds([&] {
     auto job = api.Get("/api/v1/jobs/1");
     return job.ok() && IsFinal((*job)["state"]);
   }));
@@ -425,18 +428,12 @@ TEST(IsolationDevTest, AFreshDataPathsParentsStayTraversableSoJobsRun) {
   pid_t dev = Spawn({CARVE_BINARY, "dev", "--data", data.string(), "--listen",
                      absl::StrCat("127.0.0.1:", port), "--schedule-interval-ms", "50"},
                     (dir / "dev.log").string());
-  auto eventually = [](auto done) {
-    for (int i = 0; i < 400 && !done(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return done();
-  };
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(WithinTwentySeconds([&] {
     return Slurp((dir / "dev.log").string()).find("Carve is running") != std::string::npos;
   })) << Slurp((dir / "dev.log").string());
   ApiClient api(absl::StrCat("http://127.0.0.1:", port), Slurp((data / "admin.token").string()));
   EXPECT_THAT(Shell(in_dir + "submit -- sh -c 'echo ran-as-$(id -u)'"), HasSubstr("job 1"));
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(WithinTwentySeconds([&] {
     auto job = api.Get("/api/v1/jobs/1");
     return job.ok() && IsFinal((*job)["state"]);
   }));
