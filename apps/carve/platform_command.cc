@@ -435,6 +435,11 @@ void AddAgent(CLI::App& app) {
   agent->add_option("--memory", *memory, "Memory this node offers")->capture_default_str();
   agent->add_option("--data", o->data_dir, "Agent data directory")->capture_default_str();
   agent->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period")->capture_default_str();
+  agent
+      ->add_option("--job-pids-max", o->job_pids_max,
+                   "Processes and threads one job replica may have (pids.max; 0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   agent->add_option("--mps-control", o->mps_control,
                     "MPS control program started (-d) per shared GPU (default: "
                     "nvidia-cuda-mps-control; simulated GPUs: a simulated one; none: no daemon)");

@@ -31,6 +31,9 @@ struct DiscoveredGpu {
   std::string health = "healthy";  // "healthy" | "suspect" | "unhealthy"
   std::string health_reason;       // e.g. "XID 79"
   int utilization_pct = -1;        // device activity over the last sample (-1: unknown)
+  // N of the GPU's device node /dev/nvidiaN (NVML's minor number, which need not equal the
+  // index: the driver numbers GPUs in the order it probes them); -1: unknown.
+  int minor = -1;
   std::string vbios;  // VBIOS version ("96.00.89.00.01"; simulated: "simulated"); empty: unknown
   // MIG instances with a fault of their own (an XID attributed to the instance), by start slice:
   // "unhealthy XID 94". The GPU's other instances are not affected.

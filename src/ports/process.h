@@ -19,6 +19,7 @@ namespace carve {
 struct ResourceLimits {
   int64_t cpu_milli = 0;   // CPU bandwidth: cpu_milli/1000 cores
   int64_t memory_mib = 0;  // hard memory limit
+  int64_t pids_max = 0;    // processes and threads (pids.max): a fork bomb stops here
 };
 
 // How a replica is started.

@@ -47,16 +47,28 @@ int64_t NowUs() {
       .count();
 }
 
-// The NVIDIA device nodes a replica with `grants` may open: its GPUs (/dev/nvidiaN, N the
-// NVML index: minor numbers follow it when the driver numbers GPUs in PCI order), the control
-// and UVM devices CUDA needs, and for MIG grants every capability device (MIG instances are not
-// separated by device node).
-std::vector<std::string> DeviceNodes(const json& grants) {
+// What the job record shows: limits, identity, devices.
+std::string EnforcementText(const Enforcement& e) {
+  std::string text = e.detail.empty() ? e.mechanism : e.detail;
+  if (!e.identity.empty()) absl::StrAppend(&text, "; ", e.identity);
+  if (!e.devices.empty()) absl::StrAppend(&text, "; devices: ", e.devices);
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> NvidiaDeviceNodes(const json& grants,
+                                           const std::vector<DiscoveredGpu>& gpus) {
   std::vector<std::string> nodes = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
                                     "/dev/nvidia-modeset"};
   bool mig = false;
   for (const json& g : grants) {
-    nodes.push_back(absl::StrCat("/dev/nvidia", g.value("device", 0)));
+    int device = g.value("device", 0);
+    int minor = device;
+    for (const DiscoveredGpu& gpu : gpus) {
+      if (gpu.index == device && gpu.minor >= 0) minor = gpu.minor;
+    }
+    nodes.push_back(absl::StrCat("/dev/nvidia", minor));
     mig |= g.contains("profile");
   }
   std::error_code ec;
@@ -69,16 +81,6 @@ std::vector<std::string> DeviceNodes(const json& grants) {
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   return nodes;
 }
-
-// What the job record shows: limits, identity, devices.
-std::string EnforcementText(const Enforcement& e) {
-  std::string text = e.detail.empty() ? e.mechanism : e.detail;
-  if (!e.identity.empty()) absl::StrAppend(&text, "; ", e.identity);
-  if (!e.devices.empty()) absl::StrAppend(&text, "; devices: ", e.devices);
-  return text;
-}
-
-}  // namespace
 
 Agent::Agent(Options options, std::unique_ptr<DeviceBackend> devices,
              std::unique_ptr<ProcessLauncher> launcher)
@@ -381,7 +383,7 @@ void Agent::Launch(const json& a) {
   spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints.ok() ? *checkpoints : "";
   if (devices_->name() != "simulated") {
     spec.restrict_devices = true;
-    spec.allowed_devices = DeviceNodes(a.value("grants", json::array()));
+    spec.allowed_devices = NvidiaDeviceNodes(a.value("grants", json::array()), gpus_);
   } else {
     // Jobs of every tenant write their simulated device use here (sticky, like /tmp).
     spec.env["CARVE_SIM_GPU_DIR"] = jobs + "/simgpu";
@@ -411,7 +413,8 @@ void Agent::Launch(const json& a) {
   // Unique on this machine: several agents (and several Carve installations) may share it.
   spec.group_name = absl::StrCat(options_.node, "-", Sha256Hex(options_.data_dir).substr(0, 8),
                                  "-job-", r.job, "-r", r.index);
-  spec.limits = {a.value("cpu_milli", int64_t{0}), a.value("memory_mib", int64_t{0})};
+  spec.limits = {a.value("cpu_milli", int64_t{0}), a.value("memory_mib", int64_t{0}),
+                 options_.job_pids_max};
   r.started_us = NowUs();
   int64_t max_runtime = a.value("max_runtime_us", int64_t{0});
   r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;

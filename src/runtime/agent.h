@@ -24,6 +24,12 @@
 
 namespace carve {
 
+// The NVIDIA device nodes a replica with `grants` may open: its GPUs (/dev/nvidiaN, N the GPU's
+// minor number as NVML reports it, else its index), the control and UVM devices CUDA needs,
+// and for MIG grants every capability device (MIG instances are not separated by device node).
+std::vector<std::string> NvidiaDeviceNodes(const nlohmann::json& grants,
+                                           const std::vector<DiscoveredGpu>& gpus);
+
 // The node agent: discovers GPUs, registers with the server, heartbeats, runs assigned replicas
 // as process groups (with their GPU environment and limits), ships their output, reports how
 // they ended, and stops what the server says to stop. Its replicas survive an agent restart:
@@ -49,6 +55,8 @@ class Agent {
     int64_t memory_mib = 0;
     std::map<std::string, std::string> labels;
     int64_t heartbeat_ms = 500;
+    // Processes and threads one replica may have (pids.max); 0: no limit.
+    int64_t job_pids_max = 16384;
     int64_t stop_grace_ms = 3000;
     int64_t memory_tolerance_mib = 64;  // device memory a reclaimed replica may leave behind
     // How long a reclaim check waits for residue to go (a driver tearing a context down, a

@@ -56,6 +56,8 @@ absl::Status ControlPlane::Load() {
     if (!job->idempotency_key.empty() && !job->idempotency_scope.empty()) {
       idempotency_[job->idempotency_scope + "\n" + job->idempotency_key] = job->id;
     }
+    if (!IsFinal(job->state)) active_.insert(job->id);
+    CountWorkload(job->spec);
     jobs_[job->id] = *std::move(job);
   }
   auto nodes = store_->Load("node");
@@ -88,8 +90,21 @@ bool ControlPlane::healthy() const {
   return !broken_;
 }
 
-void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) const {
+void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) {
   batch.puts.push_back({"job", absl::StrFormat("%012d", job.id), job.ToJson().dump()});
+  if (IsFinal(job.state)) {
+    active_.erase(job.id);
+  } else {
+    active_.insert(job.id);
+  }
+}
+
+void ControlPlane::CountWorkload(const JobSpec& spec) {
+  auto request = ToJobRequest(spec, *catalog_);
+  if (!request.ok()) return;
+  auto [it, fresh] = workload_index_.try_emplace(request->replica, workload_.size());
+  if (fresh) workload_.push_back({request->replica, 0});
+  workload_[it->second].weight += 1;
 }
 
 namespace {
@@ -202,6 +217,7 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
          {"project", job.spec.project},
          {"queue", job.spec.queue}});
   json out = job.ToJson();
+  CountWorkload(job.spec);
   jobs_[job.id] = std::move(job);
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return out;
@@ -219,8 +235,10 @@ absl::StatusOr<json> ControlPlane::GetJob(int64_t id) const {
 json ControlPlane::ListJobs(bool all) const {
   std::lock_guard<std::mutex> lock(mu_);
   json out = json::array();
-  for (const auto& [id, job] : jobs_) {
-    if (all || !IsFinal(job.state)) out.push_back(job.ToJson());
+  if (all) {
+    for (const auto& [id, job] : jobs_) out.push_back(job.ToJson());
+  } else {
+    for (int64_t id : active_) out.push_back(jobs_.at(id).ToJson());
   }
   return out;
 }
@@ -378,7 +396,8 @@ json ControlPlane::ListNodes() const {
   for (const auto& [name, node] : nodes_) {
     json n = node.ToJson();
     int64_t running = 0;
-    for (const auto& [id, job] : jobs_) {
+    for (int64_t id : ActiveIds()) {
+      const JobRecord& job = jobs_.at(id);
       if (IsFinal(job.state)) continue;
       for (const ReplicaRecord& r : job.replicas) running += r.node == name;
     }
@@ -396,7 +415,17 @@ absl::StatusOr<json> ControlPlane::Event(int64_t seq) const {
   return list[0];
 }
 
+void ControlPlane::AwaitCommitted() const {
+  std::future<absl::Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done = journal_.Append(StoreBatch{});
+  }
+  done.wait();
+}
+
 json ControlPlane::Events(int64_t after, int64_t limit) const {
+  AwaitCommitted();
   json out = json::array();
   auto events = store_->Events(after, limit);
   if (!events.ok()) return out;

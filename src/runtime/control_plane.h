@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/model/cluster.h"
 #include "core/model/gpu_catalog.h"
@@ -166,12 +167,21 @@ class ControlPlane {
   absl::Status Load();
 
   // Records a change: the job's document and an event, into `batch`.
-  void Touch(const JobRecord& job, StoreBatch& batch) const;
+  // Stores `job` in `batch` and keeps active_ in step with its state (every change of a job's
+  // state is stored through here).
+  void Touch(const JobRecord& job, StoreBatch& batch);
+  // The ids of jobs not in a final state, copied: a loop over them may Touch.
+  std::vector<int64_t> ActiveIds() const { return {active_.begin(), active_.end()}; }
+  // Adds a submitted job's replica request to the placement policy's workload model.
+  void CountWorkload(const JobSpec& spec);
   void Event(StoreBatch& batch, const std::string& actor, const std::string& type,
              const std::string& subject, const std::string& reason,
              nlohmann::json details = nlohmann::json::object()) const;
   // Appends under the lock, waits outside it.
   absl::Status Durable(std::unique_lock<std::mutex>& lock, StoreBatch batch);
+  // Returns once every change made before the call is in the store: a reader of the store (the
+  // event log) then sees whatever a reader of memory saw (a job's end, then its event).
+  void AwaitCommitted() const;
 
   void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
                    const std::string& node, StoreBatch& batch);
@@ -288,9 +298,16 @@ class ControlPlane {
   const GpuCatalog* catalog_;
   Options options_;
   Clock now_;
-  Journal journal_;
+  mutable Journal journal_;  // appended under mu_; mutable for AwaitCommitted
   mutable std::mutex mu_;
   std::map<int64_t, JobRecord> jobs_;
+  // Jobs not in a final state: what heartbeats, timers and the scheduling cycle walk, so their
+  // cost follows live work, not every job ever submitted.
+  std::set<int64_t> active_;
+  // Every submitted job's replica request once, first seen first, weighted by how many jobs
+  // asked for it (the policy's workload model; it was rebuilt from every job each cycle).
+  Workload workload_;
+  absl::flat_hash_map<ReplicaRequest, size_t> workload_index_;
   std::map<std::string, NodeRecord> nodes_;
   std::map<std::string, TokenRecord> tokens_;  // sha256 hex -> token
   std::map<std::string, UserRecord> users_;    // name -> user

@@ -376,7 +376,8 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     }
   }
   json assignments = json::array();
-  for (const auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    const JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty()) continue;
     for (size_t r = 0; r < job.replicas.size(); ++r) {
       const ReplicaRecord& rep = job.replicas[r];

@@ -54,6 +54,7 @@ absl::StatusOr<json> ControlPlane::AuditPage(const AuditQuery& query, const Prin
   } else if (who.role != "admin") {
     return absl::PermissionDeniedError("audit export needs the admin or tenant-admin role");
   }
+  AwaitCommitted();
   json out = json::array();
   constexpr int64_t kPage = 2000;
   for (;;) {
@@ -78,6 +79,7 @@ absl::StatusOr<json> ControlPlane::AuditPage(const AuditQuery& query, const Prin
 }
 
 json ControlPlane::VerifyAudit() const {
+  AwaitCommitted();
   absl::Status chain = store_->VerifyEventChain();
   int64_t count = 0;
   StoredEvent head;

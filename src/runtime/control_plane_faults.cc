@@ -107,7 +107,8 @@ absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Pr
 
 void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
   std::string fault = absl::StrCat("node ", node.name, " stopped heartbeating");
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state)) continue;
     bool touched = false;
     for (const ReplicaRecord& r : job.replicas) {

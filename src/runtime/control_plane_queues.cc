@@ -121,7 +121,8 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
   in.queues = QueueSpecs();
   std::map<std::string, std::string> pools;
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
-  for (const auto& [id, job] : jobs_) {
+  for (int64_t id : active_) {
+    const JobRecord& job = jobs_.at(id);
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok()) continue;  // validated at submission; the catalog cannot shrink
     if (!pools[job.spec.queue].empty()) request->replica.pool = pools[job.spec.queue];
@@ -252,7 +253,8 @@ json ControlPlane::QueueStatus(const Principal& who) const {
   QuotaLedger ledger(specs);
   std::map<std::string, int> pending, running;
   std::map<std::string, ResourceList> waiting;
-  for (const auto& [id, job] : jobs_) {
+  for (int64_t id : active_) {
+    const JobRecord& job = jobs_.at(id);
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok() || IsFinal(job.state)) continue;
     ResourceList charge = RequestCharge(*request, *catalog_);

@@ -55,7 +55,8 @@ json TimedOutReclaim(const ReplicaRecord& rep, const std::string& why, int64_t n
 
 void ControlPlane::ReclaimTimeouts(int64_t now, StoreBatch& batch) {
   int64_t timeout = options_.reclaim_timeout_us;
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state)) continue;
     bool reclaiming = job.state == "reclaiming";
     json silent = json::array();

@@ -179,7 +179,8 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
 }
 
 void ControlPlane::PlaceReplacements(Cluster& cluster, Placer& placer, StoreBatch& batch) {
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    JobRecord& job = jobs_.at(id);
     if (job.state != "running" || job.cancel_requested) continue;
     bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& rep) {
       return rep.node.empty() && rep.state == "pending";

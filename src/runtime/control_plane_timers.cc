@@ -30,7 +30,8 @@ void ControlPlane::Activity(NodeRecord& node, const json& gpus, StoreBatch& batc
     }
   }
   int64_t now = now_();
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    JobRecord& job = jobs_.at(id);
     if (job.state != "running") continue;
     bool active = false;
     for (ReplicaRecord& rep : job.replicas) {
@@ -59,7 +60,8 @@ void ControlPlane::Activity(NodeRecord& node, const json& gpus, StoreBatch& batc
 }
 
 void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    JobRecord& job = jobs_.at(id);
     if (job.state != "running" || job.cancel_requested) continue;
     std::string subject = absl::StrCat("job/", id);
     // Leases that ran out: stop the job so its GPUs come back.

@@ -16,10 +16,6 @@ Journal::~Journal() {
 std::future<absl::Status> Journal::Append(StoreBatch batch) {
   std::promise<absl::Status> promise;
   std::future<absl::Status> future = promise.get_future();
-  if (batch.empty()) {
-    promise.set_value(absl::OkStatus());
-    return future;
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(std::move(batch), std::move(promise));
@@ -42,7 +38,12 @@ void Journal::Run() {
       for (auto& d : batch.deletes) merged.deletes.push_back(std::move(d));
       for (auto& e : batch.events) merged.events.push_back(std::move(e));
     }
-    absl::Status status = store_->Commit(std::move(merged)).status();
+    // A group of empty batches is only a barrier: nothing to write, but it resolves after
+    // every batch appended before it. After a failed commit, memory is ahead of the store:
+    // nothing appended later is confirmed.
+    absl::Status status = failed_;
+    if (status.ok() && !merged.empty()) status = store_->Commit(std::move(merged)).status();
+    if (!status.ok()) failed_ = status;
     for (auto& [batch, promise] : group) promise.set_value(status);
     lock.lock();
   }

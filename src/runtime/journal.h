@@ -22,6 +22,10 @@ class Journal {
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
+  // The future resolves once `batch` and every batch appended before it are committed. An
+  // empty batch writes nothing and is a barrier: a reader that must not hand out state before
+  // it is durable (an assignment whose bind is still committing) waits on one. Once a commit
+  // has failed every later future carries that failure.
   std::future<absl::Status> Append(StoreBatch batch);
 
  private:
@@ -32,6 +36,7 @@ class Journal {
   std::condition_variable cv_;
   std::deque<std::pair<StoreBatch, std::promise<absl::Status>>> queue_;
   bool stop_ = false;
+  absl::Status failed_;  // the journal thread's own
   std::thread thread_;
 };
 

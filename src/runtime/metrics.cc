@@ -93,7 +93,8 @@ std::string ControlPlane::Metrics(const Principal& who) const {
     m.Sample("carve_queue_depth", {{"tenant", std::get<0>(k)}, {"queue", std::get<1>(k)}}, n);
   }
   m.Help("carve_job_wait_seconds", "gauge", "How long each queued job has waited");
-  for (const auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    const JobRecord& job = jobs_.at(id);
     if (job.state != "queued" || !Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) {
       continue;
     }

@@ -134,7 +134,8 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   Timers(now, batch);  // leases, idle GPUs, maintenance windows
   ReclaimTimeouts(now, batch);
   // Cancelled before any replica started: nothing to stop.
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state) || !job.cancel_requested) continue;
     bool started = std::any_of(job.replicas.begin(), job.replicas.end(),
                                [](const ReplicaRecord& r) { return r.state != "pending"; });
@@ -148,9 +149,9 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
 
   std::map<std::string, NodeId> ids;
   Cluster cluster = BuildCluster(catalog_, nodes_, ids);
-  Workload workload;
   std::map<int64_t, std::vector<ReplicaPlacement>> held;  // what each active job holds
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state) || job.replicas.empty()) continue;
     auto request = ToJobRequest(job.spec, *catalog_);
     for (const ReplicaRecord& rep : job.replicas) {
@@ -163,11 +164,11 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
     }
   }
   BlockFaultyInstances(cluster, nodes_, ids);
-  for (auto& [id, job] : jobs_) {
-    auto request = ToJobRequest(job.spec, *catalog_);
-    if (request.ok()) workload.push_back({request->replica, 1.0});
-  }
-  for (WorkloadClass& w : workload) w.weight /= static_cast<double>(workload.size());
+  // Every job ever submitted, by request (kept at submission, not rebuilt per cycle).
+  Workload workload = workload_;
+  double submitted = 0;
+  for (const WorkloadClass& w : workload) submitted += w.weight;
+  for (WorkloadClass& w : workload) w.weight /= submitted;
   auto policy = MakePolicy(options_.policy, PolicyOptions{workload});
   if (!policy.ok()) return policy.status();
   {

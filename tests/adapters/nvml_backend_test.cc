@@ -399,5 +399,21 @@ TEST_F(FakeNvmlActivityTest, VersionsOfTheDriverStackAndEachVbios) {
   EXPECT_EQ(gpus->front().health, "healthy");
 }
 
+// The GPU's device node comes from NVML's minor number, not from its index: on a node whose
+// driver numbered GPUs in another order, fencing /dev/nvidia<index> would fence the wrong GPU.
+TEST_F(FakeNvmlActivityTest, EachGpuKnowsTheMinorNumberOfItsDeviceNode) {
+  int first = AddGpu("NVIDIA H200", "GPU-1", 143771, false);
+  int second = AddGpu("NVIDIA H200", "GPU-2", 143771, false);
+  Fn<void (*)(int, int)>("FakeNvmlSetMinor")(first, 1);
+  Fn<void (*)(int, int)>("FakeNvmlSetMinor")(second, 0);
+  std::unique_ptr<DeviceBackend> backend = Open();
+  ASSERT_NE(backend, nullptr);
+  absl::StatusOr<std::vector<DiscoveredGpu>> gpus = backend->Discover();
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_EQ((*gpus)[0].minor, 1);
+  EXPECT_EQ((*gpus)[1].minor, 0);
+}
+
 }  // namespace
 }  // namespace carve

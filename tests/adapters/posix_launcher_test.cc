@@ -19,11 +19,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "adapters/cgroups/cgroups.h"
+#include "adapters/cgroups/device_filter.h"
 
 namespace carve {
 namespace {
@@ -301,15 +303,96 @@ TEST_F(PosixLauncherTest, AReplicaOpensOnlyItsOwnNvidiaDevices) {
   ProcessHandle handle = Launch(spec);
   ASSERT_TRUE(PollUntilEnded(*launcher_, handle).has_value());
   std::string log = ReadAll(spec.log_path);
-  if (handle.enforcement.devices.rfind("cgroup-v1 devices", 0) != 0) {
-    EXPECT_THAT(handle.enforcement.devices, StartsWith("not enforced"));
-    GTEST_SKIP() << "no v1 devices controller: " << handle.enforcement.devices;
+  if (handle.enforcement.devices.rfind("not enforced", 0) == 0) {
+    GTEST_SKIP() << "no device fence on this machine: " << handle.enforcement.devices;
   }
   EXPECT_THAT(handle.enforcement.devices,
               HasSubstr(absl::StrCat("NVIDIA devices denied except ", mine, " (195:0)")));
   EXPECT_THAT(log, HasSubstr(absl::StrCat(mine, ": No such device or address")));
   EXPECT_THAT(log, HasSubstr(absl::StrCat(other, ": Operation not permitted")));
   EXPECT_THAT(log, HasSubstr("null-ok"));
+}
+
+// On cgroup v2 (which has no devices controller) the fence is a BPF device program attached to
+// the replica's group: with every v1 devices hierarchy left out, /dev/nvidia1 is still refused
+// (EPERM) while /dev/nvidia0 reaches the kernel (ENXIO). Pure v2 nodes (the H200) rely on this.
+TEST_F(PosixLauncherTest, ABpfDeviceProgramFencesNvidiaDevicesOnCgroupV2) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make device nodes and load BPF";
+  std::string table;
+  for (absl::string_view line : absl::StrSplit(ReadAll("/proc/self/mounts"), '\n')) {
+    if (absl::StrContains(line, " cgroup2 ") ||
+        (absl::StrContains(line, " cgroup ") && !absl::StrContains(line, "devices"))) {
+      absl::StrAppend(&table, line, "\n");
+    }
+  }
+  if (!absl::StrContains(table, " cgroup2 ")) GTEST_SKIP() << "no cgroup2 mount";
+  std::unique_ptr<ProcessLauncher> launcher =
+      MakePosixLauncherWithCgroups(Cgroups::DetectFromMounts(root_, table));
+  const std::string mine = dir_ + "/nvidia0";
+  const std::string other = dir_ + "/nvidia1";
+  ASSERT_EQ(mknod(mine.c_str(), S_IFCHR | 0666, makedev(195, 0)), 0);
+  ASSERT_EQ(mknod(other.c_str(), S_IFCHR | 0666, makedev(195, 1)), 0);
+  LaunchSpec spec =
+      Spec({"sh", "-c", absl::StrCat("cat ", mine, " 2>&1; cat ", other, " 2>&1")}, "bpf-devices");
+  spec.restrict_devices = true;
+  spec.allowed_devices = {mine};
+  absl::StatusOr<ProcessHandle> handle = launcher->Launch(spec);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  launched_.push_back(*handle);
+  ASSERT_TRUE(PollUntilEnded(*launcher, *handle).has_value());
+  EXPECT_EQ(handle->enforcement.devices,
+            absl::StrCat("cgroup-v2 BPF device program: NVIDIA devices denied except ", mine,
+                         " (195:0)"));
+  std::string log = ReadAll(spec.log_path);
+  EXPECT_THAT(log, HasSubstr(absl::StrCat(mine, ": No such device or address")));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat(other, ": Operation not permitted")));
+}
+
+// A fork bomb stops at the replica's pids.max instead of exhausting the node's process table.
+TEST_F(PosixLauncherTest, AReplicaCannotForkPastItsPidsLimit) {
+  LaunchSpec spec = Spec({"sh", "-c",
+                          "i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done 2>&1; "
+                          "echo started $(jobs -p | wc -l)"},
+                         "pids");
+  spec.limits.pids_max = 10;
+  ProcessHandle handle = Launch(spec);
+  ASSERT_TRUE(PollUntilEnded(*launcher_, handle).has_value());
+  if (handle.group_path.empty()) GTEST_SKIP() << "no cgroup on this machine";
+  if (!absl::StrContains(handle.enforcement.detail, "pids.max=10")) {
+    EXPECT_THAT(handle.enforcement.detail, HasSubstr("pids not limited"));
+    GTEST_SKIP() << "no pids controller: " << handle.enforcement.detail;
+  }
+  std::string log = ReadAll(spec.log_path);
+  EXPECT_THAT(log, HasSubstr("fork"));  // "sh: Cannot fork" / "can't fork"
+  int started = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::ConsumePrefix(&line, "started ")) {
+      ASSERT_TRUE(absl::SimpleAtoi(line, &started)) << line;
+    }
+  }
+  EXPECT_LT(started, 10) << log;
+}
+
+TEST(NvidiaMajorsTest, AreTheFrontendAndEveryNvidiaCharacterMajor) {
+  EXPECT_EQ(NvidiaMajors("Character devices:\n  1 mem\n195 nvidia-frontend\n236 nvidia-uvm\n"
+                         "237 nvidia-caps\n\nBlock devices:\n240 nvidia-fake-block\n"),
+            (std::vector<uint32_t>{195, 236, 237}));
+  EXPECT_EQ(NvidiaMajors(""), std::vector<uint32_t>{195});
+}
+
+// The program's jumps land inside it, and both ends return: the verifier would refuse less.
+TEST(DeviceFilterProgramTest, EveryJumpLandsInsideTheProgram) {
+  std::vector<bpf_insn> program = DeviceFilterProgram({195, 236}, {{195, 0}, {236, 0}, {195, 255}});
+  ASSERT_EQ(program.size(), 5u + 2 + 1 + 6 + 4);
+  for (size_t i = 0; i < program.size(); ++i) {
+    if (BPF_CLASS(program[i].code) != BPF_JMP || BPF_OP(program[i].code) == BPF_EXIT) continue;
+    int64_t target = static_cast<int64_t>(i) + 1 + program[i].off;
+    EXPECT_GT(target, static_cast<int64_t>(i)) << i;
+    EXPECT_LT(target, static_cast<int64_t>(program.size())) << i;
+  }
+  EXPECT_EQ(program.back().code, BPF_JMP | BPF_EXIT);
+  EXPECT_EQ(program[program.size() - 2].imm, 1);  // allow
+  EXPECT_EQ(program[program.size() - 4].imm, 0);  // deny
 }
 
 TEST(DeviceAllowRulesTest, AllowsEveryDeviceButTheNvidiaOnesNotGranted) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "adapters/cgroups/device_filter.h"
 
 namespace carve {
 namespace {
@@ -142,6 +143,10 @@ absl::StatusOr<std::string> MakeRoot(const std::string& mount, const std::string
         absl::StrSplit(*current, absl::ByAnyChar(" \n"), absl::SkipEmpty());
     bool cpu = std::find(on.begin(), on.end(), "cpu") != on.end();
     bool memory = std::find(on.begin(), on.end(), "memory") != on.end();
+    // pids where the kernel offers it (a job's fork bomb stops at its pids.max); optional.
+    if (std::find(on.begin(), on.end(), "pids") == on.end()) {
+      WriteFile(dir + "/cgroup.subtree_control", "+pids").IgnoreError();
+    }
     if (cpu && memory) return absl::OkStatus();
     return WriteFile(dir + "/cgroup.subtree_control", "+cpu +memory");
   };
@@ -280,7 +285,8 @@ std::unique_ptr<Cgroups> Cgroups::DetectFromMounts(const std::string& root_name,
   std::vector<std::string> used;
   for (auto [controller, kind, limit_file] :
        {std::tuple<const char*, Kind, const char*>{"cpu", Kind::kV1Cpu, "cpu.cfs_quota_us"},
-        {"memory", Kind::kV1Memory, "memory.limit_in_bytes"}}) {
+        {"memory", Kind::kV1Memory, "memory.limit_in_bytes"},
+        {"pids", Kind::kV1Pids, nullptr}}) {  // (the root group has no pids.max)
     // (A named copy: clang 14, which builds the fuzz targets, cannot capture a binding.)
     auto it = std::find_if(mounts.begin(), mounts.end(), [name = controller](const Mount& mount) {
       return mount.type == "cgroup" && mount.Has(name);
@@ -294,7 +300,7 @@ std::unique_ptr<Cgroups> Cgroups::DetectFromMounts(const std::string& root_name,
       why.push_back(absl::StrCat(where, " is mounted read-only"));
       continue;
     }
-    if (!Exists(absl::StrCat(it->path, "/", limit_file))) {
+    if (limit_file != nullptr && !Exists(absl::StrCat(it->path, "/", limit_file))) {
       why.push_back(absl::StrCat(where, " has no ", limit_file));
       continue;
     }
@@ -333,124 +339,183 @@ std::unique_ptr<Cgroups> Cgroups::DetectFromMounts(const std::string& root_name,
 
 absl::StatusOr<CgroupGroup> Cgroups::Create(const std::string& name, const ResourceLimits& limits,
                                             const std::vector<std::string>* allowed_devices) const {
+  if (limits.cpu_milli < 0 || limits.memory_mib < 0 || limits.pids_max < 0 ||
+      limits.memory_mib > std::numeric_limits<int64_t>::max() / (1024 * 1024) ||
+      limits.cpu_milli > std::numeric_limits<int64_t>::max() / kCpuPeriodUs) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid limits: cpu_milli=", limits.cpu_milli,
+                                                   ", memory_mib=", limits.memory_mib,
+                                                   ", pids_max=", limits.pids_max));
+  }
   CgroupGroup group;
   group.enforcement.mechanism = mechanism_;
-  if (allowed_devices != nullptr) {
-    group.enforcement.devices =
-        "not enforced: no cgroup v1 devices controller (cgroup v2 has none; a BPF device program "
-        "is not built), so the replica can open every NVIDIA device its file modes allow";
-  }
-  std::vector<std::string> written;
-  std::vector<std::string> notes;
-  bool cpu_done = false;
-  bool memory_done = false;
+  Limited done;
   auto fail = [&](absl::Status status) {
     Remove(group.dirs, std::chrono::milliseconds(0)).IgnoreError();
     return status;
   };
-  auto write = [](const std::string& dir, const char* file, const std::string& value) {
-    return WriteFile(absl::StrCat(dir, "/", file), value);
-  };
-  if (limits.cpu_milli < 0 || limits.memory_mib < 0 ||
-      limits.memory_mib > std::numeric_limits<int64_t>::max() / (1024 * 1024) ||
-      limits.cpu_milli > std::numeric_limits<int64_t>::max() / kCpuPeriodUs) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid limits: cpu_milli=", limits.cpu_milli,
-                                                   ", memory_mib=", limits.memory_mib));
-  }
-
-  const int64_t quota_us = std::max(kMinCpuQuotaUs, limits.cpu_milli * (kCpuPeriodUs / 1000));
-  const int64_t memory_bytes = limits.memory_mib * 1024 * 1024;
   for (const Hierarchy& hierarchy : hierarchies_) {
     std::string dir = absl::StrCat(hierarchy.base, "/", name);
-    bool reused = false;
-    if (mkdir(dir.c_str(), 0755) == 0) {
-      chmod(dir.c_str(), 0755);
-    } else {
-      if (errno != EEXIST) return fail(ErrnoStatus(errno, absl::StrCat("mkdir ", dir)));
-      // Left by a replica of that name that is gone: reuse it, resetting what it limited.
-      if (!Procs({dir}).empty()) {
-        return fail(absl::AlreadyExistsError(
-            absl::StrCat("cgroup ", dir, " already exists and holds processes")));
-      }
-      reused = true;
-    }
+    absl::StatusOr<bool> reused = MakeGroupDir(dir);
+    if (!reused.ok()) return fail(reused.status());
     group.dirs.push_back(dir);
-    absl::Status status;
-    switch (hierarchy.kind) {
-      case Kind::kV2:
-        if (limits.cpu_milli > 0 || reused) {
-          std::string value = limits.cpu_milli > 0 ? absl::StrCat(quota_us, " ", kCpuPeriodUs)
-                                                   : absl::StrCat("max ", kCpuPeriodUs);
-          status.Update(write(dir, "cpu.max", value));
-          written.push_back(absl::StrCat("cpu.max=", value));
-          cpu_done = true;
-        }
-        if (status.ok() && (limits.memory_mib > 0 || reused)) {
-          std::string value = limits.memory_mib > 0 ? absl::StrCat(memory_bytes) : "max";
-          status.Update(write(dir, "memory.max", value));
-          written.push_back(absl::StrCat("memory.max=", value));
-          memory_done = true;
-        }
-        break;
-      case Kind::kV1Cpu:
-        if (limits.cpu_milli > 0 || reused) {
-          int64_t value = limits.cpu_milli > 0 ? quota_us : -1;
-          status.Update(write(dir, "cpu.cfs_period_us", absl::StrCat(kCpuPeriodUs)));
-          if (status.ok()) status.Update(write(dir, "cpu.cfs_quota_us", absl::StrCat(value)));
-          written.push_back(absl::StrCat("cpu.cfs_quota_us=", value, "/", kCpuPeriodUs));
-          cpu_done = true;
-        }
-        break;
-      case Kind::kV1Memory:
-        if (limits.memory_mib > 0 || reused) {
-          int64_t value = limits.memory_mib > 0 ? memory_bytes : -1;
-          status.Update(write(dir, "memory.limit_in_bytes", absl::StrCat(value)));
-          written.push_back(absl::StrCat("memory.limit_in_bytes=", value));
-          memory_done = true;
-        }
-        break;
-      case Kind::kUnified:
-        if (Exists(dir + "/cgroup.kill")) notes.push_back("stop via cgroup.kill");
-        break;
-      case Kind::kV1Devices:
-        if (allowed_devices != nullptr) {
-          status.Update(RestrictDevices(dir, *allowed_devices, group.enforcement));
-        } else if (reused) {
-          status.Update(write(dir, "devices.allow", "a"));
-        }
-        break;
+    absl::Status status = WriteLimits(hierarchy.kind, dir, limits, *reused, done);
+    if (status.ok() && hierarchy.kind == Kind::kV1Devices && allowed_devices == nullptr &&
+        *reused) {
+      status = WriteFile(dir + "/devices.allow", "a");
     }
     if (!status.ok()) return fail(status);
   }
-  if (limits.cpu_milli > 0 && !cpu_done) notes.push_back("cpu not limited: no cpu hierarchy");
-  if (limits.memory_mib > 0 && !memory_done) {
+  std::vector<std::string>& notes = done.notes;
+  if (limits.cpu_milli > 0 && !done.cpu) notes.push_back("cpu not limited: no cpu hierarchy");
+  if (limits.memory_mib > 0 && !done.memory) {
     notes.push_back("memory not limited: no memory hierarchy");
   }
-  group.enforcement.detail =
-      absl::StrCat(mechanism_, ": ", written.empty() ? "no limits" : absl::StrJoin(written, ", "));
+  if (limits.pids_max > 0 && !done.pids) notes.push_back("pids not limited: no pids controller");
+  if (allowed_devices != nullptr) {
+    absl::StatusOr<std::string> devices = FenceDevices(group.dirs, *allowed_devices);
+    if (!devices.ok()) return fail(devices.status());
+    group.enforcement.devices = *devices;
+  }
+  group.enforcement.detail = absl::StrCat(
+      mechanism_, ": ", done.written.empty() ? "no limits" : absl::StrJoin(done.written, ", "));
   if (!notes.empty()) absl::StrAppend(&group.enforcement.detail, "; ", absl::StrJoin(notes, "; "));
   return group;
 }
 
-absl::Status Cgroups::RestrictDevices(const std::string& dir, const std::vector<std::string>& paths,
-                                      Enforcement& enforcement) {
+absl::StatusOr<bool> Cgroups::MakeGroupDir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) == 0) {
+    chmod(dir.c_str(), 0755);
+    return false;
+  }
+  if (errno != EEXIST) return ErrnoStatus(errno, absl::StrCat("mkdir ", dir));
+  // Left by a replica of that name that is gone: made anew (which also drops a device program
+  // attached to it), or, when it cannot be removed, reused with what it limited reset.
+  if (!Procs({dir}).empty()) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("cgroup ", dir, " already exists and holds processes"));
+  }
+  if (rmdir(dir.c_str()) == 0 && mkdir(dir.c_str(), 0755) == 0) {
+    chmod(dir.c_str(), 0755);
+    return false;
+  }
+  return Exists(dir) ? absl::StatusOr<bool>(true) : ErrnoStatus(errno, absl::StrCat("mkdir ", dir));
+}
+
+absl::Status Cgroups::WriteLimits(Kind kind, const std::string& dir, const ResourceLimits& limits,
+                                  bool reused, Limited& done) {
+  const int64_t quota_us = std::max(kMinCpuQuotaUs, limits.cpu_milli * (kCpuPeriodUs / 1000));
+  const int64_t memory_bytes = limits.memory_mib * 1024 * 1024;
+  absl::Status status;
+  auto write = [&](const char* file, const std::string& value, const std::string& shown) {
+    if (!status.ok()) return;
+    status.Update(WriteFile(absl::StrCat(dir, "/", file), value));
+    if (!shown.empty()) done.written.push_back(shown);
+  };
+  bool cpu = limits.cpu_milli > 0 || reused;
+  bool memory = limits.memory_mib > 0 || reused;
+  bool pids = limits.pids_max > 0 || reused;
+  std::string pids_value = limits.pids_max > 0 ? absl::StrCat(limits.pids_max) : "max";
+  switch (kind) {
+    case Kind::kV2: {
+      std::string cpu_value = limits.cpu_milli > 0 ? absl::StrCat(quota_us, " ", kCpuPeriodUs)
+                                                   : absl::StrCat("max ", kCpuPeriodUs);
+      std::string memory_value = limits.memory_mib > 0 ? absl::StrCat(memory_bytes) : "max";
+      if (cpu) write("cpu.max", cpu_value, absl::StrCat("cpu.max=", cpu_value));
+      if (memory) write("memory.max", memory_value, absl::StrCat("memory.max=", memory_value));
+      // pids.max exists only where the pids controller is enabled for the group.
+      if (pids && Exists(dir + "/pids.max")) {
+        write("pids.max", pids_value, absl::StrCat("pids.max=", pids_value));
+        done.pids = true;
+      }
+      done.cpu |= cpu;
+      done.memory |= memory;
+      break;
+    }
+    case Kind::kV1Cpu:
+      if (cpu) {
+        int64_t value = limits.cpu_milli > 0 ? quota_us : -1;
+        write("cpu.cfs_period_us", absl::StrCat(kCpuPeriodUs), "");
+        write("cpu.cfs_quota_us", absl::StrCat(value),
+              absl::StrCat("cpu.cfs_quota_us=", value, "/", kCpuPeriodUs));
+        done.cpu = true;
+      }
+      break;
+    case Kind::kV1Memory:
+      if (memory) {
+        int64_t value = limits.memory_mib > 0 ? memory_bytes : -1;
+        write("memory.limit_in_bytes", absl::StrCat(value),
+              absl::StrCat("memory.limit_in_bytes=", value));
+        done.memory = true;
+      }
+      break;
+    case Kind::kV1Pids:
+      if (pids) {
+        write("pids.max", pids_value, absl::StrCat("pids.max=", pids_value));
+        done.pids = true;
+      }
+      break;
+    case Kind::kUnified:
+      if (Exists(dir + "/cgroup.kill")) done.notes.push_back("stop via cgroup.kill");
+      break;
+    case Kind::kV1Devices:
+      break;
+  }
+  return status;
+}
+
+absl::StatusOr<std::string> Cgroups::FenceDevices(const std::vector<std::string>& dirs,
+                                                  const std::vector<std::string>& paths) const {
   absl::StatusOr<std::string> proc_devices = ReadFile("/proc/devices");
   if (!proc_devices.ok()) return proc_devices.status();
-  std::vector<std::string> allowed;
+  std::vector<std::string> rules;
+  std::vector<DeviceNumber> numbers;
   std::vector<std::string> names;
   for (const std::string& path : paths) {
     if (std::optional<std::string> rule = DeviceRule(path)) {
-      allowed.push_back(*rule);
+      struct stat st {};
+      stat(path.c_str(), &st);
+      rules.push_back(*rule);
+      numbers.push_back({major(st.st_rdev), minor(st.st_rdev)});
       names.push_back(absl::StrCat(path, " (", rule->substr(2), ")"));
     }
   }
+  std::vector<std::string> applied;
+  std::vector<std::string> why;
+  for (size_t i = 0; i < hierarchies_.size() && i < dirs.size(); ++i) {
+    const std::string& dir = dirs[i];
+    switch (hierarchies_[i].kind) {
+      case Kind::kV1Devices:
+        if (absl::Status s = RestrictDevices(dir, *proc_devices, rules); !s.ok()) return s;
+        applied.push_back("cgroup-v1 devices");
+        break;
+      case Kind::kV2:
+      case Kind::kUnified:
+        if (absl::Status s = AttachDeviceFilter(dir, NvidiaMajors(*proc_devices), numbers);
+            s.ok()) {
+          applied.push_back("cgroup-v2 BPF device program");
+        } else {
+          why.push_back(std::string(s.message()));
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  if (applied.empty()) {
+    if (why.empty()) why.push_back("no cgroup v1 devices controller and no cgroup v2 group");
+    return absl::StrCat("not enforced: ", absl::StrJoin(why, "; "),
+                        ", so the replica can open every NVIDIA device its file modes allow");
+  }
+  return absl::StrCat(absl::StrJoin(applied, " + "), ": NVIDIA devices denied except ",
+                      names.empty() ? std::string("none") : absl::StrJoin(names, ", "));
+}
+
+absl::Status Cgroups::RestrictDevices(const std::string& dir, absl::string_view proc_devices,
+                                      const std::vector<std::string>& allowed) {
   if (absl::Status s = WriteFile(dir + "/devices.deny", "a"); !s.ok()) return s;
-  for (const std::string& rule : DeviceAllowRules(*proc_devices, allowed)) {
+  for (const std::string& rule : DeviceAllowRules(proc_devices, allowed)) {
     if (absl::Status s = WriteFile(dir + "/devices.allow", rule); !s.ok()) return s;
   }
-  enforcement.devices =
-      absl::StrCat("cgroup-v1 devices: NVIDIA devices denied except ",
-                   names.empty() ? std::string("none") : absl::StrJoin(names, ", "));
   return absl::OkStatus();
 }
 

@@ -57,8 +57,8 @@ class Cgroups {
   // REQUIRES: available(); `name` is one path component.
   // `allowed_devices`, when given, restricts the replica's NVIDIA character devices (major 195
   // and every major /proc/devices names "nvidia*") to those device nodes (paths; missing ones
-  // are skipped) through the v1 devices controller; enforcement.devices says what was applied,
-  // or that nothing was.
+  // are skipped) through the v1 devices controller and, on cgroup v2, a BPF device program;
+  // enforcement.devices says what was applied, or that nothing was.
   absl::StatusOr<CgroupGroup> Create(
       const std::string& name, const ResourceLimits& limits,
       const std::vector<std::string>* allowed_devices = nullptr) const;
@@ -77,15 +77,34 @@ class Cgroups {
   static absl::Status Remove(const std::vector<std::string>& dirs, std::chrono::milliseconds wait);
 
  private:
-  enum class Kind { kV2, kV1Cpu, kV1Memory, kUnified, kV1Devices };
+  enum class Kind { kV2, kV1Cpu, kV1Memory, kV1Pids, kUnified, kV1Devices };
   struct Hierarchy {
     Kind kind;
     std::string base;  // <mount>/<root_name>
   };
 
-  // Denies every device but the non-NVIDIA ones and `paths` in v1 devices group `dir`.
-  static absl::Status RestrictDevices(const std::string& dir, const std::vector<std::string>& paths,
-                                      Enforcement& enforcement);
+  // What Create wrote into a group's directories, for the record.
+  struct Limited {
+    std::vector<std::string> written;  // "cpu.max=150000 100000", ...
+    std::vector<std::string> notes;
+    bool cpu = false;
+    bool memory = false;
+    bool pids = false;
+  };
+
+  // Makes a group's directory; true when one left by a gone replica had to be reused.
+  static absl::StatusOr<bool> MakeGroupDir(const std::string& dir);
+  // Writes `limits` (or, for a reused directory, resets them) into `dir` of hierarchy `kind`.
+  static absl::Status WriteLimits(Kind kind, const std::string& dir, const ResourceLimits& limits,
+                                  bool reused, Limited& done);
+  // Restricts the NVIDIA devices of the group in `dirs` (one per hierarchy, in order) to
+  // `paths`, through every mechanism this machine has: the v1 devices controller and a cgroup v2
+  // BPF device program. The record's text: which mechanisms applied, or why none did.
+  absl::StatusOr<std::string> FenceDevices(const std::vector<std::string>& dirs,
+                                           const std::vector<std::string>& paths) const;
+  // Denies every device but the non-NVIDIA ones and `allowed` ("c 195:0") in v1 group `dir`.
+  static absl::Status RestrictDevices(const std::string& dir, absl::string_view proc_devices,
+                                      const std::vector<std::string>& allowed);
 
   std::string mechanism_ = "none";
   std::string summary_;

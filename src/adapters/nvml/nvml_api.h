@@ -158,7 +158,8 @@ using DeviceGetStringFn = Return (*)(Device, char*, unsigned int);   // GetUUID,
 using DeviceGetMemoryInfoFn = Return (*)(Device, Memory*);
 // nvmlSystemGetDriverVersion, nvmlSystemGetNVMLVersion (NVML_SYSTEM_*_VERSION_BUFFER_SIZE: 80).
 using SystemGetStringFn = Return (*)(char*, unsigned int);
-using SystemGetCudaDriverVersionFn = Return (*)(int*);  // _v2: 12020 for CUDA 12.2
+using SystemGetCudaDriverVersionFn = Return (*)(int*);             // _v2: 12020 for CUDA 12.2
+using DeviceGetMinorNumberFn = Return (*)(Device, unsigned int*);  // N of /dev/nvidiaN
 using DeviceGetMigModeFn = Return (*)(Device, unsigned int* current, unsigned int* pending);
 using DeviceGetMaxMigDeviceCountFn = Return (*)(Device, unsigned int*);
 using DeviceGetMigDeviceHandleByIndexFn = Return (*)(Device, unsigned int, Device*);

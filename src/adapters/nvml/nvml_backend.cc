@@ -259,6 +259,10 @@ class NvmlBackend : public DeviceBackend {
     if (f.get_vbios != nullptr && f.get_vbios(device, text, sizeof(text)) == nvml::kSuccess) {
       gpu.vbios = text;
     }
+    unsigned int minor = 0;
+    if (f.get_minor != nullptr && f.get_minor(device, &minor) == nvml::kSuccess) {
+      gpu.minor = static_cast<int>(minor);
+    }
     std::string product;
     text[0] = '\0';
     if (Check(gpu, f.get_name(device, text, sizeof(text)), "nvmlDeviceGetName")) product = text;

@@ -77,6 +77,7 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string
   load(f.get_cuda_driver_version, "nvmlSystemGetCudaDriverVersion_v2", false);
   load(f.get_nvml_version, "nvmlSystemGetNVMLVersion", false);
   load(f.get_vbios, "nvmlDeviceGetVbiosVersion", false);
+  load(f.get_minor, "nvmlDeviceGetMinorNumber", false);
   load(f.get_mig_mode, "nvmlDeviceGetMigMode", false);
   load(f.get_max_mig, "nvmlDeviceGetMaxMigDeviceCount", false);
   load(f.get_mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex", false);

@@ -29,6 +29,7 @@ class NvmlLibrary {
     nvml::SystemGetCudaDriverVersionFn get_cuda_driver_version = nullptr;
     nvml::SystemGetStringFn get_nvml_version = nullptr;
     nvml::DeviceGetStringFn get_vbios = nullptr;  // nvmlDeviceGetVbiosVersion
+    nvml::DeviceGetMinorNumberFn get_minor = nullptr;
     nvml::DeviceGetMigModeFn get_mig_mode = nullptr;
     nvml::DeviceGetMaxMigDeviceCountFn get_max_mig = nullptr;
     nvml::DeviceGetMigDeviceHandleByIndexFn get_mig_handle = nullptr;

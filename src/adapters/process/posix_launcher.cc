@@ -363,7 +363,7 @@ class PosixLauncher final : public ProcessLauncher {
       return absl::InvalidArgumentError(
           absl::StrCat("LaunchSpec.group_name \"", name, "\" is not one path component"));
     }
-    if (spec.limits.cpu_milli < 0 || spec.limits.memory_mib < 0) {
+    if (spec.limits.cpu_milli < 0 || spec.limits.memory_mib < 0 || spec.limits.pids_max < 0) {
       return absl::InvalidArgumentError("LaunchSpec.limits must not be negative");
     }
 

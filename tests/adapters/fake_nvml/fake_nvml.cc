@@ -110,6 +110,7 @@ void FakeNvmlSetVersions(const char* driver, const char* nvml_version, int cuda)
   State().cuda_driver_version = cuda;
 }
 void FakeNvmlSetVbios(int gpu, const char* vbios) { State().gpus[gpu].vbios = vbios; }
+void FakeNvmlSetMinor(int gpu, int minor) { State().gpus[gpu].minor = minor; }
 
 void FakeNvmlSetLost(int gpu) { State().gpus[gpu].lost = true; }
 void FakeNvmlSetRemapPending(int gpu) { State().gpus[gpu].remap_pending = true; }
@@ -232,6 +233,16 @@ nvml::Return nvmlDeviceGetVbiosVersion(nvml::Device device, char* version, unsig
   return CopyString(State().gpus[gpu].vbios, version, length);
 }
 
+nvml::Return nvmlDeviceGetMinorNumber(nvml::Device device, unsigned int* minor) {
+  Lock lock;
+  size_t gpu, slot;
+  if (!Decode(device, gpu, slot) || slot != 0 || minor == nullptr) return 2;
+  if (State().gpus[gpu].lost) return nvml::kErrorGpuIsLost;
+  int value = State().gpus[gpu].minor;
+  *minor = static_cast<unsigned int>(value >= 0 ? value : static_cast<int>(gpu));
+  return nvml::kSuccess;
+}
+
 nvml::Return nvmlDeviceGetMigMode(nvml::Device device, unsigned int* current,
                                   unsigned int* pending) {
   Lock lock;
@@ -336,6 +347,7 @@ static_assert(std::is_same_v<decltype(&nvmlSystemGetNVMLVersion), nvml::SystemGe
 static_assert(std::is_same_v<decltype(&nvmlSystemGetCudaDriverVersion_v2),
                              nvml::SystemGetCudaDriverVersionFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetVbiosVersion), nvml::DeviceGetStringFn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMinorNumber), nvml::DeviceGetMinorNumberFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigMode), nvml::DeviceGetMigModeFn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigDeviceHandleByIndex),
                              nvml::DeviceGetMigDeviceHandleByIndexFn>);

@@ -45,6 +45,7 @@ struct FakeGpu {
   unsigned long long memory_mib = 0;
   unsigned long long reserved_mib = 0;  // used with no process (driver reservation, leaks)
   std::string vbios = "96.00.89.00.01";
+  int minor = -1;  // -1: the GPU's index
   bool mig_enabled = false;
   bool lost = false;
   bool remap_pending = false;
