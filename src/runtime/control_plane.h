@@ -155,6 +155,9 @@ class ControlPlane {
   absl::StatusOr<int> ScheduleOnce();
 
   bool healthy() const;
+  // OK, or Unavailable saying why this server refuses work: a commit failed, memory is ahead of
+  // the store, and only a restart (which reloads what the store committed) makes it whole.
+  absl::Status Ready() const;
 
   // Per queue: its configuration, and per resource quota, used, borrowed, lent, borrowable;
   // pending and running job counts. Only the queues `who` may submit to (admins: all): another
@@ -170,8 +173,12 @@ class ControlPlane {
   void Event(StoreBatch& batch, const std::string& actor, const std::string& type,
              const std::string& subject, const std::string& reason,
              nlohmann::json details = nlohmann::json::object()) const;
-  // Appends under the lock, waits outside it.
+  // Appends under the lock, waits outside it. Once committed, writes the batch's events to the
+  // operator's log (decision_log.h); a failed commit breaks the server (Broken) and is logged
+  // once, at error level.
   absl::Status Durable(std::unique_lock<std::mutex>& lock, StoreBatch batch);
+  // The answer of every call once a commit failed. The caller holds mu_.
+  absl::Status Broken() const;
 
   void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
                    const std::string& node, StoreBatch& batch);
@@ -303,6 +310,7 @@ class ControlPlane {
   int64_t next_job_id_ = 1;
   int64_t loaded_us_ = 0;  // when this server loaded the store (reclaim timeouts count from it)
   bool broken_ = false;
+  std::string broken_reason_;  // the store's error of the first failed commit
 };
 
 std::string Sha256Hex(const std::string& data);

@@ -22,10 +22,19 @@ std::future<absl::Status> Journal::Append(StoreBatch batch) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) {
+      promise.set_value(failure_);
+      return future;
+    }
     queue_.emplace_back(std::move(batch), std::move(promise));
   }
   cv_.notify_one();
   return future;
+}
+
+absl::Status Journal::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
 }
 
 void Journal::Run() {
@@ -35,6 +44,10 @@ void Journal::Run() {
     if (queue_.empty()) return;  // stopping, nothing left
     auto group = std::move(queue_);
     queue_.clear();
+    if (!failure_.ok()) {  // batches queued while the failed commit was on its way
+      for (auto& [batch, promise] : group) promise.set_value(failure_);
+      continue;
+    }
     lock.unlock();
     StoreBatch merged;
     for (auto& [batch, promise] : group) {
@@ -43,8 +56,9 @@ void Journal::Run() {
       for (auto& e : batch.events) merged.events.push_back(std::move(e));
     }
     absl::Status status = store_->Commit(std::move(merged)).status();
-    for (auto& [batch, promise] : group) promise.set_value(status);
     lock.lock();
+    if (!status.ok()) failure_ = status;
+    for (auto& [batch, promise] : group) promise.set_value(status);
   }
 }
 
