@@ -84,8 +84,10 @@ void ApiServer::ScheduleLoop() {
 void ApiServer::ReportCycle(const absl::StatusOr<int>& scheduled, const absl::Status& accrued,
                             int64_t us) {
   if (scheduled.ok()) LogTrace("scheduling cycle: ", *scheduled, " jobs scheduled in ", us, " us");
-  // Each distinct error once: a broken store fails every cycle the same way.
+  // Each distinct error once. A failed commit was logged where it happened, and fails every
+  // cycle after it the same way.
   absl::Status error = !scheduled.ok() ? scheduled.status() : accrued;
+  if (!error.ok() && !control_->Ready().ok()) return;
   std::string what = !scheduled.ok() ? "the scheduling cycle" : "utilization accounting";
   std::string text = error.ok() ? "" : absl::StrCat(what, " failed: ", error.message());
   if (text == last_cycle_error_) return;
