@@ -89,14 +89,13 @@ absl::Status ControlPlane::Load() {
   return LoadUtilization();
 }
 
-bool ControlPlane::healthy() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !broken_;
-}
+bool ControlPlane::healthy() const { return !broken_; }
 
+// Every API call asks: without the lock, which a scheduling cycle may hold.
 absl::Status ControlPlane::Ready() const {
+  if (!broken_) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
-  return broken_ ? Broken() : absl::OkStatus();
+  return Broken();
 }
 
 absl::Status ControlPlane::Broken() const {
@@ -171,8 +170,8 @@ absl::Status ControlPlane::Durable(std::unique_lock<std::mutex>& lock, StoreBatc
     // Memory is now ahead of the store: refuse further work until a restart reloads it.
     std::lock_guard<std::mutex> relock(mu_);
     if (!broken_) {
-      broken_ = true;
       broken_reason_ = std::string(status.message());
+      broken_ = true;
       LogError("the store failed to commit (", status.message(), "): ", records, " records and ",
                events,
                " events not recorded; refusing every call (503, /readyz fails) until a restart");

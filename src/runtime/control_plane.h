@@ -1,6 +1,7 @@
 #ifndef CARVE_RUNTIME_CONTROL_PLANE_H_
 #define CARVE_RUNTIME_CONTROL_PLANE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -309,7 +310,8 @@ class ControlPlane {
   std::map<int64_t, int64_t> nominated_;     // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   int64_t loaded_us_ = 0;  // when this server loaded the store (reclaim timeouts count from it)
-  bool broken_ = false;
+  // Set (under mu_, after broken_reason_) when a commit failed; read without the lock by Ready().
+  std::atomic<bool> broken_{false};
   std::string broken_reason_;  // the store's error of the first failed commit
 };
 
