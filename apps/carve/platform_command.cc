@@ -27,8 +27,10 @@
 #include "runtime/agent.h"
 #include "runtime/api_server.h"
 #include "runtime/api_socket.h"
+#include "runtime/log.h"
 #include "runtime/replica_monitor.h"
 #include "runtime/tenant_paths.h"
+#include "runtime/version.h"
 #include "yaml-cpp/yaml.h"
 
 namespace carve::app {
@@ -95,6 +97,22 @@ void WaitForSignal() {
   sigaddset(&set, SIGTERM);
   int sig = 0;
   sigwait(&set, &sig);
+  LogInfo(sig == SIGINT ? "SIGINT" : "SIGTERM", ": stopping");
+}
+
+// --log-level: the operator's log on stderr (runtime/log.h).
+void AddLogLevelFlag(CLI::App* cmd, std::string& level) {
+  cmd->add_option("--log-level", level,
+                  "What the log on stderr shows: trace, debug, info, warn, "
+                  "error or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+}
+
+void UseLogLevel(const std::string& name) {
+  auto level = ParseLogLevel(name);
+  if (!level.ok()) Die(level.status());
+  SetLogLevel(*level);
 }
 
 void BlockSignals() {
@@ -113,6 +131,7 @@ struct ServerSettings {
   std::string config;
   std::string tls_cert;  // server only; `carve dev` serves plain HTTP
   std::string tls_key;
+  std::string log_level = "info";
   bool insecure = false;  // plain HTTP on a non-loopback address
   int64_t schedule_interval_ms = 200;
   int64_t node_timeout_ms = 10000;
@@ -152,12 +171,14 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
         set("--insecure", s.insecure);
       } else if (key == "reclaim_timeout_ms") {
         set("--reclaim-timeout-ms", s.reclaim_timeout_ms);
+      } else if (key == "log_level") {
+        set("--log-level", s.log_level);
       } else {
         Die(absl::InvalidArgumentError(
             absl::StrCat(s.config, ": unknown key \"", key,
                          "\"; known: data, checkpoint_root, listen, policy, schedule_interval_ms, "
                          "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, tls_cert, tls_key, "
-                         "insecure")));
+                         "insecure, log_level")));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -187,6 +208,7 @@ void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
                   "A reclaim not reported this long after its job ended quarantines its devices")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  AddLogLevelFlag(cmd, s.log_level);
 }
 
 void AddTlsFlags(CLI::App* cmd, ServerSettings& s) {
@@ -266,6 +288,7 @@ void MakeDataPrivate(const std::string& data) {
 // The port and the data directory are taken before anything is written: a server that cannot
 // start changes no file of the one that runs.
 std::unique_ptr<Controller> StartController(const ServerSettings& s) {
+  UseLogLevel(s.log_level);  // a log_level from --config is checked here
   Listen l = ParseListen(s.listen);
   CheckTransport(s, l);
   auto listen_fd = ListenExclusive(l.host, l.port);
@@ -286,9 +309,11 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
     Die(absl::InvalidArgumentError(absl::StrCat("--checkpoint-root ", checkpoint_root,
                                                 " is inside the private data directory ", data)));
   }
+  LogInfo("carve server ", CarveVersion(), " starting: data ", data, ", policy ", s.policy);
   auto store = OpenSqliteStore(s.data + "/carve.db");
   if (!store.ok()) Die(store.status());
   c->store = *std::move(store);
+  LogInfo("store opened: ", data, "/carve.db");
   ControlPlane::Options options;
   options.policy = s.policy;
   options.log_dir = s.data + "/logs";
@@ -385,6 +410,7 @@ void AddDev(CLI::App& app) {
     std::cout << "stopping\n";
     for (auto& a : agents) a->Stop(true);
     c->api->Stop();
+    LogInfo("carve dev stopped");
   });
 }
 
@@ -402,6 +428,7 @@ void AddServer(CLI::App& app) {
               << std::flush;
     WaitForSignal();
     c->api->Stop();
+    LogInfo("carve server stopped");
   });
 }
 
@@ -440,6 +467,8 @@ void AddAgent(CLI::App& app) {
                    "Processes and threads one job replica may have (pids.max; 0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  auto log_level = std::make_shared<std::string>("info");
+  AddLogLevelFlag(agent, *log_level);
   agent->add_option("--mps-control", o->mps_control,
                     "MPS control program started (-d) per shared GPU (default: "
                     "nvidia-cuda-mps-control; simulated GPUs: a simulated one; none: no daemon)");
@@ -457,7 +486,8 @@ void AddAgent(CLI::App& app) {
       ->add_option("--uid-range", *uid_range,
                    "uids for tenants without one on their tenant document, as FIRST-LAST")
       ->capture_default_str();
-  agent->callback([o, devices_file, nvml_library, token_file, cpu, memory, uid_range] {
+  agent->callback([o, devices_file, nvml_library, token_file, cpu, memory, uid_range, log_level] {
+    UseLogLevel(*log_level);
     std::vector<std::string> range = absl::StrSplit(*uid_range, '-');
     if (range.size() != 2 || !absl::SimpleAtoi(range[0], &o->uid_min) ||
         !absl::SimpleAtoi(range[1], &o->uid_max) || o->uid_min < 1 || o->uid_max < o->uid_min ||
@@ -483,8 +513,10 @@ void AddAgent(CLI::App& app) {
     if (auto st = agent.Start(); !st.ok()) Die(st);
     std::cout << "carve agent " << o->node << " registered with " << o->server << "\n"
               << std::flush;
+    LogInfo("carve agent ", CarveVersion(), ": node ", o->node, " registered with ", o->server);
     WaitForSignal();
     agent.Stop(false);  // jobs keep running; the next agent re-adopts them
+    LogInfo("carve agent ", o->node, " stopped; its jobs keep running");
   });
 }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/api_client.h"
 #include "runtime/control_plane.h"
+#include "runtime/log.h"
 #include "runtime/records.h"
 #include "runtime/replica_monitor.h"
 #include "runtime/tenant_paths.h"
@@ -215,7 +216,7 @@ void Agent::Stop(bool kill_replicas) {
   if (thread_.joinable()) thread_.join();
   if (kill_replicas) {
     for (auto& [key, r] : replicas_) {
-      if (r.launched && !r.exit) (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
+      if (r.launched && !r.exit) StopLogged(r.handle, options_.stop_grace_ms);
     }
     if (mps_) mps_->StopAll();
   }
@@ -223,9 +224,17 @@ void Agent::Stop(bool kill_replicas) {
 
 void Agent::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
+  std::string last_error;  // a server that stays away is logged once, and its return too
   while (!stop_) {
     lock.unlock();
-    (void)Tick();
+    absl::Status tick = Tick();
+    std::string error = tick.ok() ? "" : std::string(tick.message());
+    if (error != last_error && tick.ok()) {
+      LogInfo("node ", options_.node, ": heartbeats succeed again");
+    } else if (error != last_error) {
+      LogWarn("node ", options_.node, ": heartbeat failed: ", error);
+    }
+    last_error = error;
     lock.lock();
     cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_ms), [this] { return stop_; });
   }
@@ -482,10 +491,17 @@ void Agent::StartReclaim(Replica& r) {
   r.reclaiming = std::async(std::launch::async, [this, copy = r] { return Reclaim(copy); }).share();
 }
 
+void Agent::StopLogged(const ProcessHandle& handle, int64_t grace_ms) {
+  // Best effort: what survives shows in the reclaim checks (processes-gone).
+  if (absl::Status st = launcher_->Stop(handle, grace_ms); !st.ok()) {
+    LogWarn("stopping process group ", handle.pid, " failed: ", st.message());
+  }
+}
+
 void Agent::StopAsync(const ProcessHandle& handle, int64_t grace_ms) {
   if (grace_ms < 0) grace_ms = options_.stop_grace_ms;
-  stopping_.push_back(std::async(
-      std::launch::async, [this, handle, grace_ms] { (void)launcher_->Stop(handle, grace_ms); }));
+  stopping_.push_back(
+      std::async(std::launch::async, [this, handle, grace_ms] { StopLogged(handle, grace_ms); }));
 }
 
 json Agent::Reclaim(Replica r) {
@@ -502,7 +518,7 @@ json Agent::Reclaim(Replica r) {
   if (r.launched) {
     oom_killed = launcher_->OomKills(r.handle) > 0;
     bool stragglers = launcher_->Alive(r.handle);
-    if (stragglers) (void)launcher_->Stop(r.handle, options_.stop_grace_ms);
+    if (stragglers) StopLogged(r.handle, options_.stop_grace_ms);
     bool left = launcher_->Alive(r.handle);
     check("processes-gone", !left,
           left         ? "processes of the group survived SIGKILL"
@@ -521,7 +537,9 @@ json Agent::Reclaim(Replica r) {
   // Memory last, once instances made for the replica (and their reservations) are gone.
   for (int device : devices) CheckDeviceMemory(r, device, check, checks);
   // After the device checks: a straggler keeps its cgroup, which Owns reads.
-  if (r.launched) (void)launcher_->Cleanup(r.handle);
+  if (absl::Status st = r.launched ? launcher_->Cleanup(r.handle) : absl::OkStatus(); !st.ok()) {
+    LogWarn("cleanup of process group ", r.handle.pid, " failed: ", st.message());
+  }
   return {{"status", verified ? "verified" : "failed"},
           {"checks", checks},
           {"quarantine", quarantine},

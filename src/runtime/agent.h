@@ -146,6 +146,8 @@ class Agent {
   // Destroys a dynamic MIG instance made for a replica and records whether the device agrees.
   template <typename Check>
   void CheckDestroyed(const nlohmann::json& grant, Check& check);
+  // Stops the process group now (SIGTERM, SIGKILL after `grace_ms`); a failure is logged.
+  void StopLogged(const ProcessHandle& handle, int64_t grace_ms);
   // SIGTERM, then SIGKILL after `grace_ms` (-1: the agent's stop grace).
   void StopAsync(const ProcessHandle& handle, int64_t grace_ms = -1);
   // Applies a MIG layout the server asked for, once per request; the result is reported until the

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/input_limits.h"
+#include "runtime/log.h"
 
 namespace carve {
 
@@ -62,7 +63,10 @@ void Reply(httplib::Response& res, int status, const json& body) {
 }
 
 void ReplyError(httplib::Response& res, const absl::Status& s) {
-  Reply(res, HttpStatus(s), {{"error", {{"code", CodeName(s)}, {"message", s.message()}}}});
+  int status = HttpStatus(s);
+  // 503 is the store's failure, logged once where it happened; other 5xx are the server's bugs.
+  if (status >= 500 && status != 503) LogError("answered ", status, ": ", s.ToString());
+  Reply(res, status, {{"error", {{"code", CodeName(s)}, {"message", s.message()}}}});
 }
 
 bool IsFormBody(const httplib::Request& req) {

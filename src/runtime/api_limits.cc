@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "runtime/api_server.h"
+#include "runtime/log.h"
 
 namespace carve {
 
@@ -24,9 +25,14 @@ void ApiServer::Harden() {
   s.set_payload_max_length(options_.max_body_bytes);
   s.set_read_timeout(options_.timeout_s, 0);
   s.set_write_timeout(options_.timeout_s, 0);
-  // A connection keeps a worker while it is kept alive: keep that short so floods rotate.
-  s.set_keep_alive_max_count(20);
+  // A connection keeps a worker while it is kept alive: an idle one gives it back after 2 s, a
+  // busy one after 1,000 requests (cpp-httplib's default of 5, and 20 before, made 16 busy
+  // clients reconnect all the time: tests/runtime/api_server_test.cc).
+  s.set_keep_alive_max_count(1000);
   s.set_keep_alive_timeout(2);
+  s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    LogTrace(req.method, " ", req.path, " ", res.status);
+  });
   size_t threads = static_cast<size_t>(options_.threads);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
 }

@@ -8,6 +8,7 @@
 #include "httplib.h"
 #include "runtime/api_http.h"
 #include "runtime/api_socket.h"
+#include "runtime/log.h"
 #include "runtime/version.h"
 
 namespace carve {
@@ -39,6 +40,9 @@ absl::Status ApiServer::Start() {
   AdoptListenSocket(*http_, fd);
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });
   schedule_thread_ = std::thread([this] { ScheduleLoop(); });
+  LogInfo("API listening on ", options_.host, ":", port_,
+          options_.tls_cert.empty() ? " (plain HTTP)" : " (HTTPS)", ", scheduling every ",
+          options_.schedule_interval_ms, " ms");
   return absl::OkStatus();
 }
 
@@ -52,6 +56,7 @@ void ApiServer::Stop() {
   http_->stop();
   if (http_thread_.joinable()) http_thread_.join();
   if (schedule_thread_.joinable()) schedule_thread_.join();
+  if (port_ != 0) LogInfo("API on port ", port_, " stopped");
 }
 
 void ApiServer::ScheduleLoop() {
@@ -63,16 +68,35 @@ void ApiServer::ScheduleLoop() {
     kicked_ = false;
     lock.unlock();
     auto start = std::chrono::steady_clock::now();
-    (void)control_->ScheduleOnce();
+    absl::StatusOr<int> scheduled = control_->ScheduleOnce();
     int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
                      std::chrono::steady_clock::now() - start)
                      .count();
     cycles_ += 1;
     cycle_us_total_ += us;
     cycle_us_last_ = us;
-    (void)control_->AccrueUtilization();
+    absl::Status accrued = control_->AccrueUtilization();
+    ReportCycle(scheduled, accrued, us);
     lock.lock();
   }
+}
+
+void ApiServer::ReportCycle(const absl::StatusOr<int>& scheduled, const absl::Status& accrued,
+                            int64_t us) {
+  if (scheduled.ok()) LogTrace("scheduling cycle: ", *scheduled, " jobs scheduled in ", us, " us");
+  // Each distinct error once. A failed commit was logged where it happened, and fails every
+  // cycle after it the same way.
+  absl::Status error = !scheduled.ok() ? scheduled.status() : accrued;
+  if (!error.ok() && !control_->Ready().ok()) return;
+  std::string what = !scheduled.ok() ? "the scheduling cycle" : "utilization accounting";
+  std::string text = error.ok() ? "" : absl::StrCat(what, " failed: ", error.message());
+  if (text == last_cycle_error_) return;
+  if (error.ok()) {
+    LogInfo("scheduling cycles succeed again");
+  } else {
+    LogError(text);
+  }
+  last_cycle_error_ = text;
 }
 
 std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib::Response& res,
@@ -84,6 +108,11 @@ std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib:
     if (absl::StartsWith(header, "Bearer ")) token = header.substr(7);
   }
   ControlPlane::SetActing(std::nullopt);
+  // After a failed commit memory is ahead of the store: no answer may show or change it.
+  if (absl::Status ready = control_->Ready(); !ready.ok()) {
+    ReplyError(res, ready);
+    return std::nullopt;
+  }
   auto who = control_->Authenticate(token);
   if (!who.ok()) {
     ReplyError(res, who.status());
@@ -151,8 +180,9 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"version", CarveVersion()}, {"kernel", KernelVersion()}});
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    bool ok = control_->healthy();
-    Reply(res, ok ? 200 : 503, {{"status", ok ? "ready" : "store failed; restart"}});
+    absl::Status ready = control_->Ready();
+    if (ready.ok()) return Reply(res, 200, {{"status", "ready"}});
+    Reply(res, 503, {{"status", "not ready"}, {"reason", ready.message()}});
   });
   s.Get("/api/v1/openapi.json", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(OpenApiDocument(), "application/json");

@@ -55,6 +55,9 @@ class ApiServer {
   void Routes();
   void TenancyRoutes();  // users, tokens, audit, usage, utilization, metrics
   void ScheduleLoop();
+  // Logs a cycle's failure once per distinct error (and when cycles succeed again); the cycle's
+  // duration at trace level. Called by the scheduling thread only.
+  void ReportCycle(const absl::StatusOr<int>& scheduled, const absl::Status& accrued, int64_t us);
   void Harden();
   // Resolves the bearer token and checks that its role may call ("user", "admin" or "agent");
   // replies with the error and returns nothing otherwise.
@@ -73,6 +76,7 @@ class ApiServer {
   bool stopping_ = false;
   bool kicked_ = false;
   int port_ = 0;
+  std::string last_cycle_error_;  // ReportCycle's last error line ("" after a good cycle)
   struct Bucket {
     double tokens = 0;
     int64_t last_us = 0;

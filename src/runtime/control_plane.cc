@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/decision_log.h"
+#include "runtime/log.h"
 #include "runtime/tenant_paths.h"
 
 namespace carve {
@@ -40,6 +42,10 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Open(Store* store,
                                                                  Options options, Clock now) {
   std::unique_ptr<ControlPlane> cp(new ControlPlane(store, catalog, std::move(options), now));
   if (absl::Status s = cp->Load(); !s.ok()) return s;
+  size_t active = std::count_if(cp->jobs_.begin(), cp->jobs_.end(),
+                                [](const auto& j) { return !IsFinal(j.second.state); });
+  LogInfo("loaded the store: ", cp->jobs_.size(), " jobs (", active, " active), ",
+          cp->nodes_.size(), " nodes, ", cp->objects_.size(), " configuration objects");
   return cp;
 }
 
@@ -85,9 +91,20 @@ absl::Status ControlPlane::Load() {
   return LoadUtilization();
 }
 
-bool ControlPlane::healthy() const {
+bool ControlPlane::healthy() const { return !broken_; }
+
+// Every API call asks: without the lock, which a scheduling cycle may hold.
+absl::Status ControlPlane::Ready() const {
+  if (!broken_) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
-  return !broken_;
+  return Broken();
+}
+
+absl::Status ControlPlane::Broken() const {
+  return absl::UnavailableError(absl::StrCat(
+      "the store failed to commit (", broken_reason_,
+      "); this server refuses every call until it is restarted, which reloads what the store "
+      "committed"));
 }
 
 void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) {
@@ -158,16 +175,25 @@ void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std:
 }
 
 absl::Status ControlPlane::Durable(std::unique_lock<std::mutex>& lock, StoreBatch batch) {
+  std::vector<std::pair<LogLevel, std::string>> lines = EventLogLines(batch);
+  size_t records = batch.puts.size() + batch.deletes.size();
+  size_t events = batch.events.size();
   std::future<absl::Status> done = journal_.Append(std::move(batch));
   lock.unlock();
   absl::Status status = done.get();
   if (!status.ok()) {
     // Memory is now ahead of the store: refuse further work until a restart reloads it.
     std::lock_guard<std::mutex> relock(mu_);
-    broken_ = true;
-    return absl::UnavailableError(
-        absl::StrCat("the store failed to commit; restart the server: ", status.message()));
+    if (!broken_) {
+      broken_reason_ = std::string(status.message());
+      broken_ = true;
+      LogError("the store failed to commit (", status.message(), "): ", records, " records and ",
+               events,
+               " events not recorded; refusing every call (503, /readyz fails) until a restart");
+    }
+    return Broken();
   }
+  for (const auto& [level, line] : lines) LogLine(level, line);
   return absl::OkStatus();
 }
 
@@ -180,7 +206,7 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
   if (!request.ok()) return request.status();
   if (absl::Status s = CheckSubmissionMinimums(*spec); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
-  if (broken_) return absl::UnavailableError("the server must be restarted");
+  if (broken_) return Broken();
   for (auto [kind, name] : {std::pair{"tenant", spec->tenant}, {"project", spec->project}}) {
     if (!ObjectExists(kind, name)) return NoSuchObject(kind, name);
   }

@@ -1,6 +1,7 @@
 #ifndef CARVE_RUNTIME_CONTROL_PLANE_H_
 #define CARVE_RUNTIME_CONTROL_PLANE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -156,6 +157,9 @@ class ControlPlane {
   absl::StatusOr<int> ScheduleOnce();
 
   bool healthy() const;
+  // OK, or Unavailable saying why this server refuses work: a commit failed, memory is ahead of
+  // the store, and only a restart (which reloads what the store committed) makes it whole.
+  absl::Status Ready() const;
 
   // Per queue: its configuration, and per resource quota, used, borrowed, lent, borrowable;
   // pending and running job counts. Only the queues `who` may submit to (admins: all): another
@@ -177,11 +181,15 @@ class ControlPlane {
   void Event(StoreBatch& batch, const std::string& actor, const std::string& type,
              const std::string& subject, const std::string& reason,
              nlohmann::json details = nlohmann::json::object()) const;
-  // Appends under the lock, waits outside it.
+  // Appends under the lock, waits outside it. Once committed, writes the batch's events to the
+  // operator's log (decision_log.h); a failed commit breaks the server (Broken) and is logged
+  // once, at error level.
   absl::Status Durable(std::unique_lock<std::mutex>& lock, StoreBatch batch);
   // Returns once every change made before the call is in the store: a reader of the store (the
   // event log) then sees whatever a reader of memory saw (a job's end, then its event).
   void AwaitCommitted() const;
+  // The answer of every call once a commit failed. The caller holds mu_.
+  absl::Status Broken() const;
 
   void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
                    const std::string& node, StoreBatch& batch);
@@ -319,7 +327,9 @@ class ControlPlane {
   std::map<int64_t, int64_t> nominated_;     // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   int64_t loaded_us_ = 0;  // when this server loaded the store (reclaim timeouts count from it)
-  bool broken_ = false;
+  // Set (under mu_, after broken_reason_) when a commit failed; read without the lock by Ready().
+  std::atomic<bool> broken_{false};
+  std::string broken_reason_;  // the store's error of the first failed commit
 };
 
 std::string Sha256Hex(const std::string& data);

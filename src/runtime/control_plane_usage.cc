@@ -231,7 +231,7 @@ absl::Status ControlPlane::LoadUtilization() {
 
 absl::Status ControlPlane::AccrueUtilization() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (broken_) return absl::UnavailableError("the server must be restarted");
+  if (broken_) return Broken();
   UtilizationLedger& u = utilization_;
   int64_t now = now_();
   if (u.last_us == 0 || now <= u.last_us) {

@@ -18,10 +18,19 @@ std::future<absl::Status> Journal::Append(StoreBatch batch) {
   std::future<absl::Status> future = promise.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) {
+      promise.set_value(failure_);
+      return future;
+    }
     queue_.emplace_back(std::move(batch), std::move(promise));
   }
   cv_.notify_one();
   return future;
+}
+
+absl::Status Journal::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
 }
 
 void Journal::Run() {
@@ -31,6 +40,10 @@ void Journal::Run() {
     if (queue_.empty()) return;  // stopping, nothing left
     auto group = std::move(queue_);
     queue_.clear();
+    if (!failure_.ok()) {  // batches queued while the failed commit was on its way
+      for (auto& [batch, promise] : group) promise.set_value(failure_);
+      continue;
+    }
     lock.unlock();
     StoreBatch merged;
     for (auto& [batch, promise] : group) {
@@ -39,13 +52,12 @@ void Journal::Run() {
       for (auto& e : batch.events) merged.events.push_back(std::move(e));
     }
     // A group of empty batches is only a barrier: nothing to write, but it resolves after
-    // every batch appended before it. After a failed commit, memory is ahead of the store:
-    // nothing appended later is confirmed.
-    absl::Status status = failed_;
-    if (status.ok() && !merged.empty()) status = store_->Commit(std::move(merged)).status();
-    if (!status.ok()) failed_ = status;
-    for (auto& [batch, promise] : group) promise.set_value(status);
+    // every batch appended before it.
+    absl::Status status =
+        merged.empty() ? absl::OkStatus() : store_->Commit(std::move(merged)).status();
     lock.lock();
+    if (!status.ok()) failure_ = status;
+    for (auto& [batch, promise] : group) promise.set_value(status);
   }
 }
 

@@ -33,7 +33,7 @@ const char* OpenApiDocument() {
   "security": [{"bearer": []}],
   "paths": {
     "/healthz": {"get": {"security": [], "summary": "Liveness", "responses": {"200": {"description": "alive"}}}},
-    "/readyz": {"get": {"security": [], "summary": "Readiness (503 after a store failure)", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready"}}}},
+    "/readyz": {"get": {"security": [], "summary": "Readiness (503 after a store failure)", "responses": {"200": {"description": "ready"}, "503": {"description": "not ready: {status, reason}; after a failed store commit every authenticated call answers 503 too, until a restart"}}}},
     "/api/v1/jobs": {
       "post": {"summary": "Submit a job", "parameters": [{"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}, "description": "A repeat with the same key returns the first job"}],
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobSpec"}}}},

@@ -127,7 +127,7 @@ ReplicaRecord ControlPlane::ToReplicaRecord(const Cluster& cluster,
 
 absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (broken_) return absl::UnavailableError("the server must be restarted");
+  if (broken_) return Broken();
   int64_t now = now_();
   StoreBatch batch;
   Liveness(now, batch);

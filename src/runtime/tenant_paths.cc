@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "runtime/log.h"
 
 namespace carve {
 
@@ -46,7 +47,8 @@ absl::Status CreateSharedDir(const std::string& path) {
 
 std::string TenantDir(const std::string& root, const std::string& tenant) {
   std::string dir = absl::StrCat(root, "/tenants/", tenant.empty() ? "default" : tenant);
-  (void)CreatePrivateDir(dir);  // a failure shows when the file in it cannot be written
+  // Best effort: a failure shows again when the file in it cannot be written.
+  if (absl::Status st = CreatePrivateDir(dir); !st.ok()) LogWarn(st.message());
   return dir;
 }
 

@@ -85,4 +85,20 @@ TEST(CarveCli, BadInputSaysWhatWasWrong) {
   EXPECT_THAT(r.output, HasSubstr("--seeds"));
 }
 
+// --log-level (and log_level in a server's --config) takes a level, and names them otherwise.
+TEST(CarveCli, LogLevelMustBeALevel) {
+  CliRun r = Carve("server --log-level loud");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("--log-level: loud not in {trace,debug,info,warn,error,off}"));
+  r = Carve("agent --token-file /nonexistent --log-level loud");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("--log-level: loud not in"));
+  std::string config = ::testing::TempDir() + "/carve-log-level.yaml";
+  std::ofstream(config) << "log_level: loud\n";
+  r = Carve("server --config " + config + " --data " + ::testing::TempDir() +
+            "/carve-log-level-data --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("log level \"loud\": one of trace, debug, info, warn, error"));
+}
+
 }  // namespace

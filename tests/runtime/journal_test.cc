@@ -4,8 +4,13 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <future>
 #include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "adapters/store/faulty_store.h"
+#include "adapters/store/sqlite_store.h"
 
 namespace carve {
 namespace {
@@ -96,6 +101,32 @@ TEST(JournalTest, AnEmptyBatchOnAnIdleJournalResolves) {
   Journal journal(&store);
   EXPECT_TRUE(journal.Append(StoreBatch{}).get().ok());
   EXPECT_EQ(store.started(), 0);
+}
+
+// A failed commit poisons the journal: later batches were made on top of the lost one, so none
+// reaches the store, even once the store works again (they used to be committed).
+TEST(JournalTest, NothingIsCommittedAfterAFailedCommit) {
+  auto dir = std::filesystem::path(::testing::TempDir()) / absl::StrCat("journal-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto sqlite = OpenSqliteStore((dir / "carve.db").string());
+  ASSERT_TRUE(sqlite.ok()) << sqlite.status();
+  FaultyStore store(sqlite->get());
+  Journal journal(&store);
+  ASSERT_TRUE(journal.Append(OnePut()).get().ok());
+  store.FailNthCommit(1);
+  StoreBatch second;
+  second.puts.push_back({"job", "2", "{}"});
+  absl::Status failed = journal.Append(std::move(second)).get();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_EQ(journal.failure(), failed);
+  EXPECT_EQ(journal.Append(OnePut()).get(), failed);
+  EXPECT_EQ(store.commits(), 2) << "the batch after the failure reached the store";
+  auto jobs = (*sqlite)->Load("job");
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id, "000000000001");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+#include "adapters/store/faulty_store.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace carve {
+
+void FaultyStore::FailNthCommit(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_at_ = commits_ + n;
+}
+
+void FaultyStore::FailNthCommitAfterWrite(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_after_write_at_ = commits_ + n;
+}
+
+void FaultyStore::FailAllCommits() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_all_ = true;
+}
+
+void FaultyStore::SlowCommits(absl::Duration delay) {
+  std::lock_guard<std::mutex> lock(mu_);
+  delay_ = delay;
+}
+
+void FaultyStore::Heal() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_at_ = fail_after_write_at_ = 0;
+  fail_all_ = false;
+  delay_ = absl::ZeroDuration();
+}
+
+int64_t FaultyStore::commits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return commits_;
+}
+
+int64_t FaultyStore::failures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failures_;
+}
+
+FaultyStore::Fault FaultyStore::FaultFor(int64_t n) const {
+  if (fail_all_ || n == fail_at_) return Fault::kFail;
+  if (n == fail_after_write_at_) return Fault::kFailAfterWrite;
+  return Fault::kNone;
+}
+
+absl::StatusOr<int64_t> FaultyStore::Commit(StoreBatch batch) {
+  int64_t n;
+  Fault fault;
+  absl::Duration delay;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = ++commits_;
+    fault = FaultFor(n);
+    delay = delay_;
+    if (fault != Fault::kNone) ++failures_;
+  }
+  absl::SleepFor(delay);
+  if (fault == Fault::kFail) {
+    return absl::InternalError(
+        absl::StrCat("injected fault: commit ", n, " failed (disk I/O error), nothing written"));
+  }
+  absl::StatusOr<int64_t> seq = inner_->Commit(std::move(batch));
+  if (fault == Fault::kFailAfterWrite && seq.ok()) {
+    return absl::InternalError(
+        absl::StrCat("injected fault: commit ", n, " written, then fsync failed"));
+  }
+  return seq;
+}
+
+}  // namespace carve

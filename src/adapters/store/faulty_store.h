@@ -1,0 +1,68 @@
+#ifndef CARVE_ADAPTERS_STORE_FAULTY_STORE_H_
+#define CARVE_ADAPTERS_STORE_FAULTY_STORE_H_
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "ports/store.h"
+
+namespace carve {
+
+// A Store that passes every call to another one and injects faults into commits on request: a
+// commit that fails (nothing written), a commit that is written but reports a failure (fsync
+// failed after the write: the caller cannot know the outcome), and slow commits. For tests of
+// what the controller does when its store fails (tests/runtime/store_failure_test.cc).
+// Thread-safe. Reads are never faulted.
+class FaultyStore final : public Store {
+ public:
+  explicit FaultyStore(Store* inner) : inner_(inner) {}
+
+  // The `n`th commit from now (1: the next one) fails and writes nothing.
+  void FailNthCommit(int64_t n);
+  // The `n`th commit from now is written, then reports a failure (as a failed fsync would).
+  void FailNthCommitAfterWrite(int64_t n);
+  // Every commit from now on fails and writes nothing, until Heal().
+  void FailAllCommits();
+  // Every commit waits `delay` before it reaches the inner store.
+  void SlowCommits(absl::Duration delay);
+  // No more faults or delays.
+  void Heal();
+  // Commits attempted, and those that reported a failure.
+  int64_t commits() const;
+  int64_t failures() const;
+
+  absl::StatusOr<int64_t> Commit(StoreBatch batch) override;
+  absl::StatusOr<std::vector<StoredRecord>> Load(const std::string& kind) override {
+    return inner_->Load(kind);
+  }
+  absl::StatusOr<std::optional<StoredRecord>> Get(const std::string& kind,
+                                                  const std::string& id) override {
+    return inner_->Get(kind, id);
+  }
+  absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) override {
+    return inner_->Events(after_seq, limit);
+  }
+  absl::Status VerifyEventChain() override { return inner_->VerifyEventChain(); }
+
+ private:
+  enum class Fault { kNone, kFail, kFailAfterWrite };
+  // Which fault the commit numbered `n` gets; the caller holds mu_.
+  Fault FaultFor(int64_t n) const;
+
+  Store* inner_;
+  mutable std::mutex mu_;
+  int64_t commits_ = 0;
+  int64_t failures_ = 0;
+  int64_t fail_at_ = 0;              // commit number that fails; 0: none
+  int64_t fail_after_write_at_ = 0;  // commit number written, then failed; 0: none
+  bool fail_all_ = false;
+  absl::Duration delay_ = absl::ZeroDuration();
+};
+
+}  // namespace carve
+
+#endif  // CARVE_ADAPTERS_STORE_FAULTY_STORE_H_
