@@ -118,7 +118,17 @@ struct ServerSettings {
   int64_t node_timeout_ms = 10000;
   int64_t lost_after_ms = 10000;
   int64_t reclaim_timeout_ms = 300000;
+  std::string max_log_bytes = "64Mi";  // per replica; `carve dev`'s agents take it too
 };
+
+// A --max-log-bytes size ("64Mi", "65536"): at least one byte.
+int64_t LogLimit(const std::string& text) {
+  auto bytes = ParseBytes(text);
+  if (!bytes.ok())
+    Die(absl::InvalidArgumentError(absl::StrCat("--max-log-bytes: ", bytes.status().message())));
+  if (*bytes < 1) Die(absl::InvalidArgumentError("--max-log-bytes: must be at least 1 byte"));
+  return *bytes;
+}
 
 // Settings from the YAML config file; flags given on the command line win.
 void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
@@ -152,12 +162,14 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
         set("--insecure", s.insecure);
       } else if (key == "reclaim_timeout_ms") {
         set("--reclaim-timeout-ms", s.reclaim_timeout_ms);
+      } else if (key == "max_log_bytes") {
+        set("--max-log-bytes", s.max_log_bytes);
       } else {
         Die(absl::InvalidArgumentError(
             absl::StrCat(s.config, ": unknown key \"", key,
                          "\"; known: data, checkpoint_root, listen, policy, schedule_interval_ms, "
-                         "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, tls_cert, tls_key, "
-                         "insecure")));
+                         "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, max_log_bytes, "
+                         "tls_cert, tls_key, insecure")));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -187,6 +199,10 @@ void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
                   "A reclaim not reported this long after its job ended quarantines its devices")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-log-bytes", s.max_log_bytes,
+                  "Output stored per replica (64Mi, 65536, ...); later output is dropped and the "
+                  "replica's record says log_truncated_at")
+      ->capture_default_str();
 }
 
 void AddTlsFlags(CLI::App* cmd, ServerSettings& s) {
@@ -296,6 +312,7 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   options.node_timeout_us = s.node_timeout_ms * 1000;
   options.lost_after_us = s.lost_after_ms * 1000;
   options.reclaim_timeout_us = s.reclaim_timeout_ms * 1000;
+  options.max_log_bytes = LogLimit(s.max_log_bytes);
   auto control = ControlPlane::Open(c->store.get(), &c->catalog, options, NowUs);
   if (!control.ok()) Die(control.status());
   c->control = *std::move(control);
@@ -357,6 +374,7 @@ void AddDev(CLI::App& app) {
       o.cpu_milli = n.cpu_milli;
       o.memory_mib = n.memory_gib * 1024;
       o.heartbeat_ms = 300;
+      o.max_log_bytes = LogLimit(s->max_log_bytes);
       auto agent = std::make_unique<Agent>(o, *std::move(devices), MakePosixLauncher("carve"));
       if (auto st = agent->Start(); !st.ok()) Die(st);
       agents.push_back(std::move(agent));
@@ -452,7 +470,14 @@ void AddAgent(CLI::App& app) {
       ->add_option("--uid-range", *uid_range,
                    "uids for tenants without one on their tenant document, as FIRST-LAST")
       ->capture_default_str();
-  agent->callback([o, devices_file, nvml_library, token_file, cpu, memory, uid_range] {
+  auto max_log = std::make_shared<std::string>("64Mi");
+  agent
+      ->add_option("--max-log-bytes", *max_log,
+                   "Output shipped per replica (64Mi, 65536, ...); the node's copy is freed as it "
+                   "is shipped or passes the limit (hole punching, each heartbeat)")
+      ->capture_default_str();
+  agent->callback([o, devices_file, nvml_library, token_file, cpu, memory, uid_range, max_log] {
+    o->max_log_bytes = LogLimit(*max_log);
     std::vector<std::string> range = absl::StrSplit(*uid_range, '-');
     if (range.size() != 2 || !absl::SimpleAtoi(range[0], &o->uid_min) ||
         !absl::SimpleAtoi(range[1], &o->uid_max) || o->uid_min < 1 || o->uid_max < o->uid_min ||
