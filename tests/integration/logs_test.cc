@@ -104,7 +104,8 @@ std::string Yes(int64_t bytes) {
 class ServerLogLimitTest : public LogLimitTest {
  protected:
   void SetUp() override {
-    server_args_ = {"--max-log-bytes", "64Ki"};  // the agent ships everything (default 64Mi)
+    server_args_ = {std::string("--max-log-bytes"),
+                    std::string("64Ki")};  // the agent ships everything (default 64Mi)
     LogLimitTest::SetUp();
   }
 };
@@ -113,7 +114,8 @@ class ServerLogLimitTest : public LogLimitTest {
 // there, and both the API and `carve logs` give exactly those bytes.
 TEST_F(ServerLogLimitTest, StoresAtMostTheLimitAndRecordsTheTruncationOnce) {
   const int64_t written = 3 << 20;
-  json job = Submit({{"command", {"sh", "-c", absl::StrCat("yes | head -c ", written)}}});
+  json job =
+      Submit({{"command", {"sh", "-c", absl::StrCat("yes 2>/dev/null | head -c ", written)}}});
   const int64_t id = job["id"];
   json done = WaitFinal(id);
   EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
@@ -138,7 +140,8 @@ TEST_F(ServerLogLimitTest, StoresAtMostTheLimitAndRecordsTheTruncationOnce) {
 class AgentLogLimitTest : public LogLimitTest {
  protected:
   void SetUp() override {
-    agent_args_ = {"--max-log-bytes", "64Ki"};  // the server stores up to its default 64Mi
+    agent_args_ = {std::string("--max-log-bytes"),
+                   std::string("64Ki")};  // the server stores up to its default 64Mi
     LogLimitTest::SetUp();
   }
 };
