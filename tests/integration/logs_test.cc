@@ -94,6 +94,15 @@ class LogLimitTest : public PlatformTest {
   }
 };
 
+// Compares large texts without gtest's line diff (quadratic in memory on a 400,000-line log).
+::testing::AssertionResult Same(const std::string& got, const std::string& want) {
+  if (got == want) return ::testing::AssertionSuccess();
+  size_t at = 0;
+  while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
+  return ::testing::AssertionFailure() << "got " << got.size() << " bytes, want " << want.size()
+                                       << "; they differ from byte " << at;
+}
+
 // `yes` writes "y\n" forever: the first kLimit bytes of it.
 std::string Yes(int64_t bytes) {
   std::string s;
@@ -133,8 +142,8 @@ TEST_F(ServerLogLimitTest, StoresAtMostTheLimitAndRecordsTheTruncationOnce) {
   EXPECT_EQ(events[0]["details"]["replica"], 0);
   EXPECT_EQ(Usage(ServerLogFile(id)).first, kLimit);
   EXPECT_EQ(Get(absl::StrCat("/api/v1/jobs/", id, "/logs")).size, std::to_string(kLimit));
-  EXPECT_EQ(Logs(id), Yes(kLimit));
-  EXPECT_EQ(CliLogs(id), Yes(kLimit));
+  EXPECT_TRUE(Same(Logs(id), Yes(kLimit)));
+  EXPECT_TRUE(Same(CliLogs(id), Yes(kLimit)));
 }
 
 class AgentLogLimitTest : public LogLimitTest {
@@ -173,7 +182,7 @@ TEST_F(AgentLogLimitTest, StopsShippingAtTheLimitAndFreesTheNodesCopyWhileTheJob
   EXPECT_EQ(rep["log_truncated_by"], "agent");
   EXPECT_THAT(rep.value("log_disk", ""), StartsWith("bounded:"));
   EXPECT_EQ(TruncationEvents(id).size(), 1u);
-  EXPECT_EQ(Logs(id), std::string(kLimit, '\0'));
+  EXPECT_TRUE(Same(Logs(id), std::string(kLimit, '\0')));
   EXPECT_EQ(Usage(ServerLogFile(id)).first, kLimit);
 }
 
@@ -190,10 +199,10 @@ TEST_F(LogLimitTest, ReadsALargeLogInBoundedPages) {
       << Get(path).size;
   Page first = Get(path);
   EXPECT_EQ(first.status, 200);
-  EXPECT_EQ(first.body, expected.substr(0, 1 << 20));
+  EXPECT_TRUE(Same(first.body, expected.substr(0, 1 << 20)));
   Page middle = Get(path + "?offset=5&limit=1000");
-  EXPECT_EQ(middle.body, expected.substr(5, 1000));
-  EXPECT_EQ(Get(path + "?offset=2000000&limit=16777216").body, expected.substr(2000000));
+  EXPECT_TRUE(Same(middle.body, expected.substr(5, 1000)));
+  EXPECT_TRUE(Same(Get(path + "?offset=2000000&limit=16777216").body, expected.substr(2000000)));
   EXPECT_EQ(Get(path + "?offset=99999999").body, "");
   for (const auto& [query, message] : std::vector<std::pair<std::string, std::string>>{
            {"?offset=-100", "offset: \\\"-100\\\" is not a non-negative integer"},
@@ -203,10 +212,10 @@ TEST_F(LogLimitTest, ReadsALargeLogInBoundedPages) {
            {"?limit=16777217", "limit: 16777217 is more than 16777216 bytes"}}) {
     Page bad = Get(path + query);
     EXPECT_EQ(bad.status, 400) << query;
-    EXPECT_THAT(bad.body, HasSubstr(message)) << query;
+    EXPECT_THAT(bad.body.substr(0, 400), HasSubstr(message)) << query;
   }
-  EXPECT_EQ(Logs(id), expected);
-  EXPECT_EQ(CliLogs(id), expected);
+  EXPECT_TRUE(Same(Logs(id), expected));
+  EXPECT_TRUE(Same(CliLogs(id), expected));
   EXPECT_FALSE(Job(id)["replicas"][0].contains("log_truncated_at"));
 }
 
