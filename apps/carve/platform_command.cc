@@ -282,6 +282,7 @@ void MakeDataPrivate(const std::string& data) {
 // The port and the data directory are taken before anything is written: a server that cannot
 // start changes no file of the one that runs.
 std::unique_ptr<Controller> StartController(const ServerSettings& s) {
+  const int64_t max_log_bytes = LogLimit(s.max_log_bytes);
   Listen l = ParseListen(s.listen);
   CheckTransport(s, l);
   auto listen_fd = ListenExclusive(l.host, l.port);
@@ -312,7 +313,7 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   options.node_timeout_us = s.node_timeout_ms * 1000;
   options.lost_after_us = s.lost_after_ms * 1000;
   options.reclaim_timeout_us = s.reclaim_timeout_ms * 1000;
-  options.max_log_bytes = LogLimit(s.max_log_bytes);
+  options.max_log_bytes = max_log_bytes;
   auto control = ControlPlane::Open(c->store.get(), &c->catalog, options, NowUs);
   if (!control.ok()) Die(control.status());
   c->control = *std::move(control);

@@ -5,13 +5,17 @@
 // keeps writing; GET /logs answers a bounded page, and `carve logs` pages through the whole log.
 // Each test failed before the fix.
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
@@ -144,6 +148,10 @@ TEST_F(ServerLogLimitTest, StoresAtMostTheLimitAndRecordsTheTruncationOnce) {
   EXPECT_EQ(Get(absl::StrCat("/api/v1/jobs/", id, "/logs")).size, std::to_string(kLimit));
   EXPECT_TRUE(Same(Logs(id), Yes(kLimit)));
   EXPECT_TRUE(Same(CliLogs(id), Yes(kLimit)));
+  // The record outlives a restart.
+  Kill(server_, SIGKILL);
+  StartServer();
+  EXPECT_EQ(Job(id)["replicas"][0]["log_truncated_at"], kLimit);
 }
 
 class AgentLogLimitTest : public LogLimitTest {
@@ -217,6 +225,64 @@ TEST_F(LogLimitTest, ReadsALargeLogInBoundedPages) {
   EXPECT_TRUE(Same(Logs(id), expected));
   EXPECT_TRUE(Same(CliLogs(id), expected));
   EXPECT_FALSE(Job(id)["replicas"][0].contains("log_truncated_at"));
+}
+
+// `carve dev --max-log-bytes` is also its agents' limit: the agent stops at 64 KiB, so the
+// truncation is the agent's (with the agents on the 64 MiB default it would be the server's).
+// A size that is not one, or 0, stops the server and the agent before they start.
+TEST(LogLimitDevTest, CarveDevGivesItsAgentsTheLimitAndBadSizesAreRefused) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("carve-dev-logs-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto run = [&](const std::string& args) {
+    std::string out;
+    FILE* p = popen(absl::StrCat("timeout 60 ", CARVE_BINARY, " ", args, " 2>&1").c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    int status = pclose(p);
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+  };
+  const std::string bad_data = (dir / "bad").string();
+  auto server = run(absl::StrCat("server --data ", bad_data,
+                                 " --listen 127.0.0.1:0 "
+                                 "--max-log-bytes 64MB"));
+  EXPECT_EQ(server.first, 1);
+  EXPECT_THAT(server.second, HasSubstr("--max-log-bytes: invalid size \"64MB\": unknown suffix"));
+  EXPECT_FALSE(std::filesystem::exists(bad_data)) << "a refused server wrote its data directory";
+  auto agent = run(absl::StrCat("agent --token-file ", (dir / "none").string(), " --data ",
+                                (dir / "agent").string(), " --max-log-bytes 0"));
+  EXPECT_EQ(agent.first, 1);
+  EXPECT_THAT(agent.second, HasSubstr("--max-log-bytes: must be at least 1 byte"));
+  const std::filesystem::path data = dir / "data";
+  pid_t dev = Spawn({CARVE_BINARY, "dev", "--data", data.string(), "--listen", "127.0.0.1:0",
+                     "--schedule-interval-ms", "50", "--max-log-bytes", "64Ki"},
+                    (dir / "dev.log").string());
+  auto within = [](auto done) {
+    for (int i = 0; i < 400 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  };
+  ASSERT_TRUE(within([&] {
+    return Slurp((dir / "dev.log").string()).find("Carve is running") != std::string::npos;
+  })) << Slurp((dir / "dev.log").string());
+  std::string url = Slurp((data / "server").string());
+  while (!url.empty() && url.back() == '\n') url.pop_back();
+  ApiClient api(url, Slurp((data / "admin.token").string()));
+  auto job = api.Post("/api/v1/jobs", {{"command", {"sh", "-c", "head -c 1048576 /dev/zero"}}});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string path = absl::StrCat("/api/v1/jobs/", (*job)["id"].get<int64_t>());
+  EXPECT_TRUE(within([&] {
+    auto got = api.Get(path);
+    return got.ok() && (*got)["replicas"].size() == 1 &&
+           (*got)["replicas"][0].value("log_truncated_by", "") == "agent";
+  })) << api.Get(path)->dump(2);
+  EXPECT_EQ((*api.Get(path))["replicas"][0]["log_truncated_at"], kLimit);
+  kill(dev, SIGTERM);
+  waitpid(dev, nullptr, 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
