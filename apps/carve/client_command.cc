@@ -8,6 +8,8 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -348,6 +350,12 @@ void AddLogs(CLI::App& app, std::shared_ptr<Connection> c) {
       if (!text.ok()) Die(text.status());
       std::cout << *text << std::flush;
       offset += static_cast<int64_t>(text->size());
+      // The server answers a page at a time (1 MiB): fetch the next one while there is more.
+      int64_t size = 0;
+      for (const auto& [name, value] : headers) {
+        if (absl::EqualsIgnoreCase(name, "X-Carve-Log-Size")) (void)absl::SimpleAtoi(value, &size);
+      }
+      if (!text->empty() && offset < size) continue;
       if (!*follow) return;
       json state = Check(api.Get(absl::StrCat("/api/v1/jobs/", job)));
       if (IsFinal(state.value("state", "")) && text->empty()) {

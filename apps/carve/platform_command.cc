@@ -137,7 +137,17 @@ struct ServerSettings {
   int64_t node_timeout_ms = 10000;
   int64_t lost_after_ms = 10000;
   int64_t reclaim_timeout_ms = 300000;
+  std::string max_log_bytes = "64Mi";  // per replica; `carve dev`'s agents take it too
 };
+
+// A --max-log-bytes size ("64Mi", "65536"): at least one byte.
+int64_t LogLimit(const std::string& text) {
+  auto bytes = ParseBytes(text);
+  if (!bytes.ok())
+    Die(absl::InvalidArgumentError(absl::StrCat("--max-log-bytes: ", bytes.status().message())));
+  if (*bytes < 1) Die(absl::InvalidArgumentError("--max-log-bytes: must be at least 1 byte"));
+  return *bytes;
+}
 
 // Settings from the YAML config file; flags given on the command line win.
 void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
@@ -173,12 +183,14 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
         set("--reclaim-timeout-ms", s.reclaim_timeout_ms);
       } else if (key == "log_level") {
         set("--log-level", s.log_level);
+      } else if (key == "max_log_bytes") {
+        set("--max-log-bytes", s.max_log_bytes);
       } else {
         Die(absl::InvalidArgumentError(
             absl::StrCat(s.config, ": unknown key \"", key,
                          "\"; known: data, checkpoint_root, listen, policy, schedule_interval_ms, "
-                         "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, tls_cert, tls_key, "
-                         "insecure, log_level")));
+                         "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, max_log_bytes, "
+                         "tls_cert, tls_key, insecure, log_level")));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -209,6 +221,10 @@ void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   AddLogLevelFlag(cmd, s.log_level);
+  cmd->add_option("--max-log-bytes", s.max_log_bytes,
+                  "Output stored per replica (64Mi, 65536, ...); later output is dropped and the "
+                  "replica's record says log_truncated_at")
+      ->capture_default_str();
 }
 
 void AddTlsFlags(CLI::App* cmd, ServerSettings& s) {
@@ -289,6 +305,7 @@ void MakeDataPrivate(const std::string& data) {
 // start changes no file of the one that runs.
 std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   UseLogLevel(s.log_level);  // a log_level from --config is checked here
+  const int64_t max_log_bytes = LogLimit(s.max_log_bytes);
   Listen l = ParseListen(s.listen);
   CheckTransport(s, l);
   auto listen_fd = ListenExclusive(l.host, l.port);
@@ -321,6 +338,7 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   options.node_timeout_us = s.node_timeout_ms * 1000;
   options.lost_after_us = s.lost_after_ms * 1000;
   options.reclaim_timeout_us = s.reclaim_timeout_ms * 1000;
+  options.max_log_bytes = max_log_bytes;
   auto control = ControlPlane::Open(c->store.get(), &c->catalog, options, NowUs);
   if (!control.ok()) Die(control.status());
   c->control = *std::move(control);
@@ -382,6 +400,7 @@ void AddDev(CLI::App& app) {
       o.cpu_milli = n.cpu_milli;
       o.memory_mib = n.memory_gib * 1024;
       o.heartbeat_ms = 300;
+      o.max_log_bytes = LogLimit(s->max_log_bytes);
       auto agent = std::make_unique<Agent>(o, *std::move(devices), MakePosixLauncher("carve"));
       if (auto st = agent->Start(); !st.ok()) Die(st);
       agents.push_back(std::move(agent));
@@ -486,38 +505,46 @@ void AddAgent(CLI::App& app) {
       ->add_option("--uid-range", *uid_range,
                    "uids for tenants without one on their tenant document, as FIRST-LAST")
       ->capture_default_str();
-  agent->callback([o, devices_file, nvml_library, token_file, cpu, memory, uid_range, log_level] {
-    UseLogLevel(*log_level);
-    std::vector<std::string> range = absl::StrSplit(*uid_range, '-');
-    if (range.size() != 2 || !absl::SimpleAtoi(range[0], &o->uid_min) ||
-        !absl::SimpleAtoi(range[1], &o->uid_max) || o->uid_min < 1 || o->uid_max < o->uid_min ||
-        o->uid_max > 4294967294) {
-      Die(absl::InvalidArgumentError(absl::StrCat(
-          "--uid-range \"", *uid_range, "\": write FIRST-LAST, e.g. 200000-265535 (never 0)")));
-    }
-    ::umask(077);
-    std::ifstream in(*token_file);
-    if (!(in >> o->token)) Die(absl::NotFoundError(*token_file + ": cannot read the token"));
-    if (o->ca_file.empty() && std::getenv("CARVE_CA")) o->ca_file = std::getenv("CARVE_CA");
-    auto c = ParseCpuMilli(*cpu);
-    if (!c.ok()) Die(c.status());
-    auto m = ParseMemMib(*memory);
-    if (!m.ok()) Die(m.status());
-    o->cpu_milli = c->units();
-    o->memory_mib = m->units();
-    auto devices = devices_file->empty() ? OpenNvmlBackendFromLibrary(*nvml_library)
-                                         : OpenSimulatedBackend(*devices_file, o->node);
-    if (!devices.ok()) Die(devices.status());
-    BlockSignals();
-    Agent agent(*o, *std::move(devices), MakePosixLauncher("carve"));
-    if (auto st = agent.Start(); !st.ok()) Die(st);
-    std::cout << "carve agent " << o->node << " registered with " << o->server << "\n"
-              << std::flush;
-    LogInfo("carve agent ", CarveVersion(), ": node ", o->node, " registered with ", o->server);
-    WaitForSignal();
-    agent.Stop(false);  // jobs keep running; the next agent re-adopts them
-    LogInfo("carve agent ", o->node, " stopped; its jobs keep running");
-  });
+  auto max_log = std::make_shared<std::string>("64Mi");
+  agent
+      ->add_option("--max-log-bytes", *max_log,
+                   "Output shipped per replica (64Mi, 65536, ...); the node's copy is freed as it "
+                   "is shipped or passes the limit (hole punching, each heartbeat)")
+      ->capture_default_str();
+  agent->callback(
+      [o, devices_file, nvml_library, token_file, cpu, memory, uid_range, log_level, max_log] {
+        UseLogLevel(*log_level);
+        o->max_log_bytes = LogLimit(*max_log);
+        std::vector<std::string> range = absl::StrSplit(*uid_range, '-');
+        if (range.size() != 2 || !absl::SimpleAtoi(range[0], &o->uid_min) ||
+            !absl::SimpleAtoi(range[1], &o->uid_max) || o->uid_min < 1 || o->uid_max < o->uid_min ||
+            o->uid_max > 4294967294) {
+          Die(absl::InvalidArgumentError(absl::StrCat(
+              "--uid-range \"", *uid_range, "\": write FIRST-LAST, e.g. 200000-265535 (never 0)")));
+        }
+        ::umask(077);
+        std::ifstream in(*token_file);
+        if (!(in >> o->token)) Die(absl::NotFoundError(*token_file + ": cannot read the token"));
+        if (o->ca_file.empty() && std::getenv("CARVE_CA")) o->ca_file = std::getenv("CARVE_CA");
+        auto c = ParseCpuMilli(*cpu);
+        if (!c.ok()) Die(c.status());
+        auto m = ParseMemMib(*memory);
+        if (!m.ok()) Die(m.status());
+        o->cpu_milli = c->units();
+        o->memory_mib = m->units();
+        auto devices = devices_file->empty() ? OpenNvmlBackendFromLibrary(*nvml_library)
+                                             : OpenSimulatedBackend(*devices_file, o->node);
+        if (!devices.ok()) Die(devices.status());
+        BlockSignals();
+        Agent agent(*o, *std::move(devices), MakePosixLauncher("carve"));
+        if (auto st = agent.Start(); !st.ok()) Die(st);
+        std::cout << "carve agent " << o->node << " registered with " << o->server << "\n"
+                  << std::flush;
+        LogInfo("carve agent ", CarveVersion(), ": node ", o->node, " registered with ", o->server);
+        WaitForSignal();
+        agent.Stop(false);  // jobs keep running; the next agent re-adopts them
+        LogInfo("carve agent ", o->node, " stopped; its jobs keep running");
+      });
 }
 
 // Hidden: the group leader of every replica (see runtime/replica_monitor.h).

@@ -1,11 +1,13 @@
 #include "runtime/agent.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -473,17 +475,49 @@ void Agent::PollAndEnforce() {
 void Agent::ShipLogs() {
   ApiClient api(options_.server, options_.token, options_.ca_file);
   for (auto& [key, r] : replicas_) {
-    std::ifstream in(r.log_path, std::ios::binary);
-    if (!in) continue;
-    in.seekg(r.shipped);
-    std::string chunk(1 << 20, '\0');
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    chunk.resize(static_cast<size_t>(in.gcount()));
-    if (chunk.empty()) continue;
-    auto sent = api.PostText(absl::StrCat("/api/v1/agents/logs?job=", r.job, "&replica=", r.index,
-                                          "&offset=", r.shipped),
-                             chunk);
-    if (sent.ok()) r.shipped += static_cast<int64_t>(chunk.size());
+    ShipLog(api, r);
+    FreeLog(r);
+  }
+}
+
+void Agent::ShipLog(ApiClient& api, Replica& r) {
+  const int64_t room = options_.max_log_bytes - r.shipped;
+  if (room <= 0) return;
+  std::ifstream in(r.log_path, std::ios::binary);
+  if (!in) return;
+  in.seekg(r.shipped);
+  std::string chunk(static_cast<size_t>(std::min<int64_t>(int64_t{1} << 20, room)), '\0');
+  in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  chunk.resize(static_cast<size_t>(in.gcount()));
+  if (chunk.empty()) return;
+  auto sent = api.PostText(
+      absl::StrCat("/api/v1/agents/logs?job=", r.job, "&replica=", r.index, "&offset=", r.shipped),
+      chunk);
+  if (sent.ok()) r.shipped += static_cast<int64_t>(chunk.size());
+}
+
+void Agent::FreeLog(Replica& r) {
+  std::error_code ec;
+  const int64_t size = static_cast<int64_t>(std::filesystem::file_size(r.log_path, ec));
+  if (ec) return;
+  const int64_t limit = options_.max_log_bytes;
+  r.log_truncated |= size > limit;
+  const int64_t end = r.shipped >= limit ? size : r.shipped;  // never shipped past the limit
+  if (end <= r.freed) return;
+  int fd = ::open(r.log_path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  int rc =
+      fd < 0 ? -1
+             : ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, r.freed, end - r.freed);
+  int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (rc == 0) {
+    r.freed = end;
+    r.log_disk = absl::StrCat(
+        "bounded: each heartbeat frees the bytes shipped to the server or past --max-log-bytes (",
+        limit, ") by hole punching; output written since the last heartbeat is not yet freed");
+  } else {
+    r.log_disk = absl::StrCat("not bounded: cannot punch holes in the node's copy (",
+                              std::strerror(err), "): it keeps all of the job's output");
   }
 }
 
@@ -703,6 +737,8 @@ json Agent::Report() const {
               {"started_us", r.started_us},
               {"enforcement", EnforcementText(r.handle.enforcement)}};
     if (!r.gpu_isolation.is_null()) j["gpu_isolation"] = r.gpu_isolation;
+    if (r.log_truncated) j["log_truncated_at"] = options_.max_log_bytes;
+    if (!r.log_disk.empty()) j["log_disk"] = r.log_disk;
     if (r.exit) {
       if (!r.reclaim.is_null()) {
         j["reclaim"] = r.reclaim;
@@ -766,7 +802,8 @@ absl::Status Agent::Tick() {
   for (auto it = replicas_.begin(); it != replicas_.end();) {
     std::error_code ec;
     auto size = std::filesystem::file_size(it->second.log_path, ec);
-    bool shipped = ec || static_cast<int64_t>(size) <= it->second.shipped;
+    bool shipped =
+        ec || std::min(static_cast<int64_t>(size), options_.max_log_bytes) <= it->second.shipped;
     bool done = it->second.exit && !it->second.reclaim.is_null() && shipped;
     it = done ? replicas_.erase(it) : std::next(it);
   }

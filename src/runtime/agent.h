@@ -24,6 +24,8 @@
 
 namespace carve {
 
+class ApiClient;
+
 // The NVIDIA device nodes a replica with `grants` may open: its GPUs (/dev/nvidiaN, N the GPU's
 // minor number as NVML reports it, else its index), the control and UVM devices CUDA needs,
 // and for MIG grants every capability device (MIG instances are not separated by device node).
@@ -74,6 +76,9 @@ class Agent {
     // every tenant reach it, so it is outside the private data directory. Empty:
     // /tmp/carve-mps-<hash of the data directory> (short: the pipes are Unix sockets).
     std::string mps_dir;
+    // Output shipped per replica; the node's copy is freed (hole punching) once shipped or past
+    // the limit, each heartbeat.
+    int64_t max_log_bytes = int64_t{64} << 20;
   };
   Agent(Options options, std::unique_ptr<DeviceBackend> devices,
         std::unique_ptr<ProcessLauncher> launcher);
@@ -94,8 +99,11 @@ class Agent {
     int index = 0;
     ProcessHandle handle;
     std::string log_path;
-    std::string status_path;  // where the group leader records how the command ended
-    int64_t shipped = 0;      // log bytes the server has
+    std::string status_path;     // where the group leader records how the command ended
+    int64_t shipped = 0;         // log bytes the server has
+    int64_t freed = 0;           // log bytes [0, freed) of the node's copy are deallocated
+    bool log_truncated = false;  // the job wrote more than max_log_bytes
+    std::string log_disk;        // whether the node's copy is bounded (empty: not tried yet)
     int64_t started_us = 0;
     int64_t deadline_us = 0;  // 0: none
     bool timed_out = false;
@@ -154,6 +162,11 @@ class Agent {
   // server stops asking.
   void ApplyLayout(const nlohmann::json& request);
   void ShipLogs();
+  // Ships the replica's next log chunk below max_log_bytes.
+  void ShipLog(ApiClient& api, Replica& r);
+  // Frees the bytes of the node's copy that are shipped or past the limit (hole punching: the
+  // file keeps its size, so offsets stay valid), and says in r.log_disk whether that worked.
+  void FreeLog(Replica& r);
   nlohmann::json Report() const;
   void SaveState() const;
   void LoadState();

@@ -150,6 +150,20 @@ absl::Status TooManyReplicas(const nlohmann::json& v) {
       absl::StrCat("replicas: ", v.dump(), " is not between 1 and 1000"));
 }
 
+// How many log bytes one GET /logs returns: `limit`, 1 MiB by default, at most 16 MiB (a reader
+// pages through a longer log by offset; the server never holds a whole log in memory).
+constexpr int64_t kLogPage = int64_t{1} << 20;
+constexpr int64_t kMaxLogPage = int64_t{16} << 20;
+
+absl::StatusOr<int64_t> LogLimitParam(const httplib::Request& req) {
+  auto limit = NonNegativeParam(req, "limit", kLogPage);
+  if (limit.ok() && *limit > kMaxLogPage) {
+    return absl::InvalidArgumentError(absl::StrCat("limit: ", *limit, " is more than ", kMaxLogPage,
+                                                   " bytes (16 MiB) per request"));
+  }
+  return limit;
+}
+
 }  // namespace
 
 void ApiServer::Routes() {
@@ -263,11 +277,13 @@ void ApiServer::Routes() {
           if (!id) return;
           auto offset = NonNegativeParam(req, "offset", 0);
           auto replica = NonNegativeParam(req, "replica", 0);
+          auto limit = LogLimitParam(req);
           if (!offset.ok()) return ReplyError(res, offset.status());
           if (!replica.ok()) return ReplyError(res, replica.status());
+          if (!limit.ok()) return ReplyError(res, limit.status());
           int64_t size = 0;
           auto data = control_->ReadLog(*id, static_cast<int>(std::min<int64_t>(*replica, 1 << 20)),
-                                        *offset, &size);
+                                        *offset, *limit, &size);
           if (!data.ok()) return ReplyError(res, data.status());
           res.set_header("X-Carve-Log-Size", std::to_string(size));
           res.set_content(*data, "text/plain");

@@ -375,7 +375,7 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
     return absl::PermissionDeniedError(
         "a join token only registers nodes; logs are shipped with the node's credential");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = jobs_.find(job);
   // Another node's replica answers exactly like a missing one.
   if (it == jobs_.end() || replica < 0 || replica >= static_cast<int>(it->second.replicas.size()) ||
@@ -386,18 +386,40 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
   std::error_code ec;
   int64_t size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
   if (ec) size = 0;
-  if (offset > size) {
+  const int64_t limit = options_.max_log_bytes;
+  // Past the limit nothing is stored, so any offset there is as good as the next one.
+  if (offset > size && size < limit) {
     return absl::FailedPreconditionError(absl::StrCat("log offset ", offset, " is past ", size));
   }
-  if (offset + static_cast<int64_t>(bytes.size()) <= size) return absl::OkStatus();  // replay
-  std::ofstream out(path, std::ios::app | std::ios::binary);
-  out << bytes.substr(static_cast<size_t>(size - offset));
-  if (!out) return absl::InternalError(path + ": cannot write");
-  return absl::OkStatus();
+  const int64_t end = offset + static_cast<int64_t>(bytes.size());
+  const int64_t keep = std::min(end, limit);  // the log stores bytes [0, keep)
+  if (keep > size) {
+    std::ofstream out(path, std::ios::app | std::ios::binary);
+    out.write(bytes.data() + (size - offset), static_cast<std::streamsize>(keep - size));
+    if (!out) return absl::InternalError(path + ": cannot write");
+  }
+  if (end <= limit || it->second.replicas[replica].log_truncated_at > 0) return absl::OkStatus();
+  StoreBatch batch;
+  LogTruncated(it->second, replica, limit, "server",
+               who.role == "node" ? "agent:" + who.name : who.name, batch);
+  return Durable(lock, std::move(batch));
+}
+
+void ControlPlane::LogTruncated(JobRecord& job, int replica, int64_t limit, const std::string& by,
+                                const std::string& actor, StoreBatch& batch) {
+  ReplicaRecord& rep = job.replicas[replica];
+  if (rep.log_truncated_at > 0) return;
+  rep.log_truncated_at = limit;
+  rep.log_truncated_by = by;
+  Event(batch, actor, "job.log-truncated", absl::StrCat("job/", job.id),
+        absl::StrCat("replica ", replica, "'s log stops at ", limit, " bytes (the ", by,
+                     "'s --max-log-bytes); later output is dropped"),
+        {{"job", job.id}, {"replica", replica}, {"limit", limit}, {"by", by}});
+  Touch(job, batch);
 }
 
 absl::StatusOr<std::string> ControlPlane::ReadLog(int64_t job, int replica, int64_t offset,
-                                                  int64_t* size) const {
+                                                  int64_t limit, int64_t* size) const {
   std::string path;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -409,11 +431,16 @@ absl::StatusOr<std::string> ControlPlane::ReadLog(int64_t job, int replica, int6
     }
     path = LogPath(job, replica);
   }
-  std::ifstream in(path, std::ios::binary);
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  *size = static_cast<int64_t>(data.size());
-  if (offset >= *size) return std::string();
-  return data.substr(static_cast<size_t>(offset));
+  *size = 0;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return std::string();  // nothing shipped yet
+  *size = static_cast<int64_t>(in.tellg());
+  if (offset >= *size || limit <= 0) return std::string();
+  std::string data(static_cast<size_t>(std::min(limit, *size - offset)), '\0');
+  in.seekg(offset);
+  in.read(data.data(), static_cast<std::streamsize>(data.size()));
+  data.resize(static_cast<size_t>(in.gcount()));
+  return data;
 }
 
 json ControlPlane::ListNodes() const {

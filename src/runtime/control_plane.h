@@ -35,7 +35,10 @@ class ControlPlane {
  public:
   struct Options {
     std::string policy = "carve";
-    std::string log_dir;                   // where replica logs are kept
+    std::string log_dir;  // where replica logs are kept
+    // Bytes of a replica's log the server stores; what comes beyond is dropped, and the replica's
+    // record says where its log stops (log_truncated_at, event job.log-truncated).
+    int64_t max_log_bytes = int64_t{64} << 20;
     std::string checkpoint_root;           // CARVE_CHECKPOINT_DIR parent, shared by every node
     int64_t node_timeout_us = 10'000'000;  // a node silent this long is not-ready
     int64_t lost_after_us = 10'000'000;    // ... and this much longer: its jobs are lost
@@ -119,10 +122,13 @@ class ControlPlane {
   // Takes the agent's replica reports; answers with what to start and what to stop.
   absl::StatusOr<nlohmann::json> Heartbeat(const nlohmann::json& body, const Principal& who);
   // A node credential ships logs only for replicas that ran on its node (others: NotFound).
+  // Idempotent by offset; bytes past options.max_log_bytes are dropped, and the first time that
+  // happens for a replica its record and an event (job.log-truncated) say so.
   absl::Status AppendLog(int64_t job, int replica, int64_t offset, const std::string& bytes,
                          const Principal& who);
-  // Log bytes from `offset`; `size` gets the log's full size.
-  absl::StatusOr<std::string> ReadLog(int64_t job, int replica, int64_t offset,
+  // At most `limit` log bytes from `offset` (read with a seek, never the whole file); `size` gets
+  // the log's full size.
+  absl::StatusOr<std::string> ReadLog(int64_t job, int replica, int64_t offset, int64_t limit,
                                       int64_t* size) const;
   nlohmann::json ListNodes() const;
   // Cordon: no new work on the node. Drain: cordon, and stop its jobs so their recovery policy
@@ -194,6 +200,13 @@ class ControlPlane {
   void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
                    const std::string& node, StoreBatch& batch);
   void FinishIfDone(JobRecord& job, StoreBatch& batch);
+  // Records, once per replica, that its log stops at `limit` bytes (`by`: who dropped the rest).
+  void LogTruncated(JobRecord& job, int replica, int64_t limit, const std::string& by,
+                    const std::string& actor, StoreBatch& batch);
+  // The agent's word on its copy of the replica's log: where it stopped shipping, and whether
+  // the node's disk use is bounded (replica record log_disk).
+  void ApplyLogReport(JobRecord& job, int replica, const nlohmann::json& report,
+                      const std::string& node, StoreBatch& batch);
   // Silent nodes: not-ready after node_timeout, their jobs lost lost_after later.
   void Liveness(int64_t now, StoreBatch& batch);
   // The node stopped heartbeating: its jobs are lost, and recovered by their policy.

@@ -185,6 +185,18 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
   }
 }
 
+void ControlPlane::ApplyLogReport(JobRecord& job, int r, const json& report,
+                                  const std::string& node, StoreBatch& batch) {
+  ReplicaRecord& rep = job.replicas[r];
+  int64_t stopped = report.value("log_truncated_at", int64_t{0});
+  if (stopped > 0) LogTruncated(job, r, stopped, "agent", "agent:" + node, batch);
+  std::string disk = report.value("log_disk", "");
+  if (!disk.empty() && disk != rep.log_disk) {
+    rep.log_disk = disk;
+    Touch(job, batch);
+  }
+}
+
 namespace {
 
 std::string SignalName(int sig) {
@@ -360,6 +372,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     }
     JobRecord& job = it->second;
     ApplyReport(job, r, report, name, batch);
+    ApplyLogReport(job, r, report, name, batch);
     bool failed_sibling = false;
     for (const ReplicaRecord& rep : job.replicas) {
       failed_sibling |=

@@ -96,7 +96,9 @@ absl::Status CheckHeartbeatBody(const json& body) {
                               {"oom_killed", Type::kBool},
                               {"exit_code", Type::kNumberOrNull},
                               {"signal", Type::kNumberOrNull},
-                              {"reclaim", Type::kObjectOrNull}});
+                              {"reclaim", Type::kObjectOrNull},
+                              {"log_truncated_at", Type::kNumber},
+                              {"log_disk", Type::kString}});
   if (!s.ok()) return s;
   // References into the body, never copies of it (H1: copies of request bodies recursed).
   static const json kNone = json::array();

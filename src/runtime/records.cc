@@ -68,6 +68,11 @@ json JobRecord::ToJson() const {
                {"reclaim", r.reclaim},
                {"versions", r.versions}};
     if (!r.gpu_isolation.is_null()) rj["gpu_isolation"] = r.gpu_isolation;
+    if (r.log_truncated_at > 0) {
+      rj["log_truncated_at"] = r.log_truncated_at;
+      rj["log_truncated_by"] = r.log_truncated_by;
+    }
+    if (!r.log_disk.empty()) rj["log_disk"] = r.log_disk;
     if (!r.retire.empty()) {
       rj["retire"] = r.retire;
       rj["planned"] = r.planned;
@@ -157,6 +162,9 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       if (rj.contains("reclaim")) rep.reclaim = rj["reclaim"];
       if (rj.contains("versions")) rep.versions = rj["versions"];
       if (rj.contains("gpu_isolation")) rep.gpu_isolation = rj["gpu_isolation"];
+      rep.log_truncated_at = rj.value("log_truncated_at", int64_t{0});
+      rep.log_truncated_by = rj.value("log_truncated_by", "");
+      rep.log_disk = rj.value("log_disk", "");
       r.replicas.push_back(rep);
     }
     return r;

@@ -54,6 +54,12 @@ struct ReplicaRecord {
   // nvml} (the id names the node's full set, VBIOS and MIG modes included; see NodeRecord).
   nlohmann::json versions;
   int64_t idle_since_us = 0;  // its GPUs showed no activity since then (0: active or unknown)
+  // Where its stored log stops (bytes past a --max-log-bytes limit were dropped; 0: complete),
+  // and which limit dropped them: "server" or "agent".
+  int64_t log_truncated_at = 0;
+  std::string log_truncated_by;
+  // The agent's word on the node's copy of the log: whether its disk use is bounded, and how.
+  std::string log_disk;
 };
 
 struct JobRecord {

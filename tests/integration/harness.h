@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/api_client.h"
 #include "runtime/records.h"
@@ -117,6 +118,7 @@ class PlatformTest : public ::testing::Test {
         "--jobs-dir",     (dir_ / "jobs" / name).string(),
         "--heartbeat-ms", "100"};
     if (!ca_.empty()) args.insert(args.end(), {"--ca", ca_});
+    args.insert(args.end(), agent_args_.begin(), agent_args_.end());
     return Spawn(args, (dir_ / absl::StrCat(name, ".log")).string());
   }
 
@@ -235,9 +237,21 @@ class PlatformTest : public ::testing::Test {
     return out;
   }
 
+  // The whole log, page by page (the server answers at most 1 MiB per request).
   std::string Logs(int64_t id) {
-    auto text = Api().GetText(absl::StrCat("/api/v1/jobs/", id, "/logs"));
-    return text.ok() ? *text : text.status().ToString();
+    std::string all;
+    while (true) {
+      std::map<std::string, std::string> headers;
+      auto text =
+          Api().GetText(absl::StrCat("/api/v1/jobs/", id, "/logs?offset=", all.size()), &headers);
+      if (!text.ok()) return text.status().ToString();
+      all += *text;
+      size_t size = 0;
+      if (!absl::SimpleAtoi(headers["X-Carve-Log-Size"], &size) || text->empty() ||
+          all.size() >= size) {
+        return all;
+      }
+    }
   }
 
   static inline int counter_ = 0;
@@ -247,6 +261,7 @@ class PlatformTest : public ::testing::Test {
   std::string token_;
   pid_t server_ = 0;
   std::vector<std::string> server_args_;  // more `carve server` flags (set before SetUp)
+  std::vector<std::string> agent_args_;   // more `carve agent` flags (set before SetUp)
   std::string ca_;  // the PEM CA that Api() and the agents trust (TLS tests; set before SetUp)
   std::vector<pid_t> agents_;
 };

@@ -18,6 +18,8 @@ TEST(ProtocolChecksTest, HeartbeatBodiesHaveTheProtocolsTypes) {
          {"state", "exited"},
          {"exit_code", nullptr},
          {"signal", 9},
+         {"log_truncated_at", 65536},
+         {"log_disk", "bounded: ..."},
          {"reclaim", {{"status", "failed"}, {"checks", {{{"ok", false}, {"device", 0}}}}}}}}},
       {"gpus", {{{"index", 0}, {"utilization_pct", 40}, {"mig_instances", json::array()}}}},
       {"layouts", json::array()}};
@@ -37,6 +39,8 @@ TEST(ProtocolChecksTest, HeartbeatBodiesHaveTheProtocolsTypes) {
       {{{"gpus", {{{"index", 0}, {"mig_instances", {{{"start", "0"}}}}}}}},
        "gpus[0].mig_instances[0].start"},
       {{{"layouts", "none"}}, "layouts: must be a list"},
+      {{{"replicas", {{{"log_truncated_at", "64Ki"}}}}}, "replicas[0].log_truncated_at"},
+      {{{"replicas", {{{"log_disk", true}}}}}, "replicas[0].log_disk: must be a string"},
   };
   for (const Case& c : cases) {
     absl::Status s = CheckHeartbeatBody(c.body);

@@ -98,6 +98,22 @@ absl::StatusOr<MemMib> ParseMemMib(absl::string_view text) {
   return MemMib(*v);
 }
 
+absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
+  const absl::int128 k = 1000;
+  return ParseScaled(
+      "size", text,
+      {{"", 1, 1},
+       {"k", k, 1},
+       {"Ki", 1024, 1},
+       {"M", k * k, 1},
+       {"Mi", kMib, 1},
+       {"G", k * k * k, 1},
+       {"Gi", kMib * 1024, 1},
+       {"T", k * k * k * k, 1},
+       {"Ti", kMib * 1024 * 1024, 1}},
+      "write a size as 65536, 64Ki, 64Mi or 1Gi; it must be a whole number of bytes");
+}
+
 absl::StatusOr<NetMbps> ParseNetMbps(absl::string_view text) {
   auto v = ParseScaled("network bandwidth", text,
                        {{"", 1, 1}, {"M", 1, 1}, {"G", 1000, 1}, {"T", 1000 * 1000, 1}},

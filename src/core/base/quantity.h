@@ -60,6 +60,8 @@ absl::StatusOr<CpuMilli> ParseCpuMilli(absl::string_view text);
 // Binary suffixes Ki, Mi, Gi, Ti, Pi and decimal k, M, G, T, P (Kubernetes conventions); a bare
 // number is bytes. The result must be a whole number of MiB: "20Gi" -> 20480, "1.5Gi" -> 1536.
 absl::StatusOr<MemMib> ParseMemMib(absl::string_view text);
+// Sizes in bytes, same suffixes as ParseMemMib: "64Mi" -> 67108864, "64Ki" -> 65536, "100" -> 100.
+absl::StatusOr<int64_t> ParseBytes(absl::string_view text);
 // Bit rates: bare numbers and "M" are Mbit/s, "G" Gbit/s, "T" Tbit/s; "1.5G" -> 1500.
 absl::StatusOr<NetMbps> ParseNetMbps(absl::string_view text);
 

@@ -66,6 +66,18 @@ TEST(ParseNetMbps, BitRates) {
   EXPECT_FALSE(ParseNetMbps("0.5M").ok());
 }
 
+TEST(ParseBytes, SuffixesAndErrors) {
+  EXPECT_EQ(*ParseBytes("65536"), 65536);
+  EXPECT_EQ(*ParseBytes("64Ki"), 65536);
+  EXPECT_EQ(*ParseBytes("64Mi"), int64_t{64} << 20);
+  EXPECT_EQ(*ParseBytes("1.5Gi"), int64_t{3} << 29);
+  EXPECT_EQ(*ParseBytes("2k"), 2000);
+  EXPECT_FALSE(ParseBytes("0.5").ok());
+  EXPECT_FALSE(ParseBytes("-1Mi").ok());
+  EXPECT_FALSE(ParseBytes("64MB").ok());
+  EXPECT_FALSE(ParseBytes("9000000Ti").ok());
+}
+
 TEST(FormatQuantity, ShortestExactForm) {
   EXPECT_EQ(FormatMilli(1500), "1.5");
   EXPECT_EQ(FormatMilli(570), "0.57");
