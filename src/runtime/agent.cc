@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "httplib.h"
 #include "runtime/api_client.h"
 #include "runtime/control_plane.h"
 #include "runtime/log.h"
@@ -162,6 +163,7 @@ absl::Status Agent::Start(int64_t deadline_ms) {
   LoadState();
   PublishLive();
   thread_ = std::thread([this] { Loop(); });
+  wait_thread_ = std::thread([this] { WaitLoop(); });
   return absl::OkStatus();
 }
 
@@ -216,6 +218,7 @@ void Agent::Stop(bool kill_replicas) {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (wait_thread_.joinable()) wait_thread_.join();
   if (kill_replicas) {
     for (auto& [key, r] : replicas_) {
       if (r.launched && !r.exit) StopLogged(r.handle, options_.stop_grace_ms);
@@ -238,7 +241,39 @@ void Agent::Loop() {
     }
     last_error = error;
     lock.lock();
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_ms), [this] { return stop_; });
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_ms),
+                 [this] { return stop_ || work_; });
+    work_ = false;
+  }
+}
+
+// Placements and stops reach the node as they are decided, not at its next heartbeat: the wait
+// answers when the node's work version grows. Each wait lasts at most a second, so a stopping
+// agent is not held; a server that refuses (too many waiters, an old server) leaves the agent
+// to its heartbeat period.
+void Agent::WaitLoop() {
+  ApiClient api(options_.server, options_.token, options_.ca_file);
+  const std::string path = "/api/v1/agents/wait?timeout_ms=1000&node=" +
+                           httplib::detail::encode_query_param(options_.node);
+  int64_t version = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    auto asked = std::chrono::steady_clock::now();
+    auto answer = api.Get(absl::StrCat(path, "&after=", version));
+    lock.lock();
+    bool quick = std::chrono::steady_clock::now() - asked < std::chrono::milliseconds(100);
+    if (!answer.ok() || (quick && answer->value("version", int64_t{0}) == version)) {
+      cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_ms),
+                   [this] { return stop_; });
+      continue;
+    }
+    int64_t now = answer->value("version", int64_t{0});
+    if (now > version) {
+      work_ = true;
+      cv_.notify_all();
+    }
+    version = now;  // lower after a server restart: start over
   }
 }
 

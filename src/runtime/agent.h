@@ -211,6 +211,10 @@ class Agent {
   std::unique_ptr<MpsSupervisor> mps_;
   std::set<int64_t> mps_daemons_;  // guarded by live_mu_: their MPS servers are not residue
   std::thread thread_;
+  // Waits on the server for work (GET /agents/wait) and wakes the loop for a heartbeat at once.
+  void WaitLoop();
+  std::thread wait_thread_;
+  bool work_ = false;  // the server has work for this node: heartbeat now
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

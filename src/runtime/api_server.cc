@@ -52,6 +52,7 @@ void ApiServer::Stop() {
     if (stopping_) return;
     stopping_ = true;
   }
+  control_->EndWaits();
   wake_.notify_all();
   http_->stop();
   if (http_thread_.joinable()) http_thread_.join();
@@ -69,6 +70,7 @@ void ApiServer::ScheduleLoop() {
     lock.unlock();
     auto start = std::chrono::steady_clock::now();
     absl::StatusOr<int> scheduled = control_->ScheduleOnce();
+    if (scheduled.ok()) control_->SignalNodes();  // agents waiting for work hear of it now
     int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
                      std::chrono::steady_clock::now() - start)
                      .count();
@@ -240,7 +242,10 @@ void ApiServer::Routes() {
            auto who = authed(req, res, "user");
            if (!who) return;
            auto id = job_access(req, res, *who, Access::kWrite);
-           if (id) respond(res, control_->Cancel(*id, *who));
+           if (!id) return;
+           auto cancelled = control_->Cancel(*id, *who);
+           if (cancelled.ok()) control_->SignalNodes();  // its agents stop it now
+           respond(res, cancelled);
          });
   s.Post(R"(/api/v1/jobs/(\d+)/renew)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
@@ -379,6 +384,21 @@ void ApiServer::Routes() {
         respond(res,
                 body.ok() ? control_->Heartbeat(*body, *who) : absl::StatusOr<json>(body.status()));
       });
+  // Work pushed to agents: the answer comes when the node's work version passes `after`, or
+  // after timeout_ms (at most 30 s). A quarter of the workers at most wait; beyond that, 429.
+  s.Get("/api/v1/agents/wait", [=, this](const httplib::Request& req, httplib::Response& res) {
+    auto who = authed(req, res, "agent");
+    if (!who) return;
+    auto after = NonNegativeParam(req, "after", 0);
+    if (!after.ok()) return ReplyError(res, after.status());
+    auto timeout = NonNegativeParam(req, "timeout_ms", 10000);
+    if (!timeout.ok()) return ReplyError(res, timeout.status());
+    auto version = control_->WaitForWork(req.get_param_value("node"), *after,
+                                         std::min<int64_t>(*timeout, 30000),
+                                         std::max(1, options_.threads / 4), *who);
+    if (!version.ok()) return ReplyError(res, version.status());
+    Reply(res, 200, {{"version", *version}});
+  });
   s.Post("/api/v1/agents/logs", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, "agent");
     if (!who) return;

@@ -2,6 +2,7 @@
 #define CARVE_RUNTIME_CONTROL_PLANE_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -121,6 +123,17 @@ class ControlPlane {
   absl::StatusOr<nlohmann::json> Register(const nlohmann::json& body, const Principal& who);
   // Takes the agent's replica reports; answers with what to start and what to stop.
   absl::StatusOr<nlohmann::json> Heartbeat(const nlohmann::json& body, const Principal& who);
+  // Work pushed to agents: returns `node`'s work version once it is above `after` (a replica
+  // was placed on the node, or one of its replicas must stop), or when `timeout_ms` passes
+  // (then the version unchanged). The agent heartbeats at once when it grows. ResourceExhausted
+  // when `max_waiters` agents already wait (they then poll at their heartbeat period).
+  absl::StatusOr<int64_t> WaitForWork(const std::string& node, int64_t after, int64_t timeout_ms,
+                                      int max_waiters, const Principal& who);
+  // Raises the work version of each node with work its agent has not been told of (after a
+  // scheduling cycle, a cancel).
+  void SignalNodes();
+  // Answers every WaitForWork now and from now on (the server is stopping).
+  void EndWaits();
   // A node credential ships logs only for replicas that ran on its node (others: NotFound).
   // Idempotent by offset; bytes past options.max_log_bytes are dropped, and the first time that
   // happens for a replica its record and an event (job.log-truncated) say so.
@@ -325,6 +338,12 @@ class ControlPlane {
   // Jobs not in a final state: what heartbeats, timers and the scheduling cycle walk, so their
   // cost follows live work, not every job ever submitted.
   std::set<int64_t> active_;
+  // Work pushed to agents (WaitForWork): a version per node, and the work it covers.
+  std::map<std::string, int64_t> work_version_;
+  std::map<std::string, std::set<std::tuple<int64_t, int, bool>>> work_signalled_;
+  std::condition_variable work_cv_;
+  int work_waiters_ = 0;
+  bool waits_ended_ = false;
   // Every submitted job's replica request once, first seen first, weighted by how many jobs
   // asked for it (the policy's workload model; it was rebuilt from every job each cycle).
   Workload workload_;

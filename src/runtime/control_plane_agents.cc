@@ -1,4 +1,6 @@
 // The agent side of the control plane: registration, heartbeats, replica reports.
+#include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -390,20 +392,98 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
   }
   json assignments = json::array();
   for (int64_t id : ActiveIds()) {
-    const JobRecord& job = jobs_.at(id);
+    JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty()) continue;
+    bool handed = false;
     for (size_t r = 0; r < job.replicas.size(); ++r) {
-      const ReplicaRecord& rep = job.replicas[r];
+      ReplicaRecord& rep = job.replicas[r];
       if (rep.node == name && rep.state == "pending" && !reported.count({id, r})) {
         assignments.push_back(Assignment(job, static_cast<int>(r)));
+        if (rep.assigned_us == 0) {
+          rep.assigned_us = now_();
+          handed = true;
+        }
       }
     }
+    if (handed) Touch(job, batch);
   }
   json layouts = json::array();
   AdvanceRelayouts(node->second, body, batch, layouts);
   json out = {{"assignments", assignments}, {"stop", stops}, {"layouts", layouts}};
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return out;
+}
+
+absl::StatusOr<int64_t> ControlPlane::WaitForWork(const std::string& node, int64_t after,
+                                                  int64_t timeout_ms, int max_waiters,
+                                                  const Principal& who) {
+  if (who.role == "agent") {
+    return absl::PermissionDeniedError(
+        "a join token only registers nodes; agents wait for work "
+        "with their node credential (node.token)");
+  }
+  if (who.role != "node" && who.role != "admin") {
+    return absl::PermissionDeniedError("only agents wait for work");
+  }
+  if (who.role == "node" && node != who.name) {
+    return absl::PermissionDeniedError(OtherNode(who, "waits for work"));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (nodes_.count(node) == 0) {
+    return absl::NotFoundError(absl::StrCat("node \"", node, "\" is not registered"));
+  }
+  if (work_waiters_ >= max_waiters) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(max_waiters, " agents already wait for work; poll at the heartbeat period"));
+  }
+  ++work_waiters_;
+  work_cv_.wait_for(lock, std::chrono::milliseconds(std::clamp<int64_t>(timeout_ms, 0, 60000)),
+                    [&] { return broken_ || waits_ended_ || work_version_[node] > after; });
+  --work_waiters_;
+  return work_version_[node];
+}
+
+void ControlPlane::EndWaits() {
+  std::lock_guard<std::mutex> lock(mu_);
+  waits_ended_ = true;
+  work_cv_.notify_all();
+}
+
+void ControlPlane::SignalNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::set<std::tuple<int64_t, int, bool>>> work;
+  for (int64_t id : active_) {
+    const JobRecord& job = jobs_.at(id);
+    bool stopping = job.cancel_requested || !job.displaced.empty();
+    for (size_t r = 0; r < job.replicas.size(); ++r) {
+      const ReplicaRecord& rep = job.replicas[r];
+      if (rep.node.empty()) continue;
+      // A replica the agent started but not yet reported is still pending here: it is told
+      // to stop once its report arrives, so a stop is work for its node either way.
+      bool live = rep.state == "pending" || rep.state == "running";
+      if (rep.state == "pending" && !stopping) {
+        work[rep.node].insert({id, static_cast<int>(r), false});
+      }
+      if (live && (stopping || MustStop(job, rep))) {
+        work[rep.node].insert({id, static_cast<int>(r), true});
+      }
+    }
+  }
+  bool raised = false;
+  for (auto& [node, keys] : work) {
+    const auto& told = work_signalled_[node];
+    bool fresh =
+        std::any_of(keys.begin(), keys.end(), [&](const auto& k) { return !told.count(k); });
+    if (fresh) {
+      ++work_version_[node];
+      raised = true;
+    }
+  }
+  for (auto& [node, told] : work_signalled_) {
+    if (!work.count(node)) told.clear();
+  }
+  for (auto& [node, keys] : work) work_signalled_[node] = std::move(keys);
+  if (raised) work_cv_.notify_all();
 }
 
 }  // namespace carve

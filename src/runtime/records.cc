@@ -68,6 +68,7 @@ json JobRecord::ToJson() const {
                {"reclaim", r.reclaim},
                {"versions", r.versions}};
     if (!r.gpu_isolation.is_null()) rj["gpu_isolation"] = r.gpu_isolation;
+    if (r.assigned_us > 0) rj["assigned_us"] = r.assigned_us;
     if (r.log_truncated_at > 0) {
       rj["log_truncated_at"] = r.log_truncated_at;
       rj["log_truncated_by"] = r.log_truncated_by;
@@ -152,6 +153,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       if (rj.contains("signal") && !rj["signal"].is_null()) rep.signal = rj["signal"];
       rep.started_us = rj.value("started_us", int64_t{0});
       rep.ended_us = rj.value("ended_us", int64_t{0});
+      rep.assigned_us = rj.value("assigned_us", int64_t{0});
       rep.enforcement = rj.value("enforcement", "");
       rep.timed_out = rj.value("timed_out", false);
       rep.slot = rj.value("slot", static_cast<int>(r.replicas.size()));

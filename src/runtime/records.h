@@ -43,6 +43,7 @@ struct ReplicaRecord {
   std::optional<int> signal;
   int64_t started_us = 0;
   int64_t ended_us = 0;
+  int64_t assigned_us = 0;  // when an agent was first handed it (it may run before it reports)
   std::string enforcement;  // what isolation the agent applied
   // Shared GPUs: how the share's caps were enforced and checked (the agent's record: "enforced":
   // "mps" | "mps (simulated)" | "none", the daemon, the limits given), null for other modes.

@@ -137,8 +137,11 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   for (int64_t id : ActiveIds()) {
     JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state) || !job.cancel_requested) continue;
-    bool started = std::any_of(job.replicas.begin(), job.replicas.end(),
-                               [](const ReplicaRecord& r) { return r.state != "pending"; });
+    bool started =
+        std::any_of(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& r) {
+          // handed to an agent: it may run, reported or not
+          return r.state != "pending" || r.assigned_us > 0;
+        });
     if (started) continue;  // its end comes with the agents' reclaim evidence
     job.state = "cancelled";
     job.reason = "cancelled before its processes started";

@@ -116,7 +116,7 @@ class PlatformTest : public ::testing::Test {
         "--memory",       "64Gi",
         "--data",         (dir_ / "agents" / name).string(),
         "--jobs-dir",     (dir_ / "jobs" / name).string(),
-        "--heartbeat-ms", "100"};
+        "--heartbeat-ms", heartbeat_ms_};
     if (!ca_.empty()) args.insert(args.end(), {"--ca", ca_});
     args.insert(args.end(), agent_args_.begin(), agent_args_.end());
     return Spawn(args, (dir_ / absl::StrCat(name, ".log")).string());
@@ -261,6 +261,7 @@ class PlatformTest : public ::testing::Test {
   std::string token_;
   pid_t server_ = 0;
   std::vector<std::string> server_args_;  // more `carve server` flags (set before SetUp)
+  std::string heartbeat_ms_ = "100";      // the agents' heartbeat period (set before SetUp)
   std::vector<std::string> agent_args_;   // more `carve agent` flags (set before SetUp)
   std::string ca_;  // the PEM CA that Api() and the agents trust (TLS tests; set before SetUp)
   std::vector<pid_t> agents_;
