@@ -481,9 +481,19 @@ void AddAgent(CLI::App& app) {
   agent->add_option("--memory", *memory, "Memory this node offers")->capture_default_str();
   agent->add_option("--data", o->data_dir, "Agent data directory")->capture_default_str();
   agent->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period")->capture_default_str();
-  auto labels = std::make_shared<std::vector<std::string>>();
-  agent->add_option("--label", *labels,
-                    "KEY=VALUE node label, repeatable (pool=NAME puts the node in a queue's pool)");
+  agent->add_option_function<std::vector<std::string>>(
+      "--label",
+      [o](const std::vector<std::string>& labels) {
+        for (const std::string& label : labels) {
+          std::pair<std::string, std::string> kv = absl::StrSplit(label, absl::MaxSplits('=', 1));
+          if (kv.first.empty() || label.find('=') == std::string::npos) {
+            Die(absl::InvalidArgumentError(
+                absl::StrCat("--label \"", label, "\": write KEY=VALUE, e.g. pool=train")));
+          }
+          o->labels[kv.first] = kv.second;
+        }
+      },
+      "KEY=VALUE node label, repeatable (pool=NAME puts the node in a queue's pool)");
   agent
       ->add_option("--job-pids-max", o->job_pids_max,
                    "Processes and threads one job replica may have (pids.max; 0: no limit)")
@@ -514,48 +524,40 @@ void AddAgent(CLI::App& app) {
                    "Output shipped per replica (64Mi, 65536, ...); the node's copy is freed as it "
                    "is shipped or passes the limit (hole punching, each heartbeat)")
       ->capture_default_str();
-  agent->callback([o, devices_file, nvml_library, token_file, cpu, memory, uid_range, log_level,
-                   max_log, labels] {
-    UseLogLevel(*log_level);
-    for (const std::string& label : *labels) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(label, absl::MaxSplits('=', 1));
-      if (kv.first.empty() || label.find('=') == std::string::npos) {
-        Die(absl::InvalidArgumentError(
-            absl::StrCat("--label \"", label, "\": write KEY=VALUE, e.g. pool=train")));
-      }
-      o->labels[kv.first] = kv.second;
-    }
-    o->max_log_bytes = LogLimit(*max_log);
-    std::vector<std::string> range = absl::StrSplit(*uid_range, '-');
-    if (range.size() != 2 || !absl::SimpleAtoi(range[0], &o->uid_min) ||
-        !absl::SimpleAtoi(range[1], &o->uid_max) || o->uid_min < 1 || o->uid_max < o->uid_min ||
-        o->uid_max > 4294967294) {
-      Die(absl::InvalidArgumentError(absl::StrCat(
-          "--uid-range \"", *uid_range, "\": write FIRST-LAST, e.g. 200000-265535 (never 0)")));
-    }
-    ::umask(077);
-    std::ifstream in(*token_file);
-    if (!(in >> o->token)) Die(absl::NotFoundError(*token_file + ": cannot read the token"));
-    if (o->ca_file.empty() && std::getenv("CARVE_CA")) o->ca_file = std::getenv("CARVE_CA");
-    auto c = ParseCpuMilli(*cpu);
-    if (!c.ok()) Die(c.status());
-    auto m = ParseMemMib(*memory);
-    if (!m.ok()) Die(m.status());
-    o->cpu_milli = c->units();
-    o->memory_mib = m->units();
-    auto devices = devices_file->empty() ? OpenNvmlBackendFromLibrary(*nvml_library)
-                                         : OpenSimulatedBackend(*devices_file, o->node);
-    if (!devices.ok()) Die(devices.status());
-    BlockSignals();
-    Agent agent(*o, *std::move(devices), MakePosixLauncher("carve"));
-    if (auto st = agent.Start(); !st.ok()) Die(st);
-    std::cout << "carve agent " << o->node << " registered with " << o->server << "\n"
-              << std::flush;
-    LogInfo("carve agent ", CarveVersion(), ": node ", o->node, " registered with ", o->server);
-    WaitForSignal();
-    agent.Stop(false);  // jobs keep running; the next agent re-adopts them
-    LogInfo("carve agent ", o->node, " stopped; its jobs keep running");
-  });
+  agent->callback(
+      [o, devices_file, nvml_library, token_file, cpu, memory, uid_range, log_level, max_log] {
+        UseLogLevel(*log_level);
+        o->max_log_bytes = LogLimit(*max_log);
+        std::vector<std::string> range = absl::StrSplit(*uid_range, '-');
+        if (range.size() != 2 || !absl::SimpleAtoi(range[0], &o->uid_min) ||
+            !absl::SimpleAtoi(range[1], &o->uid_max) || o->uid_min < 1 || o->uid_max < o->uid_min ||
+            o->uid_max > 4294967294) {
+          Die(absl::InvalidArgumentError(absl::StrCat(
+              "--uid-range \"", *uid_range, "\": write FIRST-LAST, e.g. 200000-265535 (never 0)")));
+        }
+        ::umask(077);
+        std::ifstream in(*token_file);
+        if (!(in >> o->token)) Die(absl::NotFoundError(*token_file + ": cannot read the token"));
+        if (o->ca_file.empty() && std::getenv("CARVE_CA")) o->ca_file = std::getenv("CARVE_CA");
+        auto c = ParseCpuMilli(*cpu);
+        if (!c.ok()) Die(c.status());
+        auto m = ParseMemMib(*memory);
+        if (!m.ok()) Die(m.status());
+        o->cpu_milli = c->units();
+        o->memory_mib = m->units();
+        auto devices = devices_file->empty() ? OpenNvmlBackendFromLibrary(*nvml_library)
+                                             : OpenSimulatedBackend(*devices_file, o->node);
+        if (!devices.ok()) Die(devices.status());
+        BlockSignals();
+        Agent agent(*o, *std::move(devices), MakePosixLauncher("carve"));
+        if (auto st = agent.Start(); !st.ok()) Die(st);
+        std::cout << "carve agent " << o->node << " registered with " << o->server << "\n"
+                  << std::flush;
+        LogInfo("carve agent ", CarveVersion(), ": node ", o->node, " registered with ", o->server);
+        WaitForSignal();
+        agent.Stop(false);  // jobs keep running; the next agent re-adopts them
+        LogInfo("carve agent ", o->node, " stopped; its jobs keep running");
+      });
 }
 
 // Hidden: the group leader of every replica (see runtime/replica_monitor.h).
