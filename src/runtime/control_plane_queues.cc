@@ -175,6 +175,8 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
     }
     auto holds = held.find(id);
     if (IsFinal(job.state) || holds == held.end()) continue;
+    // Charged for what it holds: a service being scaled or replaced holds other than its spec.
+    request->replicas = static_cast<int>(holds->second.size());
     bool stopping = Stopping(job);
     int64_t by = stopping && absl::StartsWith(job.displaced, kPreemptedBy) ? job.preempted_by : 0;
     in.running.push_back({id, job.spec.queue, job.spec.priority, preemptible,
@@ -321,6 +323,11 @@ json ControlPlane::QueueStatus(const Principal& who) const {
     const JobRecord& job = jobs_.at(id);
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok() || IsFinal(job.state)) continue;
+    if (job.state != "queued") {  // what it holds (a service's replicas being placed: not yet)
+      request->replicas = static_cast<int>(std::count_if(
+          job.replicas.begin(), job.replicas.end(),
+          [](const ReplicaRecord& r) { return !r.node.empty() && r.state != "retired"; }));
+    }
     ResourceList charge = RequestCharge(*request, *catalog_);
     if (job.state == "queued") {
       ++pending[job.spec.queue];
