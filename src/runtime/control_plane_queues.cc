@@ -155,9 +155,14 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
     bool preemptible = job.spec.preemptible.value_or(true);
     size_t before = work.size();
     if (job.state == "running") {
-      JobRequest replica = *request;
-      TolerateWindows(replica, job.spec, now);
-      AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, work);
+      bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& r) {
+        return r.node.empty() && r.state == "pending";
+      });
+      if (unplaced) {  // most running jobs have none: no request to copy
+        JobRequest replica = *request;
+        TolerateWindows(replica, job.spec, now);
+        AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, work);
+      }
       if (work.size() == before && !job.explanation.empty()) {  // its replicas all placed
         job.explanation.clear();
         job.explanation_reasons.clear();
