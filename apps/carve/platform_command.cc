@@ -481,6 +481,19 @@ void AddAgent(CLI::App& app) {
   agent->add_option("--memory", *memory, "Memory this node offers")->capture_default_str();
   agent->add_option("--data", o->data_dir, "Agent data directory")->capture_default_str();
   agent->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period")->capture_default_str();
+  agent->add_option_function<std::vector<std::string>>(
+      "--label",
+      [o](const std::vector<std::string>& labels) {
+        for (const std::string& label : labels) {
+          std::pair<std::string, std::string> kv = absl::StrSplit(label, absl::MaxSplits('=', 1));
+          if (kv.first.empty() || label.find('=') == std::string::npos) {
+            Die(absl::InvalidArgumentError(
+                absl::StrCat("--label \"", label, "\": write KEY=VALUE, e.g. pool=train")));
+          }
+          o->labels[kv.first] = kv.second;
+        }
+      },
+      "KEY=VALUE node label, repeatable (pool=NAME puts the node in a queue's pool)");
   agent
       ->add_option("--job-pids-max", o->job_pids_max,
                    "Processes and threads one job replica may have (pids.max; 0: no limit)")

@@ -29,6 +29,7 @@
 namespace carve {
 
 class Placer;
+struct WaitExplanation;
 struct ReplicaPlacement;
 
 // The controller's state machine: jobs, nodes and tokens in memory, every change durable in the
@@ -248,8 +249,11 @@ class ControlPlane {
   // Devices whose reclaim checks failed leave the pool until an admin clears them. Returns
   // whether the replica's reclaim was verified.
   bool QuarantineFailedChecks(const JobRecord& job, const ReplicaRecord& rep, StoreBatch& batch);
-  // Places the unplaced replicas of running services, one by one, on `cluster`.
-  void PlaceReplacements(Cluster& cluster, Placer& placer, StoreBatch& batch);
+  // Replicas of running services enter the core's cycle as pending work (ScheduleQueued): the
+  // one the cycle bound on `cluster`, and why one waits.
+  void PlaceReplica(JobRecord& job, size_t replica, const ReplicaPlacement& p,
+                    const Cluster& cluster, StoreBatch& batch);
+  void ReplicaWaits(JobRecord& job, size_t replica, const WaitExplanation& w, StoreBatch& batch);
   // A placement as the replica's record: node and grants (profiles by name).
   ReplicaRecord ToReplicaRecord(const Cluster& cluster, const ReplicaPlacement& p) const;
   // Queues `job` again as a new attempt, or ends it when its policy allows no more.
@@ -315,8 +319,9 @@ class ControlPlane {
   absl::Status CheckProjectQueues(
       const nlohmann::json& doc,
       const std::set<std::pair<std::string, std::string>>& declared) const;
-  // Runs the core's queueing cycle over the queued jobs (`held`: what each active job holds in
-  // `cluster`) and records binds, preemptions and explanations. Returns jobs scheduled.
+  // Runs the core's queueing cycle over the queued jobs and the unplaced replicas of running
+  // services (`held`: what each active job holds in `cluster`) and records binds, preemptions and
+  // explanations. Returns jobs and replicas scheduled.
   int ScheduleQueued(Cluster& cluster, const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
                      const PlacementPolicy& policy, int64_t now, StoreBatch& batch);
   void BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,

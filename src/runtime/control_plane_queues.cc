@@ -1,6 +1,7 @@
 // Queues in the control plane: submission checks, the core's queueing cycle over the live state
 // (binds, preemptions, explanations) and the queue report.
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,37 @@ int64_t MaxRuntimeUs(const JobSpec& spec) {
 // Told to stop (cancelled, drained, preempted) or releasing its devices: not a victim again.
 bool Stopping(const JobRecord& job) {
   return job.cancel_requested || !job.displaced.empty() || job.state == "reclaiming";
+}
+
+// A replica of a running service that the cycle places: a replacement or a scale-up.
+struct ReplicaWork {
+  int64_t job = 0;
+  size_t replica = 0;
+};
+
+// A service's replicas without a node enter the cycle as pending work, one entry each (entry
+// ids are negative, unique in the cycle), with the job's queue, pool, priority and age.
+void AddReplicaWork(const JobRecord& job, const JobRequest& request, int64_t nominated,
+                    CycleInput& in, std::vector<ReplicaWork>& work) {
+  if (job.state != "running" || job.cancel_requested) return;
+  for (size_t i = 0; i < job.replicas.size(); ++i) {
+    const ReplicaRecord& rep = job.replicas[i];
+    if (!rep.node.empty() || rep.state != "pending") continue;
+    work.push_back({job.id, i});
+    PendingJob p{-static_cast<int64_t>(work.size()),
+                 job.spec.queue,
+                 job.spec.priority,
+                 job.spec.preemptible.value_or(true),
+                 job.created_us,
+                 0,
+                 request,
+                 Topology::kAny,
+                 nominated};
+    p.request.replicas = 1;
+    p.job = job.id;
+    p.quota_held = rep.replacement;
+    in.pending.push_back(std::move(p));
+  }
 }
 
 }  // namespace
@@ -106,13 +138,6 @@ absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body,
 int ControlPlane::ScheduleQueued(Cluster& cluster,
                                  const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
                                  const PlacementPolicy& policy, int64_t now, StoreBatch& batch) {
-  // Explanations and nominations only hold while a job is queued (it may have been cancelled).
-  auto not_queued = [&](const auto& entry) {
-    auto it = jobs_.find(entry.first);
-    return it == jobs_.end() || it->second.state != "queued";
-  };
-  std::erase_if(waits_, not_queued);
-  std::erase_if(nominated_, not_queued);
   CycleInput in;
   in.cluster = &cluster;
   in.policy = &policy;
@@ -121,12 +146,29 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
   in.queues = QueueSpecs();
   std::map<std::string, std::string> pools;
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
+  std::vector<ReplicaWork> work;
   for (int64_t id : active_) {
-    const JobRecord& job = jobs_.at(id);
+    JobRecord& job = jobs_.at(id);
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok()) continue;  // validated at submission; the catalog cannot shrink
     if (!pools[job.spec.queue].empty()) request->replica.pool = pools[job.spec.queue];
     bool preemptible = job.spec.preemptible.value_or(true);
+    size_t before = work.size();
+    if (job.state == "running") {
+      bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& r) {
+        return r.node.empty() && r.state == "pending";
+      });
+      if (unplaced) {  // most running jobs have none: no request to copy
+        JobRequest replica = *request;
+        TolerateWindows(replica, job.spec, now);
+        AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, work);
+      }
+      if (work.size() == before && !job.explanation.empty()) {  // its replicas all placed
+        job.explanation.clear();
+        job.explanation_reasons.clear();
+        Touch(job, batch);
+      }
+    }
     if (job.state == "queued") {
       if (job.not_before_us > now) continue;  // a retry's backoff
       TolerateWindows(*request, job.spec, now);
@@ -138,6 +180,8 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
     }
     auto holds = held.find(id);
     if (IsFinal(job.state) || holds == held.end()) continue;
+    // Charged for what it holds: a service being scaled or replaced holds other than its spec.
+    request->replicas = static_cast<int>(holds->second.size());
     bool stopping = Stopping(job);
     int64_t by = stopping && absl::StartsWith(job.displaced, kPreemptedBy) ? job.preempted_by : 0;
     in.running.push_back({id, job.spec.queue, job.spec.priority, preemptible,
@@ -145,8 +189,24 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
                           MaxRuntimeUs(job.spec), std::move(*request), holds->second, stopping,
                           by});
   }
+  // Explanations and nominations only hold while a job is queued (it may have been cancelled)
+  // or has replicas waiting.
+  std::set<int64_t> working;
+  for (const ReplicaWork& w : work) working.insert(w.job);
+  auto not_waiting = [&](const auto& entry) {
+    auto it = jobs_.find(entry.first);
+    return it == jobs_.end() || (it->second.state != "queued" && !working.count(entry.first));
+  };
+  std::erase_if(waits_, not_waiting);
+  std::erase_if(nominated_, not_waiting);
   Decisions d = Schedule(in);
   for (const Bind& b : d.binds) {
+    if (b.job < 0) {
+      const ReplicaWork& w = work[-b.job - 1];
+      nominated_.erase(w.job);
+      PlaceReplica(jobs_.at(w.job), w.replica, b.replicas.at(0), cluster, batch);
+      continue;
+    }
     waits_.erase(b.job);
     nominated_.erase(b.job);
     BindJob(jobs_.at(b.job), b.replicas, cluster, b.backfilled, now, batch);
@@ -163,7 +223,15 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
     nominated_.emplace(p.preemptor, now);
     Touch(preemptor, batch);
   }
+  std::set<int64_t> explained_work;  // a service's first waiting replica explains it
   for (const WaitExplanation& w : d.waits) {
+    if (w.job < 0) {
+      const ReplicaWork& r = work[-w.job - 1];
+      if (explained_work.insert(r.job).second) {
+        ReplicaWaits(jobs_.at(r.job), r.replica, w, batch);
+      }
+      continue;
+    }
     JobRecord& job = jobs_.at(w.job);
     json explained = WaitToJson(w);
     waits_[w.job] = explained;
@@ -215,8 +283,11 @@ json ControlPlane::ExplainScheduling(const JobRecord& job) const {
     out["preemption"] = job.preemption;
   }
   if (!job.victims.empty()) out["victims"] = job.victims;
-  if (job.state != "queued") return out;
   auto wait = waits_.find(job.id);
+  if (job.state != "queued") {  // a running service may have replicas waiting
+    if (wait != waits_.end()) out.update(wait->second);
+    return out;
+  }
   if (wait != waits_.end()) {
     out.update(wait->second);
   } else {
@@ -257,6 +328,11 @@ json ControlPlane::QueueStatus(const Principal& who) const {
     const JobRecord& job = jobs_.at(id);
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok() || IsFinal(job.state)) continue;
+    if (job.state != "queued") {  // what it holds (a service's replicas being placed: not yet)
+      request->replicas = static_cast<int>(std::count_if(
+          job.replicas.begin(), job.replicas.end(),
+          [](const ReplicaRecord& r) { return !r.node.empty() && r.state != "retired"; }));
+    }
     ResourceList charge = RequestCharge(*request, *catalog_);
     if (job.state == "queued") {
       ++pending[job.spec.queue];

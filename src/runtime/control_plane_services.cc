@@ -5,8 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/sched/placement/placer.h"
+#include "core/sched/queueing/explain.h"
 #include "runtime/control_plane.h"
+#include "runtime/explain_json.h"
 
 namespace carve {
 
@@ -28,9 +29,10 @@ bool Holds(const ReplicaRecord& rep, const std::string& node, int gpu, int start
 
 bool Serving(const ReplicaRecord& rep) { return rep.retire.empty() && rep.state == "running"; }
 
-void AddReplica(JobRecord& job, int slot) {
+void AddReplica(JobRecord& job, int slot, bool replacement) {
   ReplicaRecord rep;
   rep.slot = slot;
+  rep.replacement = replacement;
   job.replicas.push_back(std::move(rep));
 }
 
@@ -64,7 +66,7 @@ bool ControlPlane::ReplaceReplicas(JobRecord& job,
     if (rep.state == "pending") rep.state = "retired";  // never started: nothing to reclaim
     replaced.push_back({{"replica", i}, {"slot", rep.slot}, {"node", rep.node}});
   }
-  for (const json& r : replaced) AddReplica(job, r["slot"].get<int>());
+  for (const json& r : replaced) AddReplica(job, r["slot"].get<int>(), true);
   job.reason =
       absl::StrCat("failover: replacing ", hit.size(), " of ", job.spec.replicas,
                    " replicas after ", cause, planned ? "; each serves until replaced" : "");
@@ -167,7 +169,7 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
     if (rep.state == "pending") rep.state = "retired";
     removed.push_back(i);
   }
-  for (int slot = from; slot < replicas; ++slot) AddReplica(job, slot);
+  for (int slot = from; slot < replicas; ++slot) AddReplica(job, slot, false);
   job.spec.replicas = replicas;
   job.reason = cause;
   Event(batch, "user:" + who.name, "job.scaled", absl::StrCat("job/", id), cause,
@@ -178,42 +180,38 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
   return out;
 }
 
-void ControlPlane::PlaceReplacements(Cluster& cluster, Placer& placer, StoreBatch& batch) {
-  for (int64_t id : ActiveIds()) {
-    JobRecord& job = jobs_.at(id);
-    if (job.state != "running" || job.cancel_requested) continue;
-    bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& rep) {
-      return rep.node.empty() && rep.state == "pending";
-    });
-    if (!unplaced) continue;  // most running jobs: no request to build
-    auto request = ToJobRequest(job.spec, *catalog_);
-    if (!request.ok()) continue;
-    request->replicas = 1;
-    TolerateWindows(*request, job.spec, now_());
-    for (size_t i = 0; i < job.replicas.size(); ++i) {
-      if (!job.replicas[i].node.empty() || job.replicas[i].state != "pending") continue;
-      PlaceResult r = placer.Place(*request);
-      if (!r.placed) {
-        std::string why = "replacement of replica slot " + std::to_string(job.replicas[i].slot) +
-                          " waits: " + r.report.Summary();
-        if (job.explanation != why) {
-          job.explanation = why;
-          Event(batch, "scheduler", "job.replica-waiting", absl::StrCat("job/", id), why);
-          Touch(job, batch);
-        }
-        continue;
-      }
-      ReplicaRecord placed = ToReplicaRecord(cluster, r.replicas[0]);
-      placed.slot = job.replicas[i].slot;
-      job.replicas[i] = std::move(placed);
-      job.explanation.clear();
-      Event(batch, "scheduler", "job.replica-scheduled", absl::StrCat("job/", id),
-            absl::StrCat("replica ", i, " (slot ", job.replicas[i].slot, ") placed on ",
-                         job.replicas[i].node),
-            {{"replica", i}, {"node", job.replicas[i].node}});
-      Touch(job, batch);
-    }
-  }
+void ControlPlane::PlaceReplica(JobRecord& job, size_t i, const ReplicaPlacement& p,
+                                const Cluster& cluster, StoreBatch& batch) {
+  ReplicaRecord placed = ToReplicaRecord(cluster, p);
+  placed.slot = job.replicas[i].slot;
+  placed.replacement = job.replicas[i].replacement;
+  job.replicas[i] = std::move(placed);
+  job.explanation.clear();
+  job.explanation_reasons.clear();
+  waits_.erase(job.id);
+  Event(batch, "scheduler", "job.replica-scheduled", absl::StrCat("job/", job.id),
+        absl::StrCat("replica ", i, " (slot ", job.replicas[i].slot, ") placed on ",
+                     job.replicas[i].node),
+        {{"replica", i}, {"node", job.replicas[i].node}, {"queue", job.spec.queue}});
+  Touch(job, batch);
+}
+
+void ControlPlane::ReplicaWaits(JobRecord& job, size_t i, const WaitExplanation& w,
+                                StoreBatch& batch) {
+  const ReplicaRecord& rep = job.replicas[i];
+  std::string why = absl::StrCat(rep.replacement ? "replacement of" : "scale-up", " replica slot ",
+                                 rep.slot, " waits: ", w.Summary());
+  json explained = WaitToJson(w);
+  explained["explanation"] = why;
+  explained["replica"] = i;
+  explained["slot"] = rep.slot;
+  waits_[job.id] = explained;
+  if (job.explanation == why) return;
+  job.explanation = why;
+  job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
+  Event(batch, "scheduler", "job.replica-waiting", absl::StrCat("job/", job.id), why,
+        {{"replica", i}, {"slot", rep.slot}, {"gates", explained["gates"]}, {"fix", w.fix}});
+  Touch(job, batch);
 }
 
 }  // namespace carve

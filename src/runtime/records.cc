@@ -74,6 +74,7 @@ json JobRecord::ToJson() const {
       rj["log_truncated_by"] = r.log_truncated_by;
     }
     if (!r.log_disk.empty()) rj["log_disk"] = r.log_disk;
+    if (r.replacement) rj["replacement"] = true;
     if (!r.retire.empty()) {
       rj["retire"] = r.retire;
       rj["planned"] = r.planned;
@@ -160,6 +161,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.idle_since_us = rj.value("idle_since_us", int64_t{0});
       rep.retire = rj.value("retire", "");
       rep.planned = rj.value("planned", false);
+      rep.replacement = rj.value("replacement", false);
       rep.oom_killed = rj.value("oom_killed", false);
       if (rj.contains("reclaim")) rep.reclaim = rj["reclaim"];
       if (rj.contains("versions")) rep.versions = rj["versions"];

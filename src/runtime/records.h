@@ -38,6 +38,9 @@ struct ReplicaRecord {
   int slot = 0;          // the place in the service this replica fills (0..replicas-1)
   std::string retire;    // why it is being replaced; empty while it serves
   bool planned = false;  // planned: stop it once its replacement runs (never below N)
+  // A replacement of a lost, drained or faulty replica: it takes back the quota that one held
+  // (a scale-up replica passes its queue's quota check like any new work).
+  bool replacement = false;
   int64_t pid = 0;
   std::optional<int> exit_code;
   std::optional<int> signal;

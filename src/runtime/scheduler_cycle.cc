@@ -174,11 +174,8 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   for (WorkloadClass& w : workload) w.weight /= submitted;
   auto policy = MakePolicy(options_.policy, PolicyOptions{workload});
   if (!policy.ok()) return policy.status();
-  {
-    Placer placer(&cluster, policy->get(), static_cast<uint64_t>(now));
-    PlaceReplacements(cluster, placer, batch);  // running services first
-  }
-  // Queues, quotas, order, preemption and placement: the core's cycle (control_plane_queues.cc).
+  // Queues, quotas, order, preemption and placement: the core's cycle (control_plane_queues.cc),
+  // over queued jobs and the unplaced replicas of running services alike.
   int scheduled = ScheduleQueued(cluster, held, **policy, now, batch);
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return scheduled;

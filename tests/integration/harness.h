@@ -81,6 +81,8 @@ class PlatformTest : public ::testing::Test {
  protected:
   // The simulated nodes the test starts agents for.
   virtual const NodeList& Nodes() const { return kNodes; }
+  // More `carve agent` flags for node `i` (e.g. --label pool=a).
+  virtual std::vector<std::string> AgentFlags(int /*i*/) const { return {}; }
 
   void SetUp() override {
     dir_ = std::filesystem::path(::testing::TempDir()) /
@@ -119,6 +121,8 @@ class PlatformTest : public ::testing::Test {
         "--heartbeat-ms", heartbeat_ms_};
     if (!ca_.empty()) args.insert(args.end(), {"--ca", ca_});
     args.insert(args.end(), agent_args_.begin(), agent_args_.end());
+    std::vector<std::string> flags = AgentFlags(i);
+    args.insert(args.end(), flags.begin(), flags.end());
     return Spawn(args, (dir_ / absl::StrCat(name, ".log")).string());
   }
 

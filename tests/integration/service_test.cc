@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "integration/harness.h"
 
@@ -162,6 +163,91 @@ TEST_F(ServiceTest, ScaleDownReclaimsTheRemovedReplicas) {
   EXPECT_EQ(waiting["replicas"].size(), 4u);
   EXPECT_TRUE(Eventually([&] { return !EventsOf("job.replica-waiting").empty(); }))
       << "no H200 is free for the new replica";
+}
+
+// Two pools: a queue bound to pool a, with quota for exactly its service's two replicas.
+const NodeList kPools = {{"pa-1", "gpus:\n  - {model: H200, count: 1, mode: exclusive}\n"},
+                         {"pa-2", "gpus:\n  - {model: H200, count: 1, mode: exclusive}\n"},
+                         {"pa-3", "gpus:\n  - {model: H200, count: 1, mode: exclusive}\n"},
+                         {"pb-1", "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"}};
+
+class ServicePoolTest : public ServiceTest {
+ protected:
+  const NodeList& Nodes() const override { return kPools; }
+  std::vector<std::string> AgentFlags(int i) const override {
+    return {"--label", i < 3 ? "pool=a" : "pool=b"};
+  }
+  void SetUp() override {
+    ServiceTest::SetUp();
+    if (HasFatalFailure()) return;
+    ApiPost("/api/v1/apply",
+            json::array(
+                {{{"kind", "queue"}, {"name", "qa"}, {"pool", "a"}, {"quota", {{"gpus", 2}}}}}));
+  }
+  int64_t SubmitQueued(int replicas) {
+    json job = Submit({{"kind", "inference"},
+                       {"queue", "qa"},
+                       {"replicas", replicas},
+                       {"command", {"sleep", "60"}},
+                       {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
+    int64_t id = job["id"];
+    EXPECT_TRUE(Eventually([&] {
+      return Serving(Job(id)).size() == static_cast<size_t>(replicas);
+    })) << Job(id).dump(2);
+    return id;
+  }
+  json Explain(int64_t id) { return ApiGet(absl::StrCat("/api/v1/jobs/", id, "/explain")); }
+};
+
+// A replica lost with its pool-a node is replaced in pool a only: pool b's free H200s never take
+// it; it waits, saying the pool holds it, and lands once a pool-a node has room.
+TEST_F(ServicePoolTest, FailoverReplicaStaysInItsQueuesPool) {
+  Post("/api/v1/nodes/pa-3/cordon");
+  int64_t id = SubmitQueued(2);  // on pa-1 and pa-2
+  json before = Job(id);
+  int on_2 = before["replicas"][0]["node"] == "pa-2" ? 0 : 1;
+  ASSERT_EQ(before["replicas"][on_2]["node"], "pa-2") << before.dump(2);
+  Kill(agents_[1], SIGKILL);  // pa-2
+  ASSERT_TRUE(Eventually([&] {
+    json j = Job(id);
+    return j["replicas"].size() == 3 && j["replicas"][2]["node"] == "" &&
+           absl::StrContains(j.value("explanation", ""), "pool");
+  })) << Job(id).dump(2);
+  json e = Explain(id);
+  EXPECT_EQ(e["state"], "running");
+  EXPECT_EQ(e["gate"], "placement") << e.dump(2);  // not quota: it holds what the lost one held
+  EXPECT_GE(e["reasons"].value("pool", 0), 1) << e.dump(2);
+  EXPECT_THAT(e["explanation"].get<std::string>(), HasSubstr("replacement of replica slot"));
+  EXPECT_FALSE(EventsOf("job.replica-waiting").empty());
+  EXPECT_TRUE(EventsOf("job.replica-scheduled").empty()) << "placed outside its pool";
+
+  Post("/api/v1/nodes/pa-3/uncordon");
+  ASSERT_TRUE(Eventually([&] {
+    json j = Job(id);
+    return Serving(j).size() == 2 && j["replicas"][2]["node"] == "pa-3";
+  })) << Job(id).dump(2);
+  EXPECT_EQ(Job(id)["explanation"], "");
+}
+
+// Scaling up past the queue's quota waits and says why; the other replicas keep serving.
+TEST_F(ServicePoolTest, ScaleUpBeyondQuotaWaitsWithAnExplanation) {
+  Post("/api/v1/nodes/pa-1/cordon");  // pa-3 stays free for the third replica
+  int64_t id = SubmitQueued(2);
+  Post("/api/v1/nodes/pa-1/uncordon");
+  Post(absl::StrCat("/api/v1/jobs/", id, "/scale"), json{{"replicas", 3}});
+  ASSERT_TRUE(Eventually([&] { return Explain(id).value("gate", "") == "quota"; }))
+      << Explain(id).dump(2);
+  json e = Explain(id);
+  EXPECT_THAT(e["explanation"].get<std::string>(),
+              HasSubstr("scale-up replica slot 2 waits: queue qa: gpus 2/2 used, needs 1"));
+  json j = Job(id);
+  EXPECT_EQ(j["replicas"][2]["node"], "");
+  EXPECT_EQ(Serving(j).size(), 2u);
+  // More quota: it starts.
+  ApiPost(
+      "/api/v1/apply",
+      json::array({{{"kind", "queue"}, {"name", "qa"}, {"pool", "a"}, {"quota", {{"gpus", 3}}}}}));
+  EXPECT_TRUE(Eventually([&] { return Serving(Job(id)).size() == 3; })) << Job(id).dump(2);
 }
 
 }  // namespace

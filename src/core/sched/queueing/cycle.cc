@@ -161,14 +161,15 @@ void Cycle::Process(const PendingJob& job, const OrderKey& key) {
   WaitExplanation wait;
   wait.job = job.id;
   wait.position = static_cast<int>(out_.binds.size() + out_.waits.size());
-  ResourceList demand = RequestCharge(job.request, cluster_.catalog());
+  ResourceList demand =
+      job.quota_held ? ResourceList{} : RequestCharge(job.request, cluster_.catalog());
   QuotaVerdict quota = ledger_.Check(job.queue, demand);
   PlaceResult placed = Place(job);
   bool ordered_out = false;
   const Reservation* blocker = nullptr;
   if (placed.placed) {
     ResourceList charge = PlacementCharge(cluster_, job.request, placed.replicas);
-    if (quota.fits) quota = ledger_.Check(job.queue, charge);  // models known now
+    if (quota.fits && !job.quota_held) quota = ledger_.Check(job.queue, charge);  // models now
     int64_t end = job.max_runtime_us > 0 ? in_.now_us + job.max_runtime_us : kNoEnd;
     if (quota.fits) blocker = Blocker(placed.replicas, end);
     ordered_out = blocker != nullptr;
@@ -233,7 +234,7 @@ void Cycle::Process(const PendingJob& job, const OrderKey& key) {
        it != waiting_.rend() && listed < in_.options.waiting_ahead_listed; ++it, ++listed) {
     wait.ahead.push_back({it->first, WhyBefore(it->second, key)});
   }
-  waiting_.push_back({job.id, key});
+  waiting_.push_back({JobOf(job), key});
   out_.waits.push_back(std::move(wait));
 }
 
@@ -261,11 +262,11 @@ bool Cycle::TryPreempt(const PendingJob& job, const ResourceList& demand, WaitEx
     preempted_for_[v.id] = job.id;
     std::string reason =
         set.kinds[k] == "reclaim"
-            ? absl::StrCat("preempted by job ", job.id, " for queue ", job.queue,
+            ? absl::StrCat("preempted by job ", JobOf(job), " for queue ", job.queue,
                            "'s guarantee: queue ", v.queue, " runs on borrowed capacity")
-            : absl::StrCat("preempted by job ", job.id, " of higher priority (", job.priority,
+            : absl::StrCat("preempted by job ", JobOf(job), " of higher priority (", job.priority,
                            " > ", v.priority, ") in queue ", job.queue);
-    out_.preemptions.push_back({v.id, job.id, v.queue, set.kinds[k], reason});
+    out_.preemptions.push_back({v.id, JobOf(job), v.queue, set.kinds[k], reason});
   }
   for (const VictimCandidate& c : candidates_) {
     auto it = preempted_for_.find(c.job->id);
@@ -320,7 +321,7 @@ void Cycle::Reserve(const PendingJob& job, WaitExplanation& wait) {
   for (size_t i = 0; i < out_.binds.size(); ++i) {
     holdings.push_back({&out_.binds[i].replicas, bound_ends_[i]});
   }
-  reservation_ = Reservation::Make(cluster_, in_.policy, job.id, job.request, holdings);
+  reservation_ = Reservation::Make(cluster_, in_.policy, JobOf(job), job.request, holdings);
   if (!reservation_) {
     wait.fix = "cannot fit this cluster even when every running job has ended: " + wait.fix;
     return;

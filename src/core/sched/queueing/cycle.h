@@ -50,7 +50,7 @@ struct Bind {
 
 struct Preemption {
   int64_t victim = 0;
-  int64_t preemptor = 0;
+  int64_t preemptor = 0;  // the job it stops for (JobOf the pending entry)
   std::string victim_queue;
   // "reclaim": the preemptor's queue takes back quota it lent ("for queue Q's guarantee");
   // "priority": a higher-priority job of the same queue.

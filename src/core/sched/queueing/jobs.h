@@ -23,7 +23,18 @@ struct PendingJob {
   Topology topology = Topology::kAny;
   // When it preempted jobs (in an earlier cycle) to start, if it has not started since; 0: never.
   int64_t nominated_us = 0;
+  // Replica work of a running job (a service's replacement or scale-up): `id` is this entry's own,
+  // unique, and `job` the running job's; 0: the entry is a job. Binds and waits name the entry;
+  // what people read (preemption reasons, `ahead`, the reservation) names the job, and an entry
+  // never preempts its own job.
+  int64_t job = 0;
+  // A replacement takes back the quota its replica held: admitted without a quota check (and it
+  // claims no quota when it preempts).
+  bool quota_held = false;
 };
+
+// The job a pending entry belongs to.
+inline int64_t JobOf(const PendingJob& p) { return p.job != 0 ? p.job : p.id; }
 
 struct RunningJob {
   int64_t id = 0;

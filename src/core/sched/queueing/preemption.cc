@@ -92,7 +92,7 @@ VictimSet FindVictims(Cluster& cluster, Placer& placer, QuotaLedger& ledger,
   std::vector<Ranked> ranked;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const RunningJob& c = *candidates[i].job;
-    if (candidates[i].stopping || !c.preemptible || c.id == p.id) continue;
+    if (candidates[i].stopping || !c.preemptible || c.id == JobOf(p)) continue;
     bool borrower = ledger.Borrowing(c.queue, candidates[i].charge);
     bool same_queue = c.queue == p.queue;
     bool by_priority = same_queue && c.priority < p.priority;

@@ -1,0 +1,177 @@
+// A service's replacement and scale-up replicas go through the same scheduling cycle as queued
+// jobs: the queue's pool, its quota (a replacement takes back what its replica held) and an
+// explanation when they wait. A real control plane and SQLite store with a controlled clock.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr int64_t kT0 = 1'800'000'000'000'000;
+constexpr int64_t kSecond = 1'000'000;
+const Principal kAdmin{"admin", "admin", "", "", "t-admin"};
+
+class ServiceSchedulingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("service-scheduling-", getpid(), "-", counter_++);
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = *OpenSqliteStore((dir_ / "carve.db").string());
+    ControlPlane::Options options;
+    options.log_dir = (dir_ / "logs").string();
+    options.node_timeout_us = kSecond;
+    options.lost_after_us = kSecond;
+    cp_ = *ControlPlane::Open(store_.get(), &catalog_, options, [this] { return now_; });
+  }
+
+  void AddNode(const std::string& name, const std::string& pool, int h200) {
+    json gpus = json::array();
+    for (int i = 0; i < h200; ++i) {
+      gpus.push_back({{"index", i},
+                      {"uuid", absl::StrCat("GPU-", name, "-", i)},
+                      {"model", "H200"},
+                      {"memory_mib", 143771},
+                      {"mode", "exclusive"}});
+    }
+    auto node = cp_->Register({{"name", name},
+                               {"cpu_milli", 64000},
+                               {"memory_mib", 262144},
+                               {"backend", "simulated"},
+                               {"labels", {{"pool", pool}}},
+                               {"gpus", gpus}},
+                              kAdmin);
+    ASSERT_TRUE(node.ok()) << node.status();
+    alive_.push_back(name);
+  }
+
+  void ApplyQueue(int gpus) {
+    auto r = cp_->Apply(
+        json::array(
+            {{{"kind", "queue"}, {"name", "qa"}, {"pool", "a"}, {"quota", {{"gpus", gpus}}}}}),
+        kAdmin);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+
+  int64_t SubmitService(int replicas) {
+    auto job = cp_->Submit({{"kind", "inference"},
+                            {"queue", "qa"},
+                            {"replicas", replicas},
+                            {"command", {"sleep", "600"}},
+                            {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}},
+                           "", kAdmin);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? (*job)["id"].get<int64_t>() : 0;
+  }
+
+  json Job(int64_t id) { return *cp_->GetJob(id); }
+
+  // One second passes; every node still alive heartbeats, reporting its replicas running, and
+  // a scheduling cycle runs.
+  void Tick() {
+    now_ += kSecond / 4;
+    for (const std::string& node : alive_) {
+      json reports = json::array();
+      for (const json& job : cp_->ListJobs(false)) {
+        for (size_t r = 0; r < job["replicas"].size(); ++r) {
+          const json& rep = job["replicas"][r];
+          if (rep["node"] != node || rep["state"] == "lost" || rep["state"] == "retired") continue;
+          reports.push_back({{"job", job["id"]},
+                             {"replica", r},
+                             {"state", "running"},
+                             {"pid", 1000 + r},
+                             {"started_us", now_}});
+        }
+      }
+      auto hb = cp_->Heartbeat({{"node", node}, {"replicas", reports}}, kAdmin);
+      ASSERT_TRUE(hb.ok()) << node << ": " << hb.status();
+    }
+    ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  }
+
+  // Ticks until `done` holds (at most 40 ticks).
+  template <typename Pred>
+  bool TickUntil(Pred done) {
+    for (int i = 0; i < 40 && !done(); ++i) Tick();
+    return done();
+  }
+
+  static int Serving(const json& job) {
+    int n = 0;
+    for (const json& r : job["replicas"]) n += r["state"] == "running" && !r.contains("retire");
+    return n;
+  }
+
+  static inline int counter_ = 0;
+  GpuCatalog catalog_ = GpuCatalog::BuiltIn();
+  std::filesystem::path dir_;
+  int64_t now_ = kT0;
+  std::vector<std::string> alive_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<ControlPlane> cp_;
+};
+
+// A node of pool a is lost: the replacement never lands on pool b's free GPUs; it waits and
+// says why (the pool), without being refused for the quota its lost replica held, and lands
+// once pool a has room.
+TEST_F(ServiceSchedulingTest, ReplacementStaysInItsQueuesPool) {
+  AddNode("a1", "a", 1);
+  AddNode("a2", "a", 1);
+  AddNode("b1", "b", 2);
+  ApplyQueue(2);  // exactly the service's two replicas
+  int64_t id = SubmitService(2);
+  ASSERT_TRUE(TickUntil([&] { return Serving(Job(id)) == 2; })) << Job(id).dump(2);
+  alive_.erase(std::find(alive_.begin(), alive_.end(), "a1"));  // a1 goes silent
+  ASSERT_TRUE(TickUntil([&] { return Job(id)["replicas"].size() == 3; })) << Job(id).dump(2);
+  for (int i = 0; i < 5; ++i) Tick();
+  json waiting = Job(id);
+  EXPECT_EQ(waiting["replicas"][2]["node"], "") << "a replacement left its queue's pool";
+  EXPECT_EQ(waiting["replicas"][2]["replacement"], true);
+  EXPECT_THAT(waiting["explanation"].get<std::string>(), HasSubstr("replacement of replica slot"));
+  EXPECT_THAT(waiting["explanation"].get<std::string>(), HasSubstr("pool"));
+  json e = *cp_->Explain(id);
+  EXPECT_EQ(e["gate"], "placement") << e.dump(2);  // not quota: it holds what a1's replica held
+  EXPECT_EQ(e["reasons"]["pool"], 1) << e.dump(2);
+  EXPECT_EQ(e["state"], "running");
+
+  AddNode("a3", "a", 1);
+  ASSERT_TRUE(TickUntil([&] { return Job(id)["replicas"][2]["node"] == "a3"; })) << Job(id).dump(2);
+  ASSERT_TRUE(TickUntil([&] { return Serving(Job(id)) == 2; })) << Job(id).dump(2);
+  EXPECT_EQ(Job(id)["explanation"], "");
+  EXPECT_FALSE(cp_->Explain(id)->contains("gates"));
+}
+
+// Scaling up beyond the queue's quota waits, says so, and starts once the quota allows it.
+TEST_F(ServiceSchedulingTest, ScaleUpBeyondQuotaWaitsAndSaysWhy) {
+  AddNode("a1", "a", 4);
+  ApplyQueue(2);
+  int64_t id = SubmitService(2);
+  ASSERT_TRUE(TickUntil([&] { return Serving(Job(id)) == 2; })) << Job(id).dump(2);
+  ASSERT_TRUE(cp_->Scale(id, 3, kAdmin).ok());
+  for (int i = 0; i < 3; ++i) Tick();
+  json j = Job(id);
+  ASSERT_EQ(j["replicas"].size(), 3u);
+  EXPECT_EQ(j["replicas"][2]["node"], "") << "a scale-up went past the queue's quota";
+  EXPECT_THAT(j["explanation"].get<std::string>(),
+              HasSubstr("scale-up replica slot 2 waits: queue qa: gpus 2/2 used, needs 1"));
+  json e = *cp_->Explain(id);
+  EXPECT_EQ(e["gate"], "quota") << e.dump(2);
+  EXPECT_THAT(e["fix"].get<std::string>(), HasSubstr("needs 1 more gpus in queue qa"));
+  EXPECT_EQ(e["slot"], 2);
+
+  ApplyQueue(3);
+  ASSERT_TRUE(TickUntil([&] { return Serving(Job(id)) == 3; })) << Job(id).dump(2);
+  EXPECT_EQ(Job(id)["explanation"], "");
+}
+
+}  // namespace
+}  // namespace carve
