@@ -16,12 +16,14 @@ using namespace carve::it;  // NOLINT: the harness
 
 class ServiceTest : public PlatformTest {
  protected:
-  int64_t SubmitService(int replicas) {
-    json job = Submit({{"kind", "inference"},
-                       {"replicas", replicas},
-                       {"command", {"sleep", "60"}},
-                       {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
-    int64_t id = job["id"];
+  // A one-H200-per-replica service, in `queue` when given; returns once every replica serves.
+  int64_t SubmitService(int replicas, const std::string& queue = "") {
+    json spec = {{"kind", "inference"},
+                 {"replicas", replicas},
+                 {"command", {"sleep", "60"}},
+                 {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}};
+    if (!queue.empty()) spec["queue"] = queue;
+    int64_t id = Submit(spec)["id"];
     EXPECT_TRUE(Eventually([&] {
       return Serving(Job(id)).size() == static_cast<size_t>(replicas);
     })) << Job(id).dump(2);
@@ -184,18 +186,6 @@ class ServicePoolTest : public ServiceTest {
             json::array(
                 {{{"kind", "queue"}, {"name", "qa"}, {"pool", "a"}, {"quota", {{"gpus", 2}}}}}));
   }
-  int64_t SubmitQueued(int replicas) {
-    json job = Submit({{"kind", "inference"},
-                       {"queue", "qa"},
-                       {"replicas", replicas},
-                       {"command", {"sleep", "60"}},
-                       {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
-    int64_t id = job["id"];
-    EXPECT_TRUE(Eventually([&] {
-      return Serving(Job(id)).size() == static_cast<size_t>(replicas);
-    })) << Job(id).dump(2);
-    return id;
-  }
   json Explain(int64_t id) { return ApiGet(absl::StrCat("/api/v1/jobs/", id, "/explain")); }
 };
 
@@ -203,7 +193,7 @@ class ServicePoolTest : public ServiceTest {
 // it; it waits, saying the pool holds it, and lands once a pool-a node has room.
 TEST_F(ServicePoolTest, FailoverReplicaStaysInItsQueuesPool) {
   Post("/api/v1/nodes/pa-3/cordon");
-  int64_t id = SubmitQueued(2);  // on pa-1 and pa-2
+  int64_t id = SubmitService(2, "qa");  // on pa-1 and pa-2
   json before = Job(id);
   int on_2 = before["replicas"][0]["node"] == "pa-2" ? 0 : 1;
   ASSERT_EQ(before["replicas"][on_2]["node"], "pa-2") << before.dump(2);
@@ -232,7 +222,7 @@ TEST_F(ServicePoolTest, FailoverReplicaStaysInItsQueuesPool) {
 // Scaling up past the queue's quota waits and says why; the other replicas keep serving.
 TEST_F(ServicePoolTest, ScaleUpBeyondQuotaWaitsWithAnExplanation) {
   Post("/api/v1/nodes/pa-1/cordon");  // pa-3 stays free for the third replica
-  int64_t id = SubmitQueued(2);
+  int64_t id = SubmitService(2, "qa");
   Post("/api/v1/nodes/pa-1/uncordon");
   Post(absl::StrCat("/api/v1/jobs/", id, "/scale"), json{{"replicas", 3}});
   ASSERT_TRUE(Eventually([&] { return Explain(id).value("gate", "") == "quota"; }))
