@@ -188,11 +188,11 @@ std::optional<std::string> DevicesBase(const std::vector<Mount>& mounts, const s
   return std::nullopt;
 }
 
-// "c 195:0" for a character device node, nullopt for anything else.
-std::optional<std::string> DeviceRule(const std::string& path) {
+// A character device node's number; nullopt for anything else.
+std::optional<DeviceNumber> CharDevice(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return std::nullopt;
-  return absl::StrCat("c ", major(st.st_rdev), ":", minor(st.st_rdev));
+  return DeviceNumber{major(st.st_rdev), minor(st.st_rdev)};
 }
 
 }  // namespace
@@ -471,12 +471,11 @@ absl::StatusOr<std::string> Cgroups::FenceDevices(const std::vector<std::string>
   std::vector<DeviceNumber> numbers;
   std::vector<std::string> names;
   for (const std::string& path : paths) {
-    if (std::optional<std::string> rule = DeviceRule(path)) {
-      struct stat st {};
-      stat(path.c_str(), &st);
-      rules.push_back(*rule);
-      numbers.push_back({major(st.st_rdev), minor(st.st_rdev)});
-      names.push_back(absl::StrCat(path, " (", rule->substr(2), ")"));
+    if (std::optional<DeviceNumber> device = CharDevice(path)) {
+      std::string number = absl::StrCat(device->major, ":", device->minor);
+      rules.push_back("c " + number);
+      numbers.push_back(*device);
+      names.push_back(absl::StrCat(path, " (", number, ")"));
     }
   }
   std::vector<std::string> applied;
