@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench_flags.h"
 #include "runtime/api_client.h"
 #include "runtime/api_server.h"
 
@@ -22,18 +23,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int Flag(int argc, char** argv, const std::string& name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (argv[i] == name) return std::atoi(argv[i + 1]);
-  }
-  return fallback;
-}
+using bench::Flag;
+using bench::NowUs;
 
 // A control plane over the SQLite file `db`, as the server opens it, with an admin token.
 struct Controller {

@@ -50,6 +50,9 @@ class ApiServer {
   absl::Status Start();
   void Stop();
   int port() const { return port_; }
+  // Scheduling cycles run so far and their total time (benchmarks; /metrics has the same).
+  int64_t cycles() const { return cycles_; }
+  int64_t cycle_us_total() const { return cycle_us_total_; }
 
  private:
   void Routes();

@@ -111,8 +111,10 @@ void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) {
   batch.puts.push_back({"job", absl::StrFormat("%012d", job.id), job.ToJson().dump()});
   if (IsFinal(job.state)) {
     active_.erase(job.id);
+    revisions_.erase(job.id);
   } else {
     active_.insert(job.id);
+    revisions_[job.id] = ++next_revision_;
   }
 }
 

@@ -29,6 +29,9 @@
 namespace carve {
 
 class Placer;
+struct CyclePlan;
+struct Decisions;
+struct Preemption;
 struct WaitExplanation;
 struct ReplicaPlacement;
 
@@ -48,6 +51,8 @@ class ControlPlane {
     // A replica whose reclaim evidence has not come this long after its job started reclaiming
     // (or after this server started, if later) has its devices quarantined, and the job ends.
     int64_t reclaim_timeout_us = 300'000'000;
+    // Called by ScheduleOnce while the core plans, without the lock (tests hold a cycle there).
+    std::function<void()> while_planning;
   };
   using Clock = std::function<int64_t()>;  // microseconds since the epoch
 
@@ -249,7 +254,7 @@ class ControlPlane {
   // Devices whose reclaim checks failed leave the pool until an admin clears them. Returns
   // whether the replica's reclaim was verified.
   bool QuarantineFailedChecks(const JobRecord& job, const ReplicaRecord& rep, StoreBatch& batch);
-  // Replicas of running services enter the core's cycle as pending work (ScheduleQueued): the
+  // Replicas of running services enter the core's cycle as pending work (PlanWork): the
   // one the cycle bound on `cluster`, and why one waits.
   void PlaceReplica(JobRecord& job, size_t replica, const ReplicaPlacement& p,
                     const Cluster& cluster, StoreBatch& batch);
@@ -275,6 +280,8 @@ class ControlPlane {
   // Time-driven stops and windows: unrenewed leases, jobs idle past their queue's idle_after,
   // maintenance windows starting and ending.
   void Timers(int64_t now, StoreBatch& batch);
+  // Jobs cancelled before any replica was handed to an agent end at once.
+  void CancelUnstarted(int64_t now, StoreBatch& batch);
   // Lets `request` onto nodes whose maintenance starts after a job of `spec` must have ended.
   void TolerateWindows(JobRequest& request, const JobSpec& spec, int64_t now) const;
   // Moves the node's re-layouts on with what its agent reported; adds what the agent must apply
@@ -319,11 +326,21 @@ class ControlPlane {
   absl::Status CheckProjectQueues(
       const nlohmann::json& doc,
       const std::set<std::pair<std::string, std::string>>& declared) const;
-  // Runs the core's queueing cycle over the queued jobs and the unplaced replicas of running
-  // services (`held`: what each active job holds in `cluster`) and records binds, preemptions and
-  // explanations. Returns jobs and replicas scheduled.
-  int ScheduleQueued(Cluster& cluster, const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
-                     const PlacementPolicy& policy, int64_t now, StoreBatch& batch);
+  // The scheduling cycle as plan and apply (scheduler_cycle.cc, control_plane_queues.cc). Under
+  // the lock: the live state copied into `plan` (nodes, holdings, queued jobs, unplaced replicas
+  // of running services, the revision of each job read). Without it: the core's decisions. Under
+  // the lock again: each decision whose job and nodes are as planned is recorded (binds,
+  // preemptions, explanations); the rest wait for the next cycle. Returns what was scheduled.
+  void PlanCycle(CyclePlan& plan, StoreBatch& batch);
+  void PlanWork(CyclePlan& plan, StoreBatch& batch);
+  int ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch);
+  // Whether the job is as the plan read it (no change since), and each node a bind uses.
+  bool Unchanged(const CyclePlan& plan, int64_t job) const;
+  bool NodesUnchanged(const CyclePlan& plan, const std::vector<ReplicaPlacement>& where) const;
+  // A planned preemption: the victim is displaced for the preemptor, which is nominated.
+  void Preempt(const Preemption& p, int64_t now, StoreBatch& batch);
+  // Why a queued job waits, recorded when it changed (event job.waiting).
+  void Waits(JobRecord& job, const WaitExplanation& w, StoreBatch& batch);
   void BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,
                const Cluster& cluster, bool backfilled, int64_t now, StoreBatch& batch);
   std::vector<QueueSpec> QueueSpecs() const;
@@ -339,7 +356,13 @@ class ControlPlane {
   Clock now_;
   mutable Journal journal_;  // appended under mu_; mutable for AwaitCommitted
   mutable std::mutex mu_;
+  std::mutex schedule_mu_;  // one ScheduleOnce at a time; taken before mu_
   std::map<int64_t, JobRecord> jobs_;
+  // A revision per active job, raised by every Touch: a plan applies only to jobs it saw as they
+  // are. config_revision_ is raised by every applied queue, project, class or tenant document.
+  absl::flat_hash_map<int64_t, uint64_t> revisions_;
+  uint64_t next_revision_ = 0;
+  uint64_t config_revision_ = 0;
   // Jobs not in a final state: what heartbeats, timers and the scheduling cycle walk, so their
   // cost follows live work, not every job ever submitted.
   std::set<int64_t> active_;

@@ -198,6 +198,7 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
       batch.puts.push_back({"node-modes", name, ModesToJson(mode_overrides_[name]).dump()});
     } else {
       objects_[{kind, name}] = d;
+      ++config_revision_;
       batch.puts.push_back({kind, name, d.dump()});
     }
     Event(batch, "user:" + who.name, kind + ".applied", kind + "/" + name, "applied", d);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "core/sched/queueing/cycle.h"
 #include "runtime/control_plane.h"
+#include "runtime/cycle_plan.h"
 #include "runtime/explain_json.h"
 #include "runtime/queue_config.h"
 #include "runtime/scheduling_grants.h"
@@ -28,12 +29,6 @@ int64_t MaxRuntimeUs(const JobSpec& spec) {
 bool Stopping(const JobRecord& job) {
   return job.cancel_requested || !job.displaced.empty() || job.state == "reclaiming";
 }
-
-// A replica of a running service that the cycle places: a replacement or a scale-up.
-struct ReplicaWork {
-  int64_t job = 0;
-  size_t replica = 0;
-};
 
 // A service's replicas without a node enter the cycle as pending work, one entry each (entry
 // ids are negative, unique in the cycle), with the job's queue, pool, priority and age.
@@ -135,25 +130,21 @@ absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body,
                              spec.preemptible.value_or(true));
 }
 
-int ControlPlane::ScheduleQueued(Cluster& cluster,
-                                 const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
-                                 const PlacementPolicy& policy, int64_t now, StoreBatch& batch) {
-  CycleInput in;
-  in.cluster = &cluster;
-  in.policy = &policy;
+void ControlPlane::PlanWork(CyclePlan& plan, StoreBatch& batch) {
+  const int64_t now = plan.now;
+  CycleInput& in = plan.in;
   in.seed = static_cast<uint64_t>(now);
   in.now_us = now;
   in.queues = QueueSpecs();
   std::map<std::string, std::string> pools;
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
-  std::vector<ReplicaWork> work;
   for (int64_t id : active_) {
     JobRecord& job = jobs_.at(id);
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok()) continue;  // validated at submission; the catalog cannot shrink
     if (!pools[job.spec.queue].empty()) request->replica.pool = pools[job.spec.queue];
     bool preemptible = job.spec.preemptible.value_or(true);
-    size_t before = work.size();
+    size_t before = plan.work.size();
     if (job.state == "running") {
       bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& r) {
         return r.node.empty() && r.state == "pending";
@@ -161,14 +152,17 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
       if (unplaced) {  // most running jobs have none: no request to copy
         JobRequest replica = *request;
         TolerateWindows(replica, job.spec, now);
-        AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, work);
+        AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, plan.work);
       }
-      if (work.size() == before && !job.explanation.empty()) {  // its replicas all placed
+      if (plan.work.size() == before && !job.explanation.empty()) {  // its replicas all placed
         job.explanation.clear();
         job.explanation_reasons.clear();
         Touch(job, batch);
       }
     }
+    auto [revision, fresh] = revisions_.try_emplace(id, next_revision_ + 1);
+    if (fresh) ++next_revision_;                        // loaded from the store, not changed since
+    plan.revisions.emplace_back(id, revision->second);  // active_ is in id order
     if (job.state == "queued") {
       if (job.not_before_us > now) continue;  // a retry's backoff
       TolerateWindows(*request, job.spec, now);
@@ -178,8 +172,8 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
                             nominated_.count(id) ? nominated_.at(id) : 0});
       continue;
     }
-    auto holds = held.find(id);
-    if (IsFinal(job.state) || holds == held.end()) continue;
+    auto holds = plan.held.find(id);
+    if (IsFinal(job.state) || holds == plan.held.end()) continue;
     // Charged for what it holds: a service being scaled or replaced holds other than its spec.
     request->replicas = static_cast<int>(holds->second.size());
     bool stopping = Stopping(job);
@@ -189,62 +183,81 @@ int ControlPlane::ScheduleQueued(Cluster& cluster,
                           MaxRuntimeUs(job.spec), std::move(*request), holds->second, stopping,
                           by});
   }
+}
+
+int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch) {
+  plan.applying_from = next_revision_;
   // Explanations and nominations only hold while a job is queued (it may have been cancelled)
   // or has replicas waiting.
   std::set<int64_t> working;
-  for (const ReplicaWork& w : work) working.insert(w.job);
+  for (const ReplicaWork& w : plan.work) working.insert(w.job);
   auto not_waiting = [&](const auto& entry) {
     auto it = jobs_.find(entry.first);
     return it == jobs_.end() || (it->second.state != "queued" && !working.count(entry.first));
   };
   std::erase_if(waits_, not_waiting);
   std::erase_if(nominated_, not_waiting);
-  Decisions d = Schedule(in);
+  if (plan.config_revision != config_revision_) return 0;  // queues changed: plan again
+  // A job or replica changed since the plan read it (cancelled, drained, bound) waits for the
+  // next cycle, as does one whose node changed (cordoned, lost, re-registered, devices fenced).
+  auto holds = [&](int64_t job, const std::vector<ReplicaPlacement>& where) {
+    return Unchanged(plan, job) && NodesUnchanged(plan, where);
+  };
+  int scheduled = 0;
   for (const Bind& b : d.binds) {
+    int64_t id = b.job < 0 ? plan.work[-b.job - 1].job : b.job;
+    if (!holds(id, b.replicas)) continue;
+    ++scheduled;
+    nominated_.erase(id);
     if (b.job < 0) {
-      const ReplicaWork& w = work[-b.job - 1];
-      nominated_.erase(w.job);
-      PlaceReplica(jobs_.at(w.job), w.replica, b.replicas.at(0), cluster, batch);
+      PlaceReplica(jobs_.at(id), plan.work[-b.job - 1].replica, b.replicas.at(0), plan.cluster,
+                   batch);
       continue;
     }
     waits_.erase(b.job);
-    nominated_.erase(b.job);
-    BindJob(jobs_.at(b.job), b.replicas, cluster, b.backfilled, now, batch);
+    BindJob(jobs_.at(b.job), b.replicas, plan.cluster, b.backfilled, plan.now, batch);
   }
   for (const Preemption& p : d.preemptions) {
-    JobRecord& victim = jobs_.at(p.victim);
-    JobRecord& preemptor = jobs_.at(p.preemptor);
-    victim.preempted_by = p.preemptor;
-    victim.preemption = p.reason;
-    Event(batch, "scheduler", "job.preempted", absl::StrCat("job/", p.victim), p.reason,
-          {{"preemptor", p.preemptor}, {"kind", p.kind}, {"queue", p.victim_queue}});
-    Displace(victim, p.reason, batch);
-    preemptor.victims.push_back({{"job", p.victim}, {"reason", p.reason}});
-    nominated_.emplace(p.preemptor, now);
-    Touch(preemptor, batch);
+    if (!Unchanged(plan, p.victim) || !Unchanged(plan, p.preemptor)) continue;
+    Preempt(p, plan.now, batch);
   }
   std::set<int64_t> explained_work;  // a service's first waiting replica explains it
   for (const WaitExplanation& w : d.waits) {
-    if (w.job < 0) {
-      const ReplicaWork& r = work[-w.job - 1];
-      if (explained_work.insert(r.job).second) {
-        ReplicaWaits(jobs_.at(r.job), r.replica, w, batch);
-      }
-      continue;
+    int64_t id = w.job < 0 ? plan.work[-w.job - 1].job : w.job;
+    if (!Unchanged(plan, id)) continue;
+    if (w.job >= 0) {
+      Waits(jobs_.at(id), w, batch);
+    } else if (explained_work.insert(id).second) {
+      ReplicaWaits(jobs_.at(id), plan.work[-w.job - 1].replica, w, batch);
     }
-    JobRecord& job = jobs_.at(w.job);
-    json explained = WaitToJson(w);
-    waits_[w.job] = explained;
-    std::string summary = w.Summary();
-    if (summary == job.explanation) continue;
-    job.explanation = summary;
-    job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
-    job.reason = "waiting: " + summary;
-    Event(batch, "scheduler", "job.waiting", absl::StrCat("job/", w.job), summary,
-          {{"gates", explained["gates"]}, {"fix", w.fix}, {"policy", options_.policy}});
-    Touch(job, batch);
   }
-  return static_cast<int>(d.binds.size());
+  return scheduled;
+}
+
+void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) {
+  JobRecord& victim = jobs_.at(p.victim);
+  JobRecord& preemptor = jobs_.at(p.preemptor);
+  victim.preempted_by = p.preemptor;
+  victim.preemption = p.reason;
+  Event(batch, "scheduler", "job.preempted", absl::StrCat("job/", p.victim), p.reason,
+        {{"preemptor", p.preemptor}, {"kind", p.kind}, {"queue", p.victim_queue}});
+  Displace(victim, p.reason, batch);
+  preemptor.victims.push_back({{"job", p.victim}, {"reason", p.reason}});
+  nominated_.emplace(p.preemptor, now);
+  Touch(preemptor, batch);
+}
+
+void ControlPlane::Waits(JobRecord& job, const WaitExplanation& w, StoreBatch& batch) {
+  json explained = WaitToJson(w);
+  waits_[job.id] = explained;
+  std::string summary = w.Summary();
+  if (summary == job.explanation) return;
+  job.explanation = summary;
+  job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
+  job.reason = "waiting: " + summary;
+  Event(batch, "scheduler", "job.waiting", absl::StrCat("job/", job.id), summary,
+        {{"gates", explained["gates"]}, {"fix", w.fix}, {"policy", options_.policy}});
+  Touch(job, batch);
 }
 
 void ControlPlane::BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,

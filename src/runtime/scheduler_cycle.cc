@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "core/sched/placement/placer.h"
 #include "runtime/control_plane.h"
+#include "runtime/cycle_plan.h"
 
 namespace carve {
 
@@ -25,67 +26,68 @@ void AddInstances(const GpuCatalog& catalog, const DiscoveredGpu& g, Device& d) 
 }
 
 // Faulty MIG instances take no work: occupied whether or not a job still holds them.
-void BlockFaultyInstances(Cluster& cluster, const std::map<std::string, NodeRecord>& nodes,
-                          const std::map<std::string, NodeId>& ids) {
-  for (const auto& [name, rec] : nodes) {
-    Node& node = cluster.mutable_node(ids.at(name));
-    for (const auto& [key, fault] : rec.instance_faults) {
-      std::vector<std::string> parts = absl::StrSplit(key, '/');
-      int gpu = 0, start = 0;
-      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &gpu) ||
-          !absl::SimpleAtoi(parts[1], &start) || gpu >= static_cast<int>(node.devices.size())) {
-        continue;
-      }
-      Device& d = node.devices[gpu];
-      auto profile = cluster.catalog().FindProfile(d.model, fault.value("profile", ""));
-      bool found = false;
-      for (MigInstance& m : d.instances) {
-        if (m.start == start) m.allocated = found = true;
-      }
-      if (!found && profile.ok()) d.instances.push_back({*profile, start, true, true});
+void BlockFaultyInstances(const GpuCatalog& catalog, const NodeRecord& rec, Node& node) {
+  for (const auto& [key, fault] : rec.instance_faults) {
+    std::vector<std::string> parts = absl::StrSplit(key, '/');
+    int gpu = 0, start = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &gpu) ||
+        !absl::SimpleAtoi(parts[1], &start) || gpu >= static_cast<int>(node.devices.size())) {
+      continue;
     }
+    Device& d = node.devices[gpu];
+    auto profile = catalog.FindProfile(d.model, fault.value("profile", ""));
+    bool found = false;
+    for (MigInstance& m : d.instances) {
+      if (m.start == start) m.allocated = found = true;
+    }
+    if (!found && profile.ok()) d.instances.push_back({*profile, start, true, true});
   }
 }
 
-// The live nodes as the core's cluster; `ids` maps node names to cluster ids.
-Cluster BuildCluster(const GpuCatalog* catalog, const std::map<std::string, NodeRecord>& nodes,
-                     std::map<std::string, NodeId>& ids) {
-  Cluster cluster(catalog);
-  for (const auto& [name, rec] : nodes) {
-    Node n;
-    n.name = name;
-    std::string window = rec.maintenance.is_object() ? rec.maintenance.value("phase", "") : "";
-    n.state = rec.state != "ready"                             ? NodeState::kNotReady
-              : !rec.cordoned_by.empty() || window == "active" ? NodeState::kCordoned
-                                                               : NodeState::kReady;
-    if (window == "scheduled") {  // only jobs that end before it starts (TolerateWindows)
-      n.taints.push_back(
-          {"carve.io/maintenance", std::to_string(rec.maintenance.value("start_us", int64_t{0}))});
-    }
-    n.capacity.cpu = CpuMilli(rec.cpu_milli);
-    n.capacity.memory = MemMib(rec.memory_mib);
-    for (const auto& [k, v] : rec.labels) n.labels[k] = v;
-    if (auto pool = rec.labels.find("pool"); pool != rec.labels.end()) n.pool = pool->second;
-    for (const DiscoveredGpu& g : rec.gpus) {
-      Device d;
-      d.model = *catalog->Find(g.model);  // checked at registration
-      d.mode = ParseDeliveryMode(g.mode).value_or(DeliveryMode::kExclusive);
-      d.health = g.health == "healthy"   ? DeviceHealth::kHealthy
-                 : g.health == "suspect" ? DeviceHealth::kSuspect
-                                         : DeviceHealth::kUnhealthy;
-      d.dynamic_layout = g.dynamic_layout;
-      d.share_caps_enforced = g.share_enforcement.rfind("none", 0) != 0;
-      if (rec.quarantined.count(g.index)) d.state = DeviceState::kQuarantined;
-      if (rec.fenced.count(g.index) || rec.cordoned_gpus.count(g.index) ||
-          rec.relayouts.count(g.index)) {
-        d.state = DeviceState::kCordoned;
-      }
-      AddInstances(*catalog, g, d);
-      n.devices.push_back(std::move(d));
-    }
-    ids[name] = cluster.AddNode(std::move(n));
+Device DeviceFromRecord(const GpuCatalog& catalog, const NodeRecord& rec, const DiscoveredGpu& g) {
+  Device d;
+  d.model = *catalog.Find(g.model);  // checked at registration
+  d.mode = ParseDeliveryMode(g.mode).value_or(DeliveryMode::kExclusive);
+  d.health = g.health == "healthy"   ? DeviceHealth::kHealthy
+             : g.health == "suspect" ? DeviceHealth::kSuspect
+                                     : DeviceHealth::kUnhealthy;
+  d.dynamic_layout = g.dynamic_layout;
+  d.share_caps_enforced = g.share_enforcement.rfind("none", 0) != 0;
+  if (rec.quarantined.count(g.index)) d.state = DeviceState::kQuarantined;
+  if (rec.fenced.count(g.index) || rec.cordoned_gpus.count(g.index) ||
+      rec.relayouts.count(g.index)) {
+    d.state = DeviceState::kCordoned;
   }
-  return cluster;
+  AddInstances(catalog, g, d);
+  return d;
+}
+
+// A node as the core sees it, from its record: state, maintenance, labels, devices.
+Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
+  Node n;
+  n.name = name;
+  std::string window = rec.maintenance.is_object() ? rec.maintenance.value("phase", "") : "";
+  n.state = rec.state != "ready"                             ? NodeState::kNotReady
+            : !rec.cordoned_by.empty() || window == "active" ? NodeState::kCordoned
+                                                             : NodeState::kReady;
+  if (window == "scheduled") {  // only jobs that end before it starts (TolerateWindows)
+    n.taints.push_back(
+        {"carve.io/maintenance", std::to_string(rec.maintenance.value("start_us", int64_t{0}))});
+  }
+  n.capacity.cpu = CpuMilli(rec.cpu_milli);
+  n.capacity.memory = MemMib(rec.memory_mib);
+  for (const auto& [k, v] : rec.labels) n.labels[k] = v;
+  if (auto pool = rec.labels.find("pool"); pool != rec.labels.end()) n.pool = pool->second;
+  for (const DiscoveredGpu& g : rec.gpus) n.devices.push_back(DeviceFromRecord(catalog, rec, g));
+  return n;
+}
+
+// The node as a bind must find it: its record, faulty instances blocked, no job's holdings.
+Node BaseNode(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
+  Cluster one(&catalog);
+  NodeId id = one.AddNode(NodeFromRecord(catalog, name, rec));
+  BlockFaultyInstances(catalog, rec, one.mutable_node(id));
+  return one.node(id);
 }
 
 std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
@@ -125,15 +127,8 @@ ReplicaRecord ControlPlane::ToReplicaRecord(const Cluster& cluster,
   return rep;
 }
 
-absl::StatusOr<int> ControlPlane::ScheduleOnce() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (broken_) return Broken();
-  int64_t now = now_();
-  StoreBatch batch;
-  Liveness(now, batch);
-  Timers(now, batch);  // leases, idle GPUs, maintenance windows
-  ReclaimTimeouts(now, batch);
-  // Cancelled before any replica started: nothing to stop.
+// Cancelled before any replica started: nothing to stop.
+void ControlPlane::CancelUnstarted(int64_t now, StoreBatch& batch) {
   for (int64_t id : ActiveIds()) {
     JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state) || !job.cancel_requested) continue;
@@ -149,36 +144,97 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
     Event(batch, "scheduler", "job.cancelled", absl::StrCat("job/", id), job.reason);
     Touch(job, batch);
   }
+}
 
-  std::map<std::string, NodeId> ids;
-  Cluster cluster = BuildCluster(catalog_, nodes_, ids);
-  std::map<int64_t, std::vector<ReplicaPlacement>> held;  // what each active job holds
-  for (int64_t id : ActiveIds()) {
-    JobRecord& job = jobs_.at(id);
-    if (IsFinal(job.state) || job.replicas.empty()) continue;
+absl::StatusOr<int> ControlPlane::ScheduleOnce() {
+  std::lock_guard<std::mutex> one_cycle(schedule_mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (broken_) return Broken();
+  CyclePlan plan(catalog_);
+  plan.now = now_();
+  StoreBatch batch;
+  Liveness(plan.now, batch);
+  Timers(plan.now, batch);  // leases, idle GPUs, maintenance windows
+  ReclaimTimeouts(plan.now, batch);
+  CancelUnstarted(plan.now, batch);
+  PlanCycle(plan, batch);
+  if (!plan.policy) return absl::InternalError("no placement policy " + options_.policy);
+  // What the timers changed is committed before the plan is applied (Durable lets go of the lock
+  // while it waits); the core plans meanwhile, on the copy, without the lock.
+  if (!batch.empty()) {
+    if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  } else {
+    lock.unlock();
+  }
+  plan.in.cluster = &plan.cluster;
+  plan.in.policy = plan.policy.get();
+  if (options_.while_planning) options_.while_planning();
+  Decisions d = Schedule(plan.in);
+  lock.lock();
+  if (broken_) return Broken();
+  StoreBatch applied;
+  int scheduled = ApplyPlan(plan, d, applied);
+  if (absl::Status s = Durable(lock, std::move(applied)); !s.ok()) return s;
+  return scheduled;
+}
+
+void ControlPlane::PlanCycle(CyclePlan& plan, StoreBatch& batch) {
+  for (const auto& [name, rec] : nodes_) {
+    plan.ids[name] = plan.cluster.AddNode(NodeFromRecord(*catalog_, name, rec));
+  }
+  plan.base = plan.cluster;
+  for (const auto& [name, rec] : nodes_) {
+    BlockFaultyInstances(*catalog_, rec, plan.base.mutable_node(plan.ids.at(name)));
+  }
+  for (int64_t id : active_) {
+    const JobRecord& job = jobs_.at(id);
+    if (job.replicas.empty()) continue;
     auto request = ToJobRequest(job.spec, *catalog_);
     for (const ReplicaRecord& rep : job.replicas) {
-      auto it = ids.find(rep.node);
-      if (it == ids.end() || !request.ok() || rep.state == "retired") continue;
-      ReplicaPlacement p{it->second, request->replica.resources,
-                         ToGrants(cluster, it->second, rep.grants, request->replica.share_group)};
-      ApplyReplica(cluster, p);
-      held[id].push_back(std::move(p));
+      auto it = plan.ids.find(rep.node);
+      if (it == plan.ids.end() || !request.ok() || rep.state == "retired") continue;
+      ReplicaPlacement p{
+          it->second, request->replica.resources,
+          ToGrants(plan.cluster, it->second, rep.grants, request->replica.share_group)};
+      ApplyReplica(plan.cluster, p);
+      plan.held[id].push_back(std::move(p));
     }
   }
-  BlockFaultyInstances(cluster, nodes_, ids);
+  for (const auto& [name, rec] : nodes_) {
+    BlockFaultyInstances(*catalog_, rec, plan.cluster.mutable_node(plan.ids.at(name)));
+  }
   // Every job ever submitted, by request (kept at submission, not rebuilt per cycle).
   Workload workload = workload_;
   double submitted = 0;
   for (const WorkloadClass& w : workload) submitted += w.weight;
   for (WorkloadClass& w : workload) w.weight /= submitted;
   auto policy = MakePolicy(options_.policy, PolicyOptions{workload});
-  if (!policy.ok()) return policy.status();
+  if (policy.ok()) plan.policy = *std::move(policy);
+  plan.config_revision = config_revision_;
   // Queues, quotas, order, preemption and placement: the core's cycle (control_plane_queues.cc),
   // over queued jobs and the unplaced replicas of running services alike.
-  int scheduled = ScheduleQueued(cluster, held, **policy, now, batch);
-  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
-  return scheduled;
+  PlanWork(plan, batch);
+}
+
+bool ControlPlane::Unchanged(const CyclePlan& plan, int64_t job) const {
+  auto planned = std::lower_bound(plan.revisions.begin(), plan.revisions.end(),
+                                  std::pair<int64_t, uint64_t>{job, 0});
+  auto now = revisions_.find(job);
+  // Revisions above applying_from were made by this apply, after the job was found unchanged.
+  return planned != plan.revisions.end() && planned->first == job && now != revisions_.end() &&
+         (planned->second == now->second || now->second > plan.applying_from);
+}
+
+bool ControlPlane::NodesUnchanged(const CyclePlan& plan,
+                                  const std::vector<ReplicaPlacement>& where) const {
+  for (const ReplicaPlacement& p : where) {
+    const Node& planned = plan.base.node(p.node);
+    auto rec = nodes_.find(planned.name);
+    if (rec == nodes_.end() || !(BaseNode(*catalog_, planned.name, rec->second) == planned)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace carve

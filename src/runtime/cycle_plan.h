@@ -1,0 +1,53 @@
+#ifndef CARVE_RUNTIME_CYCLE_PLAN_H_
+#define CARVE_RUNTIME_CYCLE_PLAN_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/cluster.h"
+#include "core/sched/placement/policy.h"
+#include "core/sched/queueing/cycle.h"
+
+namespace carve {
+
+// A replica of a running service that the cycle places: a replacement or a scale-up.
+struct ReplicaWork {
+  int64_t job = 0;
+  size_t replica = 0;
+};
+
+// One scheduling cycle's plan (Nomad's plan/apply). Taken under the control plane's lock: a copy
+// of the live state the core plans on. The core's cycle runs on it without the lock, so API calls
+// and heartbeats never wait for it; the decisions are then applied under the lock again, each only
+// if what it was planned on still holds (the job and the nodes it touches unchanged).
+struct CyclePlan {
+  explicit CyclePlan(const GpuCatalog* catalog) : base(catalog), cluster(catalog) {}
+  CyclePlan(const CyclePlan&) = delete;
+  CyclePlan& operator=(const CyclePlan&) = delete;
+
+  int64_t now = 0;
+  // The nodes as their records described them (no job's holdings): what each bind's node must
+  // still look like when the plan is applied.
+  Cluster base;
+  Cluster cluster;  // base plus every active job's holdings: what the core plans on
+  std::map<std::string, NodeId> ids;
+  std::map<int64_t, std::vector<ReplicaPlacement>> held;  // what each active job holds
+  std::unique_ptr<PlacementPolicy> policy;
+  CycleInput in;
+  std::vector<ReplicaWork> work;  // entry -1 - i of in.pending is work[i]
+  // The revision of each job the plan read (ControlPlane::Touch raises it on every change), by
+  // job id ascending.
+  std::vector<std::pair<int64_t, uint64_t>> revisions;
+  uint64_t config_revision = 0;  // queues, projects, classes: a plan made under others is void
+  // The control plane's last revision when the plan's application began.
+  uint64_t applying_from = 0;
+};
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_CYCLE_PLAN_H_

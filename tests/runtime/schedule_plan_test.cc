@@ -1,0 +1,136 @@
+// The scheduling cycle plans without the control plane's lock and applies what still holds (issue
+// 12): API calls and heartbeats answer while the core plans, and a job cancelled or a node
+// cordoned meanwhile is not bound by the stale plan. A real control plane and SQLite store; the
+// cycle is held inside its planning step by Options::while_planning.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr int64_t kT0 = 1'800'000'000'000'000;
+const Principal kAdmin{"admin", "admin", "", "", "t-admin"};
+const Principal kNode{"n1", "node"};
+// How long a call made while the cycle plans may take before the test calls it blocked. Far
+// above any answer's time on a loaded machine; a blocked call never answers before the cycle
+// is released.
+constexpr auto kBlocked = std::chrono::seconds(30);
+
+class SchedulePlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) / absl::StrCat("schedule-plan-", getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = *OpenSqliteStore((dir_ / "carve.db").string());
+    ControlPlane::Options options;
+    options.log_dir = (dir_ / "logs").string();
+    options.while_planning = [this] {
+      if (!hold_) return;
+      entered_.set_value();
+      release_.wait();
+    };
+    cp_ = *ControlPlane::Open(store_.get(), &catalog_, options, [] { return kT0; });
+    json gpus = json::array();
+    gpus.push_back({{"index", 0},
+                    {"uuid", "GPU-0"},
+                    {"model", "H200"},
+                    {"memory_mib", 143771},
+                    {"mode", "exclusive"}});
+    auto node = cp_->Register({{"name", "n1"},
+                               {"cpu_milli", 64000},
+                               {"memory_mib", 262144},
+                               {"backend", "simulated"},
+                               {"gpus", gpus}},
+                              kAdmin);
+    ASSERT_TRUE(node.ok()) << node.status();
+  }
+  void TearDown() override {
+    cp_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  int64_t Submit(const std::string& name) {
+    auto job = cp_->Submit(
+        {{"name", name}, {"command", {"sleep", "600"}}, {"resources", {{"gpus", 1}}}}, "", kAdmin);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? (*job)["id"].get<int64_t>() : 0;
+  }
+  std::string State(int64_t id) { return (*cp_->GetJob(id))["state"]; }
+
+  // Runs one scheduling cycle and, while the core plans, `during` on another thread. Expects
+  // `during` to finish while the cycle is still held; then lets the cycle finish.
+  void WhilePlanning(const std::function<void()>& during) {
+    hold_ = true;
+    std::shared_future<void> entered = entered_.get_future().share();
+    release_ = release_promise_.get_future().share();
+    auto cycle = std::async(std::launch::async, [this] { return cp_->ScheduleOnce(); });
+    ASSERT_EQ(entered.wait_for(kBlocked), std::future_status::ready) << "the cycle never planned";
+    auto call = std::async(std::launch::async, during);
+    EXPECT_EQ(call.wait_for(kBlocked), std::future_status::ready)
+        << "a call made while the core planned waited for the cycle";
+    release_promise_.set_value();
+    call.get();
+    auto scheduled = cycle.get();
+    ASSERT_TRUE(scheduled.ok()) << scheduled.status();
+    hold_ = false;
+  }
+
+  std::filesystem::path dir_;
+  GpuCatalog catalog_ = GpuCatalog::BuiltIn();
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<ControlPlane> cp_;
+  bool hold_ = false;
+  std::promise<void> entered_;
+  std::promise<void> release_promise_;
+  std::shared_future<void> release_;
+};
+
+TEST_F(SchedulePlanTest, CallsAnswerWhileTheCorePlans) {
+  int64_t first = Submit("first");
+  WhilePlanning([&] {
+    EXPECT_TRUE(cp_->GetJob(first).ok());
+    EXPECT_GT(Submit("second"), first);
+    EXPECT_EQ(cp_->ListJobs(false).size(), 2u);
+    auto beat = cp_->Heartbeat({{"node", "n1"}, {"replicas", json::array()}}, kNode);
+    EXPECT_TRUE(beat.ok()) << beat.status();
+  });
+  EXPECT_EQ(State(first), "scheduled");
+}
+
+TEST_F(SchedulePlanTest, AJobCancelledWhileThePlanIsMadeIsNotBound) {
+  int64_t job = Submit("cancel-me");
+  WhilePlanning([&] { EXPECT_TRUE(cp_->Cancel(job, kAdmin).ok()); });
+  json after = *cp_->GetJob(job);
+  EXPECT_EQ(after["state"], "cancelled");
+  EXPECT_TRUE(after["replicas"].empty()) << after.dump();
+  // The device it was planned on stays free for the next job.
+  int64_t next = Submit("next");
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_EQ(State(next), "scheduled");
+}
+
+TEST_F(SchedulePlanTest, ANodeCordonedWhileThePlanIsMadeGetsNoBind) {
+  int64_t job = Submit("cordoned");
+  WhilePlanning([&] { EXPECT_TRUE(cp_->Cordon("n1", "cordon", -1, kAdmin).ok()); });
+  EXPECT_EQ(State(job), "queued");
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  json after = *cp_->GetJob(job);
+  EXPECT_EQ(after["state"], "queued");
+  EXPECT_THAT(after["reason"].get<std::string>(), HasSubstr("waiting")) << after.dump();
+}
+
+}  // namespace
+}  // namespace carve
