@@ -62,7 +62,7 @@ absl::Status ControlPlane::Load() {
     if (!job->idempotency_key.empty() && !job->idempotency_scope.empty()) {
       idempotency_[job->idempotency_scope + "\n" + job->idempotency_key] = job->id;
     }
-    if (!IsFinal(job->state)) active_.insert(job->id);
+    Index(*job);
     CountWorkload(job->spec);
     jobs_[job->id] = *std::move(job);
   }
@@ -109,12 +109,22 @@ absl::Status ControlPlane::Broken() const {
 
 void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) {
   batch.puts.push_back({"job", absl::StrFormat("%012d", job.id), job.ToJson().dump()});
+  Index(job);
+  if (!IsFinal(job.state)) revisions_[job.id] = ++next_revision_;
+}
+
+void ControlPlane::Index(const JobRecord& job) {
   if (IsFinal(job.state)) {
     active_.erase(job.id);
+    placed_.erase(job.id);
     revisions_.erase(job.id);
+    return;
+  }
+  active_.insert(job.id);
+  if (job.state == "queued") {  // a queued job holds no replica (Recover clears them)
+    placed_.erase(job.id);
   } else {
-    active_.insert(job.id);
-    revisions_[job.id] = ++next_revision_;
+    placed_.insert(job.id);
   }
 }
 

@@ -18,6 +18,7 @@
 #include "core/model/cluster.h"
 #include "core/model/gpu_catalog.h"
 #include "core/sched/placement/policy.h"
+#include "core/sched/queueing/explain.h"
 #include "core/sched/queueing/quota.h"
 #include "nlohmann/json.hpp"
 #include "ports/store.h"
@@ -32,7 +33,6 @@ class Placer;
 struct CyclePlan;
 struct Decisions;
 struct Preemption;
-struct WaitExplanation;
 struct ReplicaPlacement;
 
 // The controller's state machine: jobs, nodes and tokens in memory, every change durable in the
@@ -199,8 +199,13 @@ class ControlPlane {
   // Stores `job` in `batch` and keeps active_ in step with its state (every change of a job's
   // state is stored through here).
   void Touch(const JobRecord& job, StoreBatch& batch);
+  // Keeps active_, placed_ and revisions_ in step with the job's state (Touch, Load).
+  void Index(const JobRecord& job);
   // The ids of jobs not in a final state, copied: a loop over them may Touch.
   std::vector<int64_t> ActiveIds() const { return {active_.begin(), active_.end()}; }
+  // The ids of active jobs past the queue (scheduled, running, reclaiming): the ones that hold
+  // or held replicas on nodes, copied. What heartbeats, liveness and timers walk.
+  std::vector<int64_t> PlacedIds() const { return {placed_.begin(), placed_.end()}; }
   // Adds a submitted job's replica request to the placement policy's workload model.
   void CountWorkload(const JobSpec& spec);
   void Event(StoreBatch& batch, const std::string& actor, const std::string& type,
@@ -258,7 +263,7 @@ class ControlPlane {
   // one the cycle bound on `cluster`, and why one waits.
   void PlaceReplica(JobRecord& job, size_t replica, const ReplicaPlacement& p,
                     const Cluster& cluster, StoreBatch& batch);
-  void ReplicaWaits(JobRecord& job, size_t replica, const WaitExplanation& w, StoreBatch& batch);
+  void ReplicaWaits(JobRecord& job, size_t replica, WaitExplanation w, StoreBatch& batch);
   // A placement as the replica's record: node and grants (profiles by name).
   ReplicaRecord ToReplicaRecord(const Cluster& cluster, const ReplicaPlacement& p) const;
   // Queues `job` again as a new attempt, or ends it when its policy allows no more.
@@ -283,7 +288,10 @@ class ControlPlane {
   // Jobs cancelled before any replica was handed to an agent end at once.
   void CancelUnstarted(int64_t now, StoreBatch& batch);
   // Lets `request` onto nodes whose maintenance starts after a job of `spec` must have ended.
-  void TolerateWindows(JobRequest& request, const JobSpec& spec, int64_t now) const;
+  // `windows`: the start of each scheduled maintenance window (ScheduledWindows).
+  static void TolerateWindows(JobRequest& request, const JobSpec& spec, int64_t now,
+                              const std::set<int64_t>& windows);
+  std::set<int64_t> ScheduledWindows() const;
   // Moves the node's re-layouts on with what its agent reported; adds what the agent must apply
   // to `layouts`.
   void AdvanceRelayouts(NodeRecord& node, const nlohmann::json& report, StoreBatch& batch,
@@ -333,14 +341,17 @@ class ControlPlane {
   // preemptions, explanations); the rest wait for the next cycle. Returns what was scheduled.
   void PlanCycle(CyclePlan& plan, StoreBatch& batch);
   void PlanWork(CyclePlan& plan, StoreBatch& batch);
-  int ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch);
+  // `summaries`: d.waits[i].Summary() for each i.
+  int ApplyPlan(CyclePlan& plan, Decisions& d, const std::vector<std::string>& summaries,
+                StoreBatch& batch);
   // Whether the job is as the plan read it (no change since), and each node a bind uses.
   bool Unchanged(const CyclePlan& plan, int64_t job) const;
   bool NodesUnchanged(const CyclePlan& plan, const std::vector<ReplicaPlacement>& where) const;
   // A planned preemption: the victim is displaced for the preemptor, which is nominated.
   void Preempt(const Preemption& p, int64_t now, StoreBatch& batch);
-  // Why a queued job waits, recorded when it changed (event job.waiting).
-  void Waits(JobRecord& job, const WaitExplanation& w, StoreBatch& batch);
+  // Why a queued job waits (`summary`: w.Summary(), made without the lock), recorded when it
+  // changed (event job.waiting).
+  void Waits(JobRecord& job, WaitExplanation w, const std::string& summary, StoreBatch& batch);
   void BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,
                const Cluster& cluster, bool backfilled, int64_t now, StoreBatch& batch);
   std::vector<QueueSpec> QueueSpecs() const;
@@ -366,6 +377,7 @@ class ControlPlane {
   // Jobs not in a final state: what heartbeats, timers and the scheduling cycle walk, so their
   // cost follows live work, not every job ever submitted.
   std::set<int64_t> active_;
+  std::set<int64_t> placed_;  // active_ less the queued jobs
   // Work pushed to agents (WaitForWork): a version per node, and the work it covers.
   std::map<std::string, int64_t> work_version_;
   std::map<std::string, std::set<std::tuple<int64_t, int, bool>>> work_signalled_;
@@ -383,8 +395,13 @@ class ControlPlane {
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
   std::map<std::pair<std::string, std::string>, nlohmann::json> objects_;  // (kind, name)
   std::map<std::string, std::map<int, std::string>> mode_overrides_;       // node -> gpu -> mode
-  std::map<int64_t, nlohmann::json> waits_;  // the last cycle's explanation per waiting job
-  std::map<int64_t, int64_t> nominated_;     // preemptors not started yet -> when they preempted
+  // The last cycle's explanation per waiting job, as the core gave it (made JSON when explained).
+  struct Waiting {
+    WaitExplanation wait;
+    nlohmann::json extra = nlohmann::json::object();  // a replica's: explanation, replica, slot
+  };
+  std::map<int64_t, Waiting> waits_;
+  std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   int64_t loaded_us_ = 0;  // when this server loaded the store (reclaim timeouts count from it)
   // Set (under mu_, after broken_reason_) when a commit failed; read without the lock by Ready().

@@ -391,7 +391,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     }
   }
   json assignments = json::array();
-  for (int64_t id : ActiveIds()) {
+  for (int64_t id : PlacedIds()) {
     JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty()) continue;
     bool handed = false;
@@ -452,7 +452,7 @@ void ControlPlane::EndWaits() {
 void ControlPlane::SignalNodes() {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, std::set<std::tuple<int64_t, int, bool>>> work;
-  for (int64_t id : active_) {
+  for (int64_t id : placed_) {
     const JobRecord& job = jobs_.at(id);
     bool stopping = job.cancel_requested || !job.displaced.empty();
     for (size_t r = 0; r < job.replicas.size(); ++r) {

@@ -107,7 +107,7 @@ absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Pr
 
 void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
   std::string fault = absl::StrCat("node ", node.name, " stopped heartbeating");
-  for (int64_t id : ActiveIds()) {
+  for (int64_t id : PlacedIds()) {
     JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state)) continue;
     bool touched = false;

@@ -138,6 +138,7 @@ void ControlPlane::PlanWork(CyclePlan& plan, StoreBatch& batch) {
   in.queues = QueueSpecs();
   std::map<std::string, std::string> pools;
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
+  const std::set<int64_t> windows = ScheduledWindows();
   for (int64_t id : active_) {
     JobRecord& job = jobs_.at(id);
     auto request = ToJobRequest(job.spec, *catalog_);
@@ -151,7 +152,7 @@ void ControlPlane::PlanWork(CyclePlan& plan, StoreBatch& batch) {
       });
       if (unplaced) {  // most running jobs have none: no request to copy
         JobRequest replica = *request;
-        TolerateWindows(replica, job.spec, now);
+        TolerateWindows(replica, job.spec, now, windows);
         AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, plan.work);
       }
       if (plan.work.size() == before && !job.explanation.empty()) {  // its replicas all placed
@@ -165,7 +166,7 @@ void ControlPlane::PlanWork(CyclePlan& plan, StoreBatch& batch) {
     plan.revisions.emplace_back(id, revision->second);  // active_ is in id order
     if (job.state == "queued") {
       if (job.not_before_us > now) continue;  // a retry's backoff
-      TolerateWindows(*request, job.spec, now);
+      TolerateWindows(*request, job.spec, now, windows);
       in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
                             MaxRuntimeUs(job.spec), std::move(*request),
                             ParseTopology(job.spec.topology).value_or(Topology::kAny),
@@ -185,7 +186,8 @@ void ControlPlane::PlanWork(CyclePlan& plan, StoreBatch& batch) {
   }
 }
 
-int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch) {
+int ControlPlane::ApplyPlan(CyclePlan& plan, Decisions& d,
+                            const std::vector<std::string>& summaries, StoreBatch& batch) {
   plan.applying_from = next_revision_;
   // Explanations and nominations only hold while a job is queued (it may have been cancelled)
   // or has replicas waiting.
@@ -222,13 +224,14 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
     Preempt(p, plan.now, batch);
   }
   std::set<int64_t> explained_work;  // a service's first waiting replica explains it
-  for (const WaitExplanation& w : d.waits) {
+  for (size_t i = 0; i < d.waits.size(); ++i) {
+    WaitExplanation& w = d.waits[i];
     int64_t id = w.job < 0 ? plan.work[-w.job - 1].job : w.job;
     if (!Unchanged(plan, id)) continue;
     if (w.job >= 0) {
-      Waits(jobs_.at(id), w, batch);
+      Waits(jobs_.at(id), std::move(w), summaries[i], batch);
     } else if (explained_work.insert(id).second) {
-      ReplicaWaits(jobs_.at(id), plan.work[-w.job - 1].replica, w, batch);
+      ReplicaWaits(jobs_.at(id), plan.work[-w.job - 1].replica, std::move(w), batch);
     }
   }
   return scheduled;
@@ -247,11 +250,14 @@ void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) 
   Touch(preemptor, batch);
 }
 
-void ControlPlane::Waits(JobRecord& job, const WaitExplanation& w, StoreBatch& batch) {
+void ControlPlane::Waits(JobRecord& job, WaitExplanation w, const std::string& summary,
+                         StoreBatch& batch) {
+  if (summary == job.explanation) {
+    waits_[job.id] = {std::move(w)};
+    return;
+  }
   json explained = WaitToJson(w);
-  waits_[job.id] = explained;
-  std::string summary = w.Summary();
-  if (summary == job.explanation) return;
+  waits_[job.id] = {std::move(w)};
   job.explanation = summary;
   job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
   job.reason = "waiting: " + summary;
@@ -297,13 +303,10 @@ json ControlPlane::ExplainScheduling(const JobRecord& job) const {
   }
   if (!job.victims.empty()) out["victims"] = job.victims;
   auto wait = waits_.find(job.id);
-  if (job.state != "queued") {  // a running service may have replicas waiting
-    if (wait != waits_.end()) out.update(wait->second);
-    return out;
-  }
   if (wait != waits_.end()) {
-    out.update(wait->second);
-  } else {
+    out.update(WaitToJson(wait->second.wait));
+    out.update(wait->second.extra);
+  } else if (job.state == "queued") {  // no cycle of this server has explained it yet
     out.update({{"gate", ""},
                 {"gates", json::array()},
                 {"explanation", job.explanation},

@@ -196,17 +196,18 @@ void ControlPlane::PlaceReplica(JobRecord& job, size_t i, const ReplicaPlacement
   Touch(job, batch);
 }
 
-void ControlPlane::ReplicaWaits(JobRecord& job, size_t i, const WaitExplanation& w,
-                                StoreBatch& batch) {
+void ControlPlane::ReplicaWaits(JobRecord& job, size_t i, WaitExplanation w, StoreBatch& batch) {
   const ReplicaRecord& rep = job.replicas[i];
   std::string why = absl::StrCat(rep.replacement ? "replacement of" : "scale-up", " replica slot ",
                                  rep.slot, " waits: ", w.Summary());
+  json extra = {{"explanation", why}, {"replica", i}, {"slot", rep.slot}};
+  if (job.explanation == why) {
+    waits_[job.id] = {std::move(w), std::move(extra)};
+    return;
+  }
   json explained = WaitToJson(w);
-  explained["explanation"] = why;
-  explained["replica"] = i;
-  explained["slot"] = rep.slot;
-  waits_[job.id] = explained;
-  if (job.explanation == why) return;
+  explained.update(extra);
+  waits_[job.id] = {std::move(w), std::move(extra)};
   job.explanation = why;
   job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
   Event(batch, "scheduler", "job.replica-waiting", absl::StrCat("job/", job.id), why,

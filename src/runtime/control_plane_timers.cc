@@ -30,7 +30,7 @@ void ControlPlane::Activity(NodeRecord& node, const json& gpus, StoreBatch& batc
     }
   }
   int64_t now = now_();
-  for (int64_t id : ActiveIds()) {
+  for (int64_t id : PlacedIds()) {
     JobRecord& job = jobs_.at(id);
     if (job.state != "running") continue;
     bool active = false;
@@ -60,7 +60,7 @@ void ControlPlane::Activity(NodeRecord& node, const json& gpus, StoreBatch& batc
 }
 
 void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
-  for (int64_t id : ActiveIds()) {
+  for (int64_t id : PlacedIds()) {
     JobRecord& job = jobs_.at(id);
     if (job.state != "running" || job.cancel_requested) continue;
     std::string subject = absl::StrCat("job/", id);
@@ -122,17 +122,22 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
   }
 }
 
-void ControlPlane::TolerateWindows(JobRequest& request, const JobSpec& spec, int64_t now) const {
-  if (spec.max_runtime.empty()) return;  // may run forever: never before a window
-  int64_t ends = now + ParseDurationUs(spec.max_runtime).value_or(0);
+std::set<int64_t> ControlPlane::ScheduledWindows() const {
+  std::set<int64_t> starts;
   for (const auto& [name, node] : nodes_) {
-    if (!node.maintenance.is_object() || node.maintenance.value("phase", "") != "scheduled") {
-      continue;
+    if (node.maintenance.is_object() && node.maintenance.value("phase", "") == "scheduled") {
+      starts.insert(node.maintenance.value("start_us", int64_t{0}));
     }
-    int64_t start = node.maintenance.value("start_us", int64_t{0});
-    if (ends <= start) {
-      request.replica.tolerations.push_back({kMaintenanceTaint, std::to_string(start)});
-    }
+  }
+  return starts;
+}
+
+void ControlPlane::TolerateWindows(JobRequest& request, const JobSpec& spec, int64_t now,
+                                   const std::set<int64_t>& windows) {
+  if (windows.empty() || spec.max_runtime.empty()) return;  // no max: never before a window
+  int64_t ends = now + ParseDurationUs(spec.max_runtime).value_or(0);
+  for (auto start = windows.lower_bound(ends); start != windows.end(); ++start) {
+    request.replica.tolerations.push_back({kMaintenanceTaint, std::to_string(*start)});
   }
 }
 

@@ -129,7 +129,7 @@ ReplicaRecord ControlPlane::ToReplicaRecord(const Cluster& cluster,
 
 // Cancelled before any replica started: nothing to stop.
 void ControlPlane::CancelUnstarted(int64_t now, StoreBatch& batch) {
-  for (int64_t id : ActiveIds()) {
+  for (int64_t id : PlacedIds()) {
     JobRecord& job = jobs_.at(id);
     if (IsFinal(job.state) || !job.cancel_requested) continue;
     bool started =
@@ -170,10 +170,13 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   plan.in.policy = plan.policy.get();
   if (options_.while_planning) options_.while_planning();
   Decisions d = Schedule(plan.in);
+  std::vector<std::string> summaries;
+  summaries.reserve(d.waits.size());
+  for (const WaitExplanation& w : d.waits) summaries.push_back(w.Summary());
   lock.lock();
   if (broken_) return Broken();
   StoreBatch applied;
-  int scheduled = ApplyPlan(plan, d, applied);
+  int scheduled = ApplyPlan(plan, d, summaries, applied);
   if (absl::Status s = Durable(lock, std::move(applied)); !s.ok()) return s;
   return scheduled;
 }
@@ -186,7 +189,7 @@ void ControlPlane::PlanCycle(CyclePlan& plan, StoreBatch& batch) {
   for (const auto& [name, rec] : nodes_) {
     BlockFaultyInstances(*catalog_, rec, plan.base.mutable_node(plan.ids.at(name)));
   }
-  for (int64_t id : active_) {
+  for (int64_t id : placed_) {
     const JobRecord& job = jobs_.at(id);
     if (job.replicas.empty()) continue;
     auto request = ToJobRequest(job.spec, *catalog_);
