@@ -257,12 +257,12 @@ void ControlPlane::Waits(JobRecord& job, WaitExplanation w, const std::string& s
     return;
   }
   json explained = WaitToJson(w);
-  waits_[job.id] = {std::move(w)};
   job.explanation = summary;
   job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
   job.reason = "waiting: " + summary;
   Event(batch, "scheduler", "job.waiting", absl::StrCat("job/", job.id), summary,
         {{"gates", explained["gates"]}, {"fix", w.fix}, {"policy", options_.policy}});
+  waits_[job.id] = {std::move(w)};  // after the event, which reads w.fix
   Touch(job, batch);
 }
 

@@ -132,5 +132,26 @@ TEST_F(SchedulePlanTest, ANodeCordonedWhileThePlanIsMadeGetsNoBind) {
   EXPECT_THAT(after["reason"].get<std::string>(), HasSubstr("waiting")) << after.dump();
 }
 
+// Why a job waits is recorded once per change of the explanation, with the fix the core gives
+// (the event is written from the explanation before it is kept for later cycles).
+TEST_F(SchedulePlanTest, AWaitingJobIsExplainedOnceWithItsFix) {
+  Submit("holder");
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  int64_t waiting = Submit("waiting");
+  for (int cycle = 0; cycle < 3; ++cycle) ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  std::vector<json> waits;
+  for (const json& e : cp_->Events(0, 1000)) {
+    if (e["type"] == "job.waiting" && e["subject"] == absl::StrCat("job/", waiting)) {
+      waits.push_back(e);
+    }
+  }
+  ASSERT_EQ(waits.size(), 1u) << "one event per change of the explanation, not per cycle";
+  EXPECT_FALSE(waits[0]["details"]["fix"].get<std::string>().empty()) << waits[0].dump();
+  EXPECT_FALSE(waits[0]["details"]["gates"].empty()) << waits[0].dump();
+  auto explained = cp_->Explain(waiting);
+  ASSERT_TRUE(explained.ok()) << explained.status();
+  EXPECT_EQ((*explained)["fix"], waits[0]["details"]["fix"]) << explained->dump();
+}
+
 }  // namespace
 }  // namespace carve
