@@ -22,6 +22,7 @@
 #include "core/sched/queueing/quota.h"
 #include "nlohmann/json.hpp"
 #include "ports/store.h"
+#include "runtime/cycle_plan.h"
 #include "runtime/journal.h"
 #include "runtime/records.h"
 #include "runtime/tenancy.h"
@@ -30,7 +31,6 @@
 namespace carve {
 
 class Placer;
-struct CyclePlan;
 struct Decisions;
 struct Preemption;
 struct ReplicaPlacement;
@@ -263,7 +263,7 @@ class ControlPlane {
   // one the cycle bound on `cluster`, and why one waits.
   void PlaceReplica(JobRecord& job, size_t replica, const ReplicaPlacement& p,
                     const Cluster& cluster, StoreBatch& batch);
-  void ReplicaWaits(JobRecord& job, size_t replica, WaitExplanation w, StoreBatch& batch);
+  void ReplicaWaits(JobRecord& job, size_t replica, Waiting& w, StoreBatch& batch);
   // A placement as the replica's record: node and grants (profiles by name).
   ReplicaRecord ToReplicaRecord(const Cluster& cluster, const ReplicaPlacement& p) const;
   // Queues `job` again as a new attempt, or ends it when its policy allows no more.
@@ -341,9 +341,13 @@ class ControlPlane {
   // preemptions, explanations); the rest wait for the next cycle. Returns what was scheduled.
   void PlanCycle(CyclePlan& plan, StoreBatch& batch);
   void PlanWork(CyclePlan& plan, StoreBatch& batch);
-  // `summaries`: d.waits[i].Summary() for each i.
-  int ApplyPlan(CyclePlan& plan, Decisions& d, const std::vector<std::string>& summaries,
-                StoreBatch& batch);
+  // Without the lock: plan.waits and plan.explain from the core's d.waits (compared with the
+  // last cycle's, so unchanged explanations cost nothing under the lock).
+  void TableWaits(CyclePlan& plan, Decisions& d) const;
+  int ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch);
+  // The explanations plan.explain names, each recorded if its job is as planned; the rest leave
+  // plan.waits so that the next cycle compares them again.
+  void RecordWaits(CyclePlan& plan, const Decisions& d, StoreBatch& batch);
   // Whether the job is as the plan read it (no change since), and each node a bind uses.
   bool Unchanged(const CyclePlan& plan, int64_t job) const;
   bool NodesUnchanged(const CyclePlan& plan, const std::vector<ReplicaPlacement>& where) const;
@@ -351,7 +355,7 @@ class ControlPlane {
   void Preempt(const Preemption& p, int64_t now, StoreBatch& batch);
   // Why a queued job waits (`summary`: w.Summary(), made without the lock), recorded when it
   // changed (event job.waiting).
-  void Waits(JobRecord& job, WaitExplanation w, const std::string& summary, StoreBatch& batch);
+  void Waits(JobRecord& job, const Waiting& w, StoreBatch& batch);
   void BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,
                const Cluster& cluster, bool backfilled, int64_t now, StoreBatch& batch);
   std::vector<QueueSpec> QueueSpecs() const;
@@ -395,12 +399,10 @@ class ControlPlane {
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
   std::map<std::pair<std::string, std::string>, nlohmann::json> objects_;  // (kind, name)
   std::map<std::string, std::map<int, std::string>> mode_overrides_;       // node -> gpu -> mode
-  // The last cycle's explanation per waiting job, as the core gave it (made JSON when explained).
-  struct Waiting {
-    WaitExplanation wait;
-    nlohmann::json extra = nlohmann::json::object();  // a replica's: explanation, replica, slot
-  };
-  std::map<int64_t, Waiting> waits_;
+  // Why each job waited in the last applied cycle (cycle_plan.h). Replaced whole by each apply;
+  // the scheduler keeps its own pointer to read it without the lock (schedule_mu_).
+  std::shared_ptr<const WaitTable> waits_ = std::make_shared<WaitTable>();
+  std::shared_ptr<const WaitTable> last_waits_ = waits_;
   std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   int64_t loaded_us_ = 0;  // when this server loaded the store (reclaim timeouts count from it)

@@ -2,6 +2,7 @@
 // (binds, preemptions, explanations) and the queue report.
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -186,19 +187,32 @@ void ControlPlane::PlanWork(CyclePlan& plan, StoreBatch& batch) {
   }
 }
 
-int ControlPlane::ApplyPlan(CyclePlan& plan, Decisions& d,
-                            const std::vector<std::string>& summaries, StoreBatch& batch) {
+void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
+  plan.waits = std::make_shared<WaitTable>();
+  plan.waits->reserve(d.waits.size());
+  for (size_t i = 0; i < d.waits.size(); ++i) {
+    WaitExplanation& w = d.waits[i];
+    if (w.job < 0) {  // a service's replica: its record's wording needs the replica (rare)
+      plan.explain.push_back(i);
+      continue;
+    }
+    std::string summary = w.Summary();
+    auto last = last_waits_->find(w.job);
+    if (last == last_waits_->end() || last->second.summary != summary) plan.explain.push_back(i);
+    plan.waits->insert_or_assign(w.job, Waiting{std::move(w), std::move(summary)});
+  }
+}
+
+int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch) {
   plan.applying_from = next_revision_;
-  // Explanations and nominations only hold while a job is queued (it may have been cancelled)
-  // or has replicas waiting.
+  // Nominations only hold while a job is queued (it may have been cancelled) or has replicas
+  // waiting.
   std::set<int64_t> working;
   for (const ReplicaWork& w : plan.work) working.insert(w.job);
-  auto not_waiting = [&](const auto& entry) {
+  std::erase_if(nominated_, [&](const auto& entry) {
     auto it = jobs_.find(entry.first);
     return it == jobs_.end() || (it->second.state != "queued" && !working.count(entry.first));
-  };
-  std::erase_if(waits_, not_waiting);
-  std::erase_if(nominated_, not_waiting);
+  });
   if (plan.config_revision != config_revision_) return 0;  // queues changed: plan again
   // A job or replica changed since the plan read it (cancelled, drained, bound) waits for the
   // next cycle, as does one whose node changed (cordoned, lost, re-registered, devices fenced).
@@ -216,25 +230,36 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, Decisions& d,
                    batch);
       continue;
     }
-    waits_.erase(b.job);
     BindJob(jobs_.at(b.job), b.replicas, plan.cluster, b.backfilled, plan.now, batch);
   }
   for (const Preemption& p : d.preemptions) {
     if (!Unchanged(plan, p.victim) || !Unchanged(plan, p.preemptor)) continue;
     Preempt(p, plan.now, batch);
   }
+  RecordWaits(plan, d, batch);
+  plan.replaced = std::exchange(waits_, std::move(plan.waits));  // freed after the lock
+  last_waits_ = waits_;
+  return scheduled;
+}
+
+void ControlPlane::RecordWaits(CyclePlan& plan, const Decisions& d, StoreBatch& batch) {
+  WaitTable& table = *plan.waits;
   std::set<int64_t> explained_work;  // a service's first waiting replica explains it
-  for (size_t i = 0; i < d.waits.size(); ++i) {
-    WaitExplanation& w = d.waits[i];
-    int64_t id = w.job < 0 ? plan.work[-w.job - 1].job : w.job;
-    if (!Unchanged(plan, id)) continue;
-    if (w.job >= 0) {
-      Waits(jobs_.at(id), std::move(w), summaries[i], batch);
+  for (size_t i : plan.explain) {
+    const WaitExplanation& core = d.waits[i];
+    int64_t id = core.job < 0 ? plan.work[-core.job - 1].job : core.job;
+    if (!Unchanged(plan, id)) {  // not recorded: the next cycle compares it again
+      if (core.job >= 0) table.erase(id);
+      continue;
+    }
+    if (core.job >= 0) {
+      Waits(jobs_.at(id), table.at(id), batch);
     } else if (explained_work.insert(id).second) {
-      ReplicaWaits(jobs_.at(id), plan.work[-w.job - 1].replica, std::move(w), batch);
+      Waiting& w = table[id];
+      w.wait = core;
+      ReplicaWaits(jobs_.at(id), plan.work[-core.job - 1].replica, w, batch);
     }
   }
-  return scheduled;
 }
 
 void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) {
@@ -250,19 +275,14 @@ void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) 
   Touch(preemptor, batch);
 }
 
-void ControlPlane::Waits(JobRecord& job, WaitExplanation w, const std::string& summary,
-                         StoreBatch& batch) {
-  if (summary == job.explanation) {
-    waits_[job.id] = {std::move(w)};
-    return;
-  }
-  json explained = WaitToJson(w);
-  job.explanation = summary;
+void ControlPlane::Waits(JobRecord& job, const Waiting& w, StoreBatch& batch) {
+  if (w.summary == job.explanation) return;  // as recorded (a restart, a skipped cycle)
+  json explained = WaitToJson(w.wait);
+  job.explanation = w.summary;
   job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
-  job.reason = "waiting: " + summary;
-  Event(batch, "scheduler", "job.waiting", absl::StrCat("job/", job.id), summary,
-        {{"gates", explained["gates"]}, {"fix", w.fix}, {"policy", options_.policy}});
-  waits_[job.id] = {std::move(w)};  // after the event, which reads w.fix
+  job.reason = "waiting: " + w.summary;
+  Event(batch, "scheduler", "job.waiting", absl::StrCat("job/", job.id), w.summary,
+        {{"gates", explained["gates"]}, {"fix", w.wait.fix}, {"policy", options_.policy}});
   Touch(job, batch);
 }
 
@@ -302,8 +322,10 @@ json ControlPlane::ExplainScheduling(const JobRecord& job) const {
     out["preemption"] = job.preemption;
   }
   if (!job.victims.empty()) out["victims"] = job.victims;
-  auto wait = waits_.find(job.id);
-  if (wait != waits_.end()) {
+  auto wait = waits_->find(job.id);
+  // The table is the last cycle's: a job bound, cancelled or held since is not waiting.
+  bool waiting = job.state == "queued" || (job.state == "running" && !job.explanation.empty());
+  if (waiting && wait != waits_->end()) {
     out.update(WaitToJson(wait->second.wait));
     out.update(wait->second.extra);
   } else if (job.state == "queued") {  // no cycle of this server has explained it yet

@@ -188,7 +188,6 @@ void ControlPlane::PlaceReplica(JobRecord& job, size_t i, const ReplicaPlacement
   job.replicas[i] = std::move(placed);
   job.explanation.clear();
   job.explanation_reasons.clear();
-  waits_.erase(job.id);
   Event(batch, "scheduler", "job.replica-scheduled", absl::StrCat("job/", job.id),
         absl::StrCat("replica ", i, " (slot ", job.replicas[i].slot, ") placed on ",
                      job.replicas[i].node),
@@ -196,22 +195,18 @@ void ControlPlane::PlaceReplica(JobRecord& job, size_t i, const ReplicaPlacement
   Touch(job, batch);
 }
 
-void ControlPlane::ReplicaWaits(JobRecord& job, size_t i, WaitExplanation w, StoreBatch& batch) {
+void ControlPlane::ReplicaWaits(JobRecord& job, size_t i, Waiting& w, StoreBatch& batch) {
   const ReplicaRecord& rep = job.replicas[i];
-  std::string why = absl::StrCat(rep.replacement ? "replacement of" : "scale-up", " replica slot ",
-                                 rep.slot, " waits: ", w.Summary());
-  json extra = {{"explanation", why}, {"replica", i}, {"slot", rep.slot}};
-  if (job.explanation == why) {
-    waits_[job.id] = {std::move(w), std::move(extra)};
-    return;
-  }
-  json explained = WaitToJson(w);
-  explained.update(extra);
-  waits_[job.id] = {std::move(w), std::move(extra)};
-  job.explanation = why;
+  w.summary = absl::StrCat(rep.replacement ? "replacement of" : "scale-up", " replica slot ",
+                           rep.slot, " waits: ", w.wait.Summary());
+  w.extra = {{"explanation", w.summary}, {"replica", i}, {"slot", rep.slot}};
+  if (job.explanation == w.summary) return;
+  json explained = WaitToJson(w.wait);
+  explained.update(w.extra);
+  job.explanation = w.summary;
   job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
-  Event(batch, "scheduler", "job.replica-waiting", absl::StrCat("job/", job.id), why,
-        {{"replica", i}, {"slot", rep.slot}, {"gates", explained["gates"]}, {"fix", w.fix}});
+  Event(batch, "scheduler", "job.replica-waiting", absl::StrCat("job/", job.id), w.summary,
+        {{"replica", i}, {"slot", rep.slot}, {"gates", explained["gates"]}, {"fix", w.wait.fix}});
   Touch(job, batch);
 }
 

@@ -6,12 +6,15 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/model/cluster.h"
 #include "core/sched/placement/policy.h"
 #include "core/sched/queueing/cycle.h"
+#include "core/sched/queueing/explain.h"
+#include "nlohmann/json.hpp"
 
 namespace carve {
 
@@ -20,6 +23,16 @@ struct ReplicaWork {
   int64_t job = 0;
   size_t replica = 0;
 };
+
+// Why each waiting job waits, as one cycle's core gave it. Built without the lock after the core
+// plans; published whole (one pointer swap) when the plan is applied, then never changed, so the
+// scheduler compares the next cycle's explanations with it without the lock.
+struct Waiting {
+  WaitExplanation wait;
+  std::string summary;                              // wait.Summary(), what the job's record says
+  nlohmann::json extra = nlohmann::json::object();  // a replica's: explanation, replica, slot
+};
+using WaitTable = std::unordered_map<int64_t, Waiting>;
 
 // One scheduling cycle's plan (Nomad's plan/apply). Taken under the control plane's lock: a copy
 // of the live state the core plans on. The core's cycle runs on it without the lock, so API calls
@@ -46,6 +59,11 @@ struct CyclePlan {
   uint64_t config_revision = 0;  // queues, projects, classes: a plan made under others is void
   // The control plane's last revision when the plan's application began.
   uint64_t applying_from = 0;
+  // Made without the lock from the core's decisions: why each job waits, and which of
+  // decisions.waits must be recorded under the lock (a new or changed explanation, a replica's).
+  std::shared_ptr<WaitTable> waits;
+  std::vector<size_t> explain;
+  std::shared_ptr<const WaitTable> replaced;  // the table this plan's replaced, freed with it
 };
 
 }  // namespace carve

@@ -170,13 +170,11 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   plan.in.policy = plan.policy.get();
   if (options_.while_planning) options_.while_planning();
   Decisions d = Schedule(plan.in);
-  std::vector<std::string> summaries;
-  summaries.reserve(d.waits.size());
-  for (const WaitExplanation& w : d.waits) summaries.push_back(w.Summary());
+  TableWaits(plan, d);
   lock.lock();
   if (broken_) return Broken();
   StoreBatch applied;
-  int scheduled = ApplyPlan(plan, d, summaries, applied);
+  int scheduled = ApplyPlan(plan, d, applied);  // plan.waits now holds the table it replaced
   if (absl::Status s = Durable(lock, std::move(applied)); !s.ok()) return s;
   return scheduled;
 }

@@ -151,6 +151,9 @@ TEST_F(SchedulePlanTest, AWaitingJobIsExplainedOnceWithItsFix) {
   auto explained = cp_->Explain(waiting);
   ASSERT_TRUE(explained.ok()) << explained.status();
   EXPECT_EQ((*explained)["fix"], waits[0]["details"]["fix"]) << explained->dump();
+  // Cancelled before the next cycle: no longer explained as waiting.
+  ASSERT_TRUE(cp_->Cancel(waiting, kAdmin).ok());
+  EXPECT_FALSE(cp_->Explain(waiting)->contains("gates")) << cp_->Explain(waiting)->dump();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
@@ -167,6 +168,13 @@ TEST_F(ServiceSchedulingTest, ScaleUpBeyondQuotaWaitsAndSaysWhy) {
   EXPECT_EQ(e["gate"], "quota") << e.dump(2);
   EXPECT_THAT(e["fix"].get<std::string>(), HasSubstr("needs 1 more gpus in queue qa"));
   EXPECT_EQ(e["slot"], 2);
+  // The event says it once, with the same fix (it was written from a moved-from explanation).
+  std::vector<json> events;
+  for (const json& ev : cp_->Events(0, 10000)) {
+    if (ev["type"] == "job.replica-waiting") events.push_back(ev);
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["details"]["fix"], e["fix"]) << events[0].dump();
 
   ApplyQueue(3);
   ASSERT_TRUE(TickUntil([&] { return Serving(Job(id)) == 3; })) << Job(id).dump(2);
