@@ -53,6 +53,13 @@ class ControlPlane {
     int64_t reclaim_timeout_us = 300'000'000;
     // Called by ScheduleOnce while the core plans, without the lock (tests hold a cycle there).
     std::function<void()> while_planning;
+    // The cycle lets go of the lock after reading this many jobs for its plan, and after
+    // recording this many explanations of why jobs wait, so that calls are answered meanwhile.
+    size_t plan_slice = 4096;
+    size_t explain_slice = 128;
+    // Tests: called each time the cycle has let go of the lock between slices ("plan",
+    // "explain").
+    std::function<void(const std::string& step)> between_slices;
   };
   using Clock = std::function<int64_t()>;  // microseconds since the epoch
 
@@ -339,15 +346,25 @@ class ControlPlane {
   // of running services, the revision of each job read). Without it: the core's decisions. Under
   // the lock again: each decision whose job and nodes are as planned is recorded (binds,
   // preemptions, explanations); the rest wait for the next cycle. Returns what was scheduled.
-  void PlanCycle(CyclePlan& plan, StoreBatch& batch);
-  void PlanWork(CyclePlan& plan, StoreBatch& batch);
+  absl::Status PlanCycle(std::unique_lock<std::mutex>& lock, CyclePlan& plan, StoreBatch& batch);
+  absl::Status PlanWork(std::unique_lock<std::mutex>& lock, CyclePlan& plan, StoreBatch& batch);
+  void PlanJob(CyclePlan& plan, JobRecord& job, const std::map<std::string, std::string>& pools,
+               const std::set<int64_t>& windows, StoreBatch& batch);
+  // Between two slices of a long step of the cycle: commits what the step changed so far (the
+  // journal must get changes in the order memory made them), lets go of the lock so that calls
+  // are answered, and takes it again.
+  absl::Status Breathe(std::unique_lock<std::mutex>& lock, StoreBatch& batch,
+                       const std::string& step);
   // Without the lock: plan.waits and plan.explain from the core's d.waits (compared with the
   // last cycle's, so unchanged explanations cost nothing under the lock).
   void TableWaits(CyclePlan& plan, Decisions& d) const;
   int ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch);
-  // The explanations plan.explain names, each recorded if its job is as planned; the rest leave
-  // plan.waits so that the next cycle compares them again.
-  void RecordWaits(CyclePlan& plan, const Decisions& d, StoreBatch& batch);
+  // The explanations plan.explain names, each recorded if its job is as planned (the rest leave
+  // plan.waits so that the next cycle compares them again), then plan.waits published. Lets go
+  // of the lock between slices (`lock` is held on return).
+  absl::Status RecordWaits(std::unique_lock<std::mutex>& lock, CyclePlan& plan, const Decisions& d,
+                           StoreBatch& batch);
+  void RecordWait(CyclePlan& plan, const WaitExplanation& core, StoreBatch& batch);
   // Whether the job is as the plan read it (no change since), and each node a bind uses.
   bool Unchanged(const CyclePlan& plan, int64_t job) const;
   bool NodesUnchanged(const CyclePlan& plan, const std::vector<ReplicaPlacement>& where) const;

@@ -1,6 +1,7 @@
 // Queues in the control plane: submission checks, the core's queueing cycle over the live state
 // (binds, preemptions, explanations) and the queue report.
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -131,7 +132,8 @@ absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body,
                              spec.preemptible.value_or(true));
 }
 
-void ControlPlane::PlanWork(CyclePlan& plan, StoreBatch& batch) {
+absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
+                                    StoreBatch& batch) {
   const int64_t now = plan.now;
   CycleInput& in = plan.in;
   in.seed = static_cast<uint64_t>(now);
@@ -140,51 +142,80 @@ void ControlPlane::PlanWork(CyclePlan& plan, StoreBatch& batch) {
   std::map<std::string, std::string> pools;
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
   const std::set<int64_t> windows = ScheduledWindows();
-  for (int64_t id : active_) {
-    JobRecord& job = jobs_.at(id);
-    auto request = ToJobRequest(job.spec, *catalog_);
-    if (!request.ok()) continue;  // validated at submission; the catalog cannot shrink
-    if (!pools[job.spec.queue].empty()) request->replica.pool = pools[job.spec.queue];
-    bool preemptible = job.spec.preemptible.value_or(true);
-    size_t before = plan.work.size();
-    if (job.state == "running") {
-      bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& r) {
-        return r.node.empty() && r.state == "pending";
-      });
-      if (unplaced) {  // most running jobs have none: no request to copy
-        JobRequest replica = *request;
-        TolerateWindows(replica, job.spec, now, windows);
-        AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, plan.work);
-      }
-      if (plan.work.size() == before && !job.explanation.empty()) {  // its replicas all placed
-        job.explanation.clear();
-        job.explanation_reasons.clear();
-        Touch(job, batch);
-      }
+  // In slices: a cycle over 100,000 jobs lets calls in between (what a slice reads is checked
+  // again when the plan is applied, as is all of it).
+  const size_t slice = std::max<size_t>(options_.plan_slice, 1);
+  for (auto it = active_.begin();;) {
+    for (size_t n = 0; it != active_.end() && n < slice; ++it, ++n) {
+      PlanJob(plan, jobs_.at(*it), pools, windows, batch);
     }
-    auto [revision, fresh] = revisions_.try_emplace(id, next_revision_ + 1);
-    if (fresh) ++next_revision_;                        // loaded from the store, not changed since
-    plan.revisions.emplace_back(id, revision->second);  // active_ is in id order
-    if (job.state == "queued") {
-      if (job.not_before_us > now) continue;  // a retry's backoff
-      TolerateWindows(*request, job.spec, now, windows);
-      in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
-                            MaxRuntimeUs(job.spec), std::move(*request),
-                            ParseTopology(job.spec.topology).value_or(Topology::kAny),
-                            nominated_.count(id) ? nominated_.at(id) : 0});
-      continue;
-    }
-    auto holds = plan.held.find(id);
-    if (IsFinal(job.state) || holds == plan.held.end()) continue;
-    // Charged for what it holds: a service being scaled or replaced holds other than its spec.
-    request->replicas = static_cast<int>(holds->second.size());
-    bool stopping = Stopping(job);
-    int64_t by = stopping && absl::StartsWith(job.displaced, kPreemptedBy) ? job.preempted_by : 0;
-    in.running.push_back({id, job.spec.queue, job.spec.priority, preemptible,
-                          job.started_us > 0 ? job.started_us : job.scheduled_us,
-                          MaxRuntimeUs(job.spec), std::move(*request), holds->second, stopping,
-                          by});
+    if (it == active_.end()) return absl::OkStatus();
+    int64_t next = *it;
+    if (absl::Status s = Breathe(lock, batch, "plan"); !s.ok()) return s;
+    it = active_.lower_bound(next);
   }
+}
+
+absl::Status ControlPlane::Breathe(std::unique_lock<std::mutex>& lock, StoreBatch& batch,
+                                   const std::string& step) {
+  if (batch.empty()) {
+    lock.unlock();
+  } else if (absl::Status s = Durable(lock, std::exchange(batch, StoreBatch{})); !s.ok()) {
+    return s;
+  }
+  if (options_.between_slices) options_.between_slices(step);
+  lock.lock();
+  return broken_ ? Broken() : absl::OkStatus();
+}
+
+void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job,
+                           const std::map<std::string, std::string>& pools,
+                           const std::set<int64_t>& windows, StoreBatch& batch) {
+  const int64_t now = plan.now;
+  const int64_t id = job.id;
+  CycleInput& in = plan.in;
+  auto request = ToJobRequest(job.spec, *catalog_);
+  if (!request.ok()) return;  // validated at submission; the catalog cannot shrink
+  auto pool = pools.find(job.spec.queue);
+  if (pool != pools.end() && !pool->second.empty()) request->replica.pool = pool->second;
+  bool preemptible = job.spec.preemptible.value_or(true);
+  size_t before = plan.work.size();
+  if (job.state == "running") {
+    bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& r) {
+      return r.node.empty() && r.state == "pending";
+    });
+    if (unplaced) {  // most running jobs have none: no request to copy
+      JobRequest replica = *request;
+      TolerateWindows(replica, job.spec, now, windows);
+      AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, plan.work);
+    }
+    if (plan.work.size() == before && !job.explanation.empty()) {  // its replicas all placed
+      job.explanation.clear();
+      job.explanation_reasons.clear();
+      Touch(job, batch);
+    }
+  }
+  auto [revision, fresh] = revisions_.try_emplace(id, next_revision_ + 1);
+  if (fresh) ++next_revision_;                        // loaded from the store, not changed since
+  plan.revisions.emplace_back(id, revision->second);  // active_ is in id order
+  if (job.state == "queued") {
+    if (job.not_before_us > now) return;  // a retry's backoff
+    TolerateWindows(*request, job.spec, now, windows);
+    in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
+                          MaxRuntimeUs(job.spec), std::move(*request),
+                          ParseTopology(job.spec.topology).value_or(Topology::kAny),
+                          nominated_.count(id) ? nominated_.at(id) : 0});
+    return;
+  }
+  auto holds = plan.held.find(id);
+  if (IsFinal(job.state) || holds == plan.held.end()) return;
+  // Charged for what it holds: a service being scaled or replaced holds other than its spec.
+  request->replicas = static_cast<int>(holds->second.size());
+  bool stopping = Stopping(job);
+  int64_t by = stopping && absl::StartsWith(job.displaced, kPreemptedBy) ? job.preempted_by : 0;
+  in.running.push_back({id, job.spec.queue, job.spec.priority, preemptible,
+                        job.started_us > 0 ? job.started_us : job.scheduled_us,
+                        MaxRuntimeUs(job.spec), std::move(*request), holds->second, stopping, by});
 }
 
 void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
@@ -204,7 +235,7 @@ void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
 }
 
 int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch) {
-  plan.applying_from = next_revision_;
+  plan.own.emplace_back(next_revision_, std::numeric_limits<uint64_t>::max());
   // Nominations only hold while a job is queued (it may have been cancelled) or has replicas
   // waiting.
   std::set<int64_t> working;
@@ -213,7 +244,10 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
     auto it = jobs_.find(entry.first);
     return it == jobs_.end() || (it->second.state != "queued" && !working.count(entry.first));
   });
-  if (plan.config_revision != config_revision_) return 0;  // queues changed: plan again
+  if (plan.config_revision != config_revision_) {  // queues changed: plan again
+    plan.void_ = true;
+    return 0;
+  }
   // A job or replica changed since the plan read it (cancelled, drained, bound) waits for the
   // next cycle, as does one whose node changed (cordoned, lost, re-registered, devices fenced).
   auto holds = [&](int64_t job, const std::vector<ReplicaPlacement>& where) {
@@ -236,29 +270,40 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
     if (!Unchanged(plan, p.victim) || !Unchanged(plan, p.preemptor)) continue;
     Preempt(p, plan.now, batch);
   }
-  RecordWaits(plan, d, batch);
-  plan.replaced = std::exchange(waits_, std::move(plan.waits));  // freed after the lock
-  last_waits_ = waits_;
   return scheduled;
 }
 
-void ControlPlane::RecordWaits(CyclePlan& plan, const Decisions& d, StoreBatch& batch) {
-  WaitTable& table = *plan.waits;
-  std::set<int64_t> explained_work;  // a service's first waiting replica explains it
-  for (size_t i : plan.explain) {
-    const WaitExplanation& core = d.waits[i];
-    int64_t id = core.job < 0 ? plan.work[-core.job - 1].job : core.job;
-    if (!Unchanged(plan, id)) {  // not recorded: the next cycle compares it again
-      if (core.job >= 0) table.erase(id);
-      continue;
-    }
-    if (core.job >= 0) {
-      Waits(jobs_.at(id), table.at(id), batch);
-    } else if (explained_work.insert(id).second) {
-      Waiting& w = table[id];
-      w.wait = core;
-      ReplicaWaits(jobs_.at(id), plan.work[-core.job - 1].replica, w, batch);
-    }
+absl::Status ControlPlane::RecordWaits(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
+                                       const Decisions& d, StoreBatch& batch) {
+  if (plan.void_) return absl::OkStatus();
+  // In slices, each committed on its own: a cycle that explains thousands of jobs (a burst of
+  // submissions) lets calls in between instead of holding the lock for all of them.
+  const size_t slice = std::max<size_t>(options_.explain_slice, 1);
+  for (size_t from = 0;; from += slice) {
+    size_t to = std::min(from + slice, plan.explain.size());
+    for (size_t k = from; k < to; ++k) RecordWait(plan, d.waits[plan.explain[k]], batch);
+    if (to == plan.explain.size()) break;
+    plan.own.back().second = next_revision_;
+    if (absl::Status s = Breathe(lock, batch, "explain"); !s.ok()) return s;
+    plan.own.emplace_back(next_revision_, std::numeric_limits<uint64_t>::max());
+  }
+  plan.replaced = std::exchange(waits_, std::move(plan.waits));  // freed after the lock
+  last_waits_ = waits_;
+  return absl::OkStatus();
+}
+
+void ControlPlane::RecordWait(CyclePlan& plan, const WaitExplanation& core, StoreBatch& batch) {
+  int64_t id = core.job < 0 ? plan.work[-core.job - 1].job : core.job;
+  if (!Unchanged(plan, id)) {  // not recorded: the next cycle compares it again
+    if (core.job >= 0) plan.waits->erase(id);
+    return;
+  }
+  if (core.job >= 0) {
+    Waits(jobs_.at(id), plan.waits->at(id), batch);
+  } else if (plan.explained_work.insert(id).second) {
+    Waiting& w = (*plan.waits)[id];
+    w.wait = core;
+    ReplicaWaits(jobs_.at(id), plan.work[-core.job - 1].replica, w, batch);
   }
 }
 

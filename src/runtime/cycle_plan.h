@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -57,12 +58,16 @@ struct CyclePlan {
   // job id ascending.
   std::vector<std::pair<int64_t, uint64_t>> revisions;
   uint64_t config_revision = 0;  // queues, projects, classes: a plan made under others is void
-  // The control plane's last revision when the plan's application began.
-  uint64_t applying_from = 0;
+  // The revisions this plan's application made, as ranges (from, to]: the last is open while
+  // the lock is held; the application lets go of the lock between slices of explanations.
+  // A job changed only by them is still as planned.
+  std::vector<std::pair<uint64_t, uint64_t>> own;
+  bool void_ = false;  // queues, projects or classes changed since the plan: nothing applied
   // Made without the lock from the core's decisions: why each job waits, and which of
   // decisions.waits must be recorded under the lock (a new or changed explanation, a replica's).
   std::shared_ptr<WaitTable> waits;
   std::vector<size_t> explain;
+  std::set<int64_t> explained_work;           // services whose first waiting replica was recorded
   std::shared_ptr<const WaitTable> replaced;  // the table this plan's replaced, freed with it
 };
 

@@ -157,7 +157,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   Timers(plan.now, batch);  // leases, idle GPUs, maintenance windows
   ReclaimTimeouts(plan.now, batch);
   CancelUnstarted(plan.now, batch);
-  PlanCycle(plan, batch);
+  if (absl::Status s = PlanCycle(lock, plan, batch); !s.ok()) return s;
   if (!plan.policy) return absl::InternalError("no placement policy " + options_.policy);
   // What the timers changed is committed before the plan is applied (Durable lets go of the lock
   // while it waits); the core plans meanwhile, on the copy, without the lock.
@@ -174,12 +174,14 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   lock.lock();
   if (broken_) return Broken();
   StoreBatch applied;
-  int scheduled = ApplyPlan(plan, d, applied);  // plan.waits now holds the table it replaced
+  int scheduled = ApplyPlan(plan, d, applied);
+  if (absl::Status s = RecordWaits(lock, plan, d, applied); !s.ok()) return s;
   if (absl::Status s = Durable(lock, std::move(applied)); !s.ok()) return s;
   return scheduled;
 }
 
-void ControlPlane::PlanCycle(CyclePlan& plan, StoreBatch& batch) {
+absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
+                                     StoreBatch& batch) {
   for (const auto& [name, rec] : nodes_) {
     plan.ids[name] = plan.cluster.AddNode(NodeFromRecord(*catalog_, name, rec));
   }
@@ -214,16 +216,21 @@ void ControlPlane::PlanCycle(CyclePlan& plan, StoreBatch& batch) {
   plan.config_revision = config_revision_;
   // Queues, quotas, order, preemption and placement: the core's cycle (control_plane_queues.cc),
   // over queued jobs and the unplaced replicas of running services alike.
-  PlanWork(plan, batch);
+  return PlanWork(lock, plan, batch);
 }
 
 bool ControlPlane::Unchanged(const CyclePlan& plan, int64_t job) const {
   auto planned = std::lower_bound(plan.revisions.begin(), plan.revisions.end(),
                                   std::pair<int64_t, uint64_t>{job, 0});
   auto now = revisions_.find(job);
-  // Revisions above applying_from were made by this apply, after the job was found unchanged.
-  return planned != plan.revisions.end() && planned->first == job && now != revisions_.end() &&
-         (planned->second == now->second || now->second > plan.applying_from);
+  if (planned == plan.revisions.end() || planned->first != job || now == revisions_.end()) {
+    return false;
+  }
+  // A revision the application itself made came after the job was found unchanged.
+  return planned->second == now->second ||
+         std::any_of(plan.own.begin(), plan.own.end(), [&](const auto& range) {
+           return now->second > range.first && now->second <= range.second;
+         });
 }
 
 bool ControlPlane::NodesUnchanged(const CyclePlan& plan,

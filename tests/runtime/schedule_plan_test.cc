@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
@@ -36,6 +37,10 @@ class SchedulePlanTest : public ::testing::Test {
     store_ = *OpenSqliteStore((dir_ / "carve.db").string());
     ControlPlane::Options options;
     options.log_dir = (dir_ / "logs").string();
+    options.plan_slice = 3;
+    options.between_slices = [this](const std::string& step) {
+      if (between_) between_(step);
+    };
     options.while_planning = [this] {
       if (!hold_) return;
       entered_.set_value();
@@ -93,6 +98,7 @@ class SchedulePlanTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   std::unique_ptr<ControlPlane> cp_;
   bool hold_ = false;
+  std::function<void(const std::string& step)> between_;
   std::promise<void> entered_;
   std::promise<void> release_promise_;
   std::shared_future<void> release_;
@@ -154,6 +160,70 @@ TEST_F(SchedulePlanTest, AWaitingJobIsExplainedOnceWithItsFix) {
   // Cancelled before the next cycle: no longer explained as waiting.
   ASSERT_TRUE(cp_->Cancel(waiting, kAdmin).ok());
   EXPECT_FALSE(cp_->Explain(waiting)->contains("gates")) << cp_->Explain(waiting)->dump();
+}
+
+// A cycle that explains many jobs records them in slices and answers calls in between; a job
+// cancelled between two slices is not recorded as waiting by a later slice.
+TEST_F(SchedulePlanTest, AJobCancelledBetweenSlicesOfExplanationsStaysCancelled) {
+  Submit("holder");  // takes the only GPU: every later job waits
+  std::vector<int64_t> waiting;
+  for (int i = 0; i < 300; ++i) waiting.push_back(Submit(absl::StrCat("w", i)));
+  int slices = 0;
+  between_ = [&](const std::string& step) {
+    if (step != "explain" || ++slices != 1) return;
+    auto cancel =
+        std::async(std::launch::async, [&] { return cp_->Cancel(waiting.back(), kAdmin); });
+    ASSERT_EQ(cancel.wait_for(kBlocked), std::future_status::ready) << "the slice kept the lock";
+    EXPECT_TRUE(cancel.get().ok());
+  };
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_GE(slices, 2) << "300 explanations in one slice";
+  json cancelled = *cp_->GetJob(waiting.back());
+  EXPECT_EQ(cancelled["state"], "cancelled");
+  EXPECT_THAT(cancelled["reason"].get<std::string>(), ::testing::Not(HasSubstr("waiting")))
+      << cancelled.dump();
+  for (const json& e : cp_->Events(0, 10000)) {
+    EXPECT_FALSE(e["type"] == "job.waiting" && e["subject"] == absl::StrCat("job/", waiting.back()))
+        << e.dump();
+  }
+  // The rest were explained, in the earlier and the later slices alike.
+  EXPECT_THAT((*cp_->GetJob(waiting.front()))["reason"].get<std::string>(), HasSubstr("waiting"));
+  EXPECT_THAT((*cp_->GetJob(waiting[waiting.size() - 2]))["reason"].get<std::string>(),
+              HasSubstr("waiting"));
+}
+
+// The plan reads jobs in slices (here 3 per slice) and answers calls in between; what changed
+// meanwhile is checked when the plan is applied: a job cancelled after it was read is not bound,
+// one cancelled before it was read is not planned, and one submitted meanwhile is planned or
+// waits for the next cycle.
+TEST_F(SchedulePlanTest, JobsChangedBetweenSlicesOfThePlanAreCheckedWhenItIsApplied) {
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(Submit(absl::StrCat("j", i)));
+  int slices = 0;
+  int64_t submitted = 0;
+  between_ = [&](const std::string& step) {
+    if (step != "plan" || ++slices != 1) return;
+    auto calls = std::async(std::launch::async, [&] {
+      EXPECT_TRUE(cp_->Cancel(ids.front(), kAdmin).ok());  // read: the plan binds it first
+      EXPECT_TRUE(cp_->Cancel(ids.back(), kAdmin).ok());   // not read yet
+      submitted = Submit("meanwhile");
+    });
+    ASSERT_EQ(calls.wait_for(kBlocked), std::future_status::ready) << "the slice kept the lock";
+  };
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_GE(slices, 3);
+  json first = *cp_->GetJob(ids.front());
+  EXPECT_EQ(first["state"], "cancelled");
+  EXPECT_TRUE(first["replicas"].empty()) << first.dump();
+  EXPECT_EQ((*cp_->GetJob(ids.back()))["state"], "cancelled");
+  for (const json& e : cp_->Events(0, 10000)) {
+    EXPECT_FALSE(e["type"] == "job.waiting" && e["subject"] == absl::StrCat("job/", ids.back()))
+        << e.dump();
+  }
+  // The GPU the stale bind would have taken goes to the next job in the next cycle.
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_EQ(State(ids[1]), "scheduled");
+  EXPECT_EQ(State(submitted), "queued");
 }
 
 }  // namespace
