@@ -18,7 +18,7 @@ namespace {
 constexpr const char* kCounters = "finished";  // the counter record's id
 constexpr int64_t kPage = 10000;
 
-std::string JobId(int64_t id) { return absl::StrFormat("%012d", id); }
+std::string DoneId(int64_t id) { return absl::StrFormat("%012d", id); }
 
 std::string IdempotencyId(const JobRecord& job) {
   return job.idempotency_scope + "\n" + job.idempotency_key;
@@ -75,7 +75,7 @@ size_t ControlPlane::JobsInMemory() const {
 }
 
 absl::StatusOr<JobRecord> ControlPlane::DoneJob(int64_t id) const {
-  auto stored = store_->Get("job.done", JobId(id));
+  auto stored = store_->Get("job.done", DoneId(id));
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return absl::NotFoundError(NoJobMessage(id));
   return JobRecord::FromJson(json::parse((*stored)->json, nullptr, false));
@@ -164,7 +164,7 @@ absl::Status ControlPlane::LoadJobs() {
     if (!job.ok()) return job.status();
     next_job_id_ = std::max(next_job_id_, job->id + 1);
     if (IsFinal(job->state)) {
-      migrate.puts.push_back({"job.done", JobId(job->id), r.json});
+      migrate.puts.push_back({"job.done", DoneId(job->id), r.json});
       migrate.deletes.push_back({"job", r.id});
       Finish(*job, migrate);
       CountWorkload(job->spec);  // counted at submission by the server that ran it

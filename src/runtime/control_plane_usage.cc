@@ -176,7 +176,8 @@ json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Princi
       live.insert(id);
       if (!Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) continue;
       for (json& r : UsageRows(job, now)) {
-        records[{id, r["attempt"].get<int>()}] = std::move(r);
+        int attempt = r["attempt"];
+        records[{id, attempt}] = std::move(r);
       }
     }
   }

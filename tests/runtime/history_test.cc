@@ -137,12 +137,13 @@ TEST_F(HistoryTest, FinishedJobsLeaveMemoryAndStayReadableAcrossRestarts) {
 TEST_F(HistoryTest, AFinishedJobIsSeenOnlyByItsTenant) {
   int64_t a = Submit("acme");
   ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  now_ += 60'000'000;
   ASSERT_TRUE(End(a, 0).ok());
   ASSERT_EQ(cp_->JobsInMemory(), 0u);
   EXPECT_TRUE(cp_->CheckJob(a, kAcme, Access::kRead).ok());
   absl::Status other = cp_->CheckJob(a, kGlobex, Access::kRead);
   EXPECT_TRUE(absl::IsNotFound(other)) << other;
-  EXPECT_EQ(other.message(), cp_->CheckJob(12345, kGlobex, Access::kRead).message());
+  EXPECT_EQ(other.message(), NoJobMessage(a));  // as for a job that does not exist
   Principal viewer{"vic", "viewer", "acme", "default", "t-vic", "u-vic"};
   EXPECT_TRUE(absl::IsPermissionDenied(cp_->CheckJob(a, viewer, Access::kWrite)));
   EXPECT_EQ(cp_->UsageRecords(0, 0, kAcme).size(), 1u);
@@ -176,7 +177,8 @@ TEST_F(HistoryTest, AnOldStoreMigratesItself) {
   old.puts.push_back({"job", id, finished.dump()});
   old.deletes.push_back({"job.done", id});
   for (const char* kind : {"usage", "idempotency", "counter"}) {
-    for (const StoredRecord& r : *store_->Load(kind)) old.deletes.push_back({kind, r.id});
+    std::vector<StoredRecord> records = store_->Load(kind).value();
+    for (const StoredRecord& r : records) old.deletes.push_back({kind, r.id});
   }
   ASSERT_TRUE(store_->Commit(old).ok());
   ASSERT_EQ(store_->Load("job.done")->size(), 0u);
