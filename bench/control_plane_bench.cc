@@ -150,6 +150,7 @@ void Restart(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(Restart)
+    ->Args({100000, 100000})
     ->Args({1000000, 100000})
     ->UseManualTime()
     ->Iterations(3)

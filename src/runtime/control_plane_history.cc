@@ -1,7 +1,9 @@
 // Finished jobs: written to the store (kind job.done) when they end and dropped from memory once
 // that commit is in, so memory, restarts and the periodic work follow live work. Reads of a
 // finished job (GET /jobs/{id}, `carve ls --all`, usage) go to the store.
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -22,6 +24,29 @@ std::string DoneId(int64_t id) { return absl::StrFormat("%012d", id); }
 
 std::string IdempotencyId(const JobRecord& job) {
   return job.idempotency_scope + "\n" + job.idempotency_key;
+}
+
+// Decoding is most of a restart's time (JSON parsing, about 20 us a job): the records are decoded
+// on every core, each thread a contiguous share, in order.
+std::vector<absl::StatusOr<JobRecord>> DecodeJobs(const std::vector<StoredRecord>& records) {
+  std::vector<absl::StatusOr<JobRecord>> out(records.size());
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
+  const size_t share = (records.size() + threads - 1) / threads;
+  auto decode = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      out[i] = JobRecord::FromJson(json::parse(records[i].json, nullptr, false));
+    }
+  };
+  if (records.size() < 1000) {
+    decode(0, records.size());
+    return out;
+  }
+  std::vector<std::thread> workers;
+  for (size_t from = 0; from < records.size(); from += share) {
+    workers.emplace_back(decode, from, std::min(records.size(), from + share));
+  }
+  for (std::thread& t : workers) t.join();
+  return out;
 }
 
 }  // namespace
@@ -159,8 +184,10 @@ absl::Status ControlPlane::LoadJobs() {
   // job.done now, a page at a time (each page whole, with the counters it changes).
   StoreBatch migrate;
   int64_t moved = 0;
-  for (const StoredRecord& r : *jobs) {
-    auto job = JobRecord::FromJson(json::parse(r.json, nullptr, false));
+  std::vector<absl::StatusOr<JobRecord>> decoded = DecodeJobs(*jobs);
+  for (size_t i = 0; i < jobs->size(); ++i) {
+    const StoredRecord& r = (*jobs)[i];
+    absl::StatusOr<JobRecord>& job = decoded[i];
     if (!job.ok()) return job.status();
     next_job_id_ = std::max(next_job_id_, job->id + 1);
     if (IsFinal(job->state)) {
