@@ -1,13 +1,17 @@
 // What the controller's periodic work costs as finished jobs pile up: a node's heartbeat and a
-// scheduling cycle, with 0 .. N finished jobs in the store and one node running one job.
+// scheduling cycle, with 0 .. 1,000,000 finished jobs in the store and one node running one job;
+// and a restart (ControlPlane::Open) of a store with 1,000,000 jobs of which 100,000 are active.
 //   carve_control_bench [--benchmark_filter=...]
-// Both should cost the same whatever the history (issue 12: every heartbeat walked every job
-// ever submitted, and every cycle converted each one to a placement request).
+// Heartbeat and cycle should cost the same whatever the history (issue 12: every heartbeat walked
+// every job ever submitted, and every cycle converted each one to a placement request); finished
+// jobs are not even in memory (kind job.done), so a restart loads the active ones only.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -25,6 +29,25 @@ using json = nlohmann::json;
 const Principal kAdmin{"bench", "admin"};
 const Principal kNode{"n1", "node"};
 
+// Writes `count` jobs with ids from `first` in `state` (finished ones as kind job.done, as the
+// server stores them), 50,000 to a transaction.
+void Fill(Store& store, int first, int count, const std::string& state) {
+  JobRecord job;
+  job.spec =
+      *JobSpecFromJson({{"name", "old"}, {"command", {"true"}}, {"resources", {{"gpus", 1}}}});
+  job.state = state;
+  const std::string kind = IsFinal(state) ? "job.done" : "job";
+  StoreBatch batch;
+  for (int i = first; i < first + count; ++i) {
+    job.id = i;
+    batch.puts.push_back({kind, absl::StrFormat("%012d", i), job.ToJson().dump()});
+    if (batch.puts.size() == 50000 || i == first + count - 1) {
+      if (!store.Commit(std::move(batch)).ok()) std::abort();
+      batch = StoreBatch{};
+    }
+  }
+}
+
 // A control plane whose store holds `finished` succeeded jobs, one registered node with eight
 // H200s, and one running job on it.
 struct Fixture {
@@ -38,19 +61,7 @@ struct Fixture {
     char tmpl[] = "/tmp/carve-control-bench-XXXXXX";
     dir = mkdtemp(tmpl);
     store = *OpenSqliteStore((dir / "carve.db").string());
-    JobRecord done;
-    done.spec =
-        *JobSpecFromJson({{"name", "old"}, {"command", {"true"}}, {"resources", {{"gpus", 1}}}});
-    done.state = "succeeded";
-    StoreBatch batch;
-    for (int i = 1; i <= finished; ++i) {
-      done.id = i;
-      batch.puts.push_back({"job", absl::StrFormat("%012d", i), done.ToJson().dump()});
-      if (batch.puts.size() == 10000 || i == finished) {
-        if (!store->Commit(std::move(batch)).ok()) std::abort();
-        batch = StoreBatch{};
-      }
-    }
+    Fill(*store, 1, finished, "succeeded");
     ControlPlane::Options options;
     options.log_dir = (dir / "logs").string();
     options.node_timeout_us = 3600 * 1'000'000LL;
@@ -84,22 +95,75 @@ struct Fixture {
   }
 };
 
+// One fixture per history size, shared by the benchmarks (filling 1,000,000 rows takes a while).
+std::map<int, std::unique_ptr<Fixture>>& Fixtures() {
+  static auto* fixtures = new std::map<int, std::unique_ptr<Fixture>>;
+  return *fixtures;
+}
+Fixture& FixtureFor(int finished) {
+  auto& f = Fixtures()[finished];
+  if (!f) f = std::make_unique<Fixture>(finished);
+  return *f;
+}
+
 void Heartbeat(benchmark::State& state) {
-  Fixture f(static_cast<int>(state.range(0)));
+  Fixture& f = FixtureFor(static_cast<int>(state.range(0)));
   json body = {{"node", "n1"}, {"replicas", json::array()}};
   for (auto _ : state) benchmark::DoNotOptimize(f.cp->Heartbeat(body, kNode));
   state.counters["finished_jobs"] = static_cast<double>(state.range(0));
 }
-BENCHMARK(Heartbeat)->Arg(0)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(Heartbeat)->Arg(0)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMicrosecond);
 
 void SchedulingCycle(benchmark::State& state) {
-  Fixture f(static_cast<int>(state.range(0)));
+  Fixture& f = FixtureFor(static_cast<int>(state.range(0)));
   for (auto _ : state) benchmark::DoNotOptimize(f.cp->ScheduleOnce());
   state.counters["finished_jobs"] = static_cast<double>(state.range(0));
 }
-BENCHMARK(SchedulingCycle)->Arg(0)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(SchedulingCycle)->Arg(0)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMicrosecond);
+
+// A server restart: open the store and load it, with `range(0)` jobs in the store of which
+// `range(1)` are active (queued; the rest succeeded). Wall time of ControlPlane::Open.
+void Restart(benchmark::State& state) {
+  const int total = static_cast<int>(state.range(0));
+  const int active = static_cast<int>(state.range(1));
+  char tmpl[] = "/tmp/carve-restart-bench-XXXXXX";
+  std::filesystem::path dir = mkdtemp(tmpl);
+  GpuCatalog catalog = GpuCatalog::BuiltIn();
+  {
+    auto store = *OpenSqliteStore((dir / "carve.db").string());
+    Fill(*store, 1, total - active, "succeeded");
+    Fill(*store, total - active + 1, active, "queued");
+  }
+  ControlPlane::Options options;
+  options.log_dir = (dir / "logs").string();
+  for (auto _ : state) {
+    auto start = std::chrono::steady_clock::now();
+    auto store = *OpenSqliteStore((dir / "carve.db").string());
+    auto cp = ControlPlane::Open(store.get(), &catalog, options, [] { return int64_t{0}; });
+    if (!cp.ok() || (*cp)->JobsInMemory() != static_cast<size_t>(active)) std::abort();
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    cp->reset();
+  }
+  state.counters["jobs"] = total;
+  state.counters["active"] = active;
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(Restart)
+    ->Args({100000, 100000})
+    ->Args({1000000, 100000})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace carve
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  carve::Fixtures().clear();  // removes their stores
+  return 0;
+}

@@ -12,8 +12,9 @@
 
 namespace carve {
 
-// One stored document: `kind` is a table-like namespace ("job", "node", "tenant", "project",
-// "queue", "token", "idempotency"), `id` is unique within its kind, `json` the document.
+// One stored document: `kind` is a table-like namespace ("job" for live jobs, "job.done" for
+// finished ones, "usage", "node", "tenant", "project", "queue", "token", "idempotency",
+// "counter"), `id` is unique within its kind, `json` the document.
 struct StoredRecord {
   std::string kind;
   std::string id;
@@ -58,6 +59,13 @@ class Store {
   virtual absl::StatusOr<std::vector<StoredRecord>> Load(const std::string& kind) = 0;
   virtual absl::StatusOr<std::optional<StoredRecord>> Get(const std::string& kind,
                                                           const std::string& id) = 0;
+  // Up to `limit` records of `kind` with id > `after_id`, ordered by id (a page: the next one
+  // starts after the last id of this one).
+  virtual absl::StatusOr<std::vector<StoredRecord>> List(const std::string& kind,
+                                                         const std::string& after_id,
+                                                         int64_t limit) = 0;
+  // The greatest id of `kind` (ids compare as strings); nullopt when it has no record.
+  virtual absl::StatusOr<std::optional<std::string>> LastId(const std::string& kind) = 0;
   // Events with seq > after_seq, in order, at most `limit`.
   virtual absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) = 0;
   // Recomputes every event's hash from its fields and its predecessor's hash; the error names

@@ -42,9 +42,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Open(Store* store,
                                                                  Options options, Clock now) {
   std::unique_ptr<ControlPlane> cp(new ControlPlane(store, catalog, std::move(options), now));
   if (absl::Status s = cp->Load(); !s.ok()) return s;
-  size_t active = std::count_if(cp->jobs_.begin(), cp->jobs_.end(),
-                                [](const auto& j) { return !IsFinal(j.second.state); });
-  LogInfo("loaded the store: ", cp->jobs_.size(), " jobs (", active, " active), ",
+  LogInfo("loaded the store: ", cp->jobs_.size(), " active jobs (next id ", cp->next_job_id_, "), ",
           cp->nodes_.size(), " nodes, ", cp->objects_.size(), " configuration objects");
   return cp;
 }
@@ -53,19 +51,6 @@ absl::Status ControlPlane::Load() {
   std::error_code ec;
   std::filesystem::create_directories(options_.log_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(options_.log_dir, ": ", ec.message()));
-  auto jobs = store_->Load("job");
-  if (!jobs.ok()) return jobs.status();
-  for (const StoredRecord& r : *jobs) {
-    auto job = JobRecord::FromJson(json::parse(r.json, nullptr, false));
-    if (!job.ok()) return job.status();
-    next_job_id_ = std::max(next_job_id_, job->id + 1);
-    if (!job->idempotency_key.empty() && !job->idempotency_scope.empty()) {
-      idempotency_[job->idempotency_scope + "\n" + job->idempotency_key] = job->id;
-    }
-    Index(*job);
-    CountWorkload(job->spec);
-    jobs_[job->id] = *std::move(job);
-  }
   auto nodes = store_->Load("node");
   if (!nodes.ok()) return nodes.status();
   for (const StoredRecord& r : *nodes) {
@@ -75,6 +60,8 @@ absl::Status ControlPlane::Load() {
     node->last_heartbeat_us = now_();
     nodes_[node->name] = *std::move(node);
   }
+  // After the nodes: a finished job moved out of an old store gets usage rows from them.
+  if (absl::Status s = LoadJobs(); !s.ok()) return s;
   for (const char* kind : {"tenant", "project", "queue", "priority-class"}) {
     auto objects = store_->Load(kind);
     if (!objects.ok()) return objects.status();
@@ -108,7 +95,16 @@ absl::Status ControlPlane::Broken() const {
 }
 
 void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) {
-  batch.puts.push_back({"job", absl::StrFormat("%012d", job.id), job.ToJson().dump()});
+  std::string id = absl::StrFormat("%012d", job.id);
+  if (IsFinal(job.state)) {
+    // Puts apply before deletes: the live record goes whatever this batch wrote of it before.
+    batch.puts.push_back({"job.done", id, job.ToJson().dump()});
+    batch.deletes.push_back({"job", id});
+    // Once per job, while memory holds it (a finished job read back from the store had it).
+    if (jobs_.count(job.id) && finishing_.insert(job.id).second) Finish(job, batch);
+  } else {
+    batch.puts.push_back({"job", id, job.ToJson().dump()});
+  }
   Index(job);
   if (!IsFinal(job.state)) revisions_[job.id] = ++next_revision_;
 }
@@ -187,6 +183,11 @@ void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std:
 }
 
 absl::Status ControlPlane::Durable(std::unique_lock<std::mutex>& lock, StoreBatch batch) {
+  PutCounters(batch);
+  std::vector<int64_t> finished;  // jobs whose final record this batch carries
+  for (const StoredRecord& r : batch.puts) {
+    if (r.kind == "job.done") finished.push_back(std::atoll(r.id.c_str()));
+  }
   std::vector<std::pair<LogLevel, std::string>> lines = EventLogLines(batch);
   size_t records = batch.puts.size() + batch.deletes.size();
   size_t events = batch.events.size();
@@ -204,6 +205,11 @@ absl::Status ControlPlane::Durable(std::unique_lock<std::mutex>& lock, StoreBatc
                " events not recorded; refusing every call (503, /readyz fails) until a restart");
     }
     return Broken();
+  }
+  if (!finished.empty()) {
+    // In the store now: readers find them there once they leave memory.
+    std::lock_guard<std::mutex> relock(mu_);
+    Forget(finished);
   }
   for (const auto& [level, line] : lines) LogLine(level, line);
   return absl::OkStatus();
@@ -229,11 +235,16 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
   std::string scope = absl::StrCat(who.user_id, "/", who.tenant);
   if (!idem_key.empty() && !who.user_id.empty()) {
     auto it = idempotency_.find(scope + "\n" + idem_key);
+    std::optional<JobRecord> first;
     if (it != idempotency_.end()) {
-      const JobRecord& first = jobs_.at(it->second);
-      if (Allowed(who, Access::kRead, first.spec.tenant, first.spec.project)) {
-        return first.ToJson();
-      }
+      first = jobs_.at(it->second);
+    } else if (auto done = FinishedByKey(scope + "\n" + idem_key); done.ok()) {
+      first = *std::move(done);  // a finished job's key is in the store (Forget left memory)
+    } else if (!absl::IsNotFound(done.status())) {
+      return done.status();
+    }
+    if (first && Allowed(who, Access::kRead, first->spec.tenant, first->spec.project)) {
+      return first->ToJson();
     }
   }
   if (absl::Status s = ResolveScheduling(*spec, body, who); !s.ok()) return s;
@@ -262,30 +273,33 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
 }
 
 absl::StatusOr<json> ControlPlane::GetJob(int64_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) return it->second.ToJson();
+  }
+  auto done = DoneJob(id);  // not in memory: finished (committed before it left) or none
+  if (absl::IsNotFound(done.status())) {
     return absl::NotFoundError(absl::StrCat("no job ", id, "; `carve ls --all` lists jobs"));
   }
-  return it->second.ToJson();
-}
-
-json ControlPlane::ListJobs(bool all) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  json out = json::array();
-  if (all) {
-    for (const auto& [id, job] : jobs_) out.push_back(job.ToJson());
-  } else {
-    for (int64_t id : active_) out.push_back(jobs_.at(id).ToJson());
-  }
-  return out;
+  if (!done.ok()) return done.status();
+  return done->ToJson();
 }
 
 absl::StatusOr<json> ControlPlane::Explain(int64_t id) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) return ExplainJob(it->second);
+  }
+  auto done = DoneJob(id);
+  if (absl::IsNotFound(done.status())) return absl::NotFoundError(absl::StrCat("no job ", id));
+  if (!done.ok()) return done.status();
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
-  const JobRecord& job = it->second;
+  return ExplainJob(*done);
+}
+
+json ControlPlane::ExplainJob(const JobRecord& job) const {
   json out = {{"id", job.id}, {"state", job.state}, {"reason", job.reason}};
   out.update(ExplainScheduling(job));
   if (job.state != "queued") {
@@ -303,9 +317,12 @@ absl::StatusOr<json> ControlPlane::Explain(int64_t id) const {
 
 absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
   std::unique_lock<std::mutex> lock(mu_);
+  std::optional<JobRecord> done;
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
-  JobRecord& job = it->second;
+  if (it == jobs_.end()) {
+    if (absl::Status s = Ended(id, done); !s.ok()) return s;
+  }
+  JobRecord& job = done ? *done : it->second;  // a finished job only answers why not
   if (IsFinal(job.state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " already ended (", job.state, ")"));
@@ -337,9 +354,12 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
 
 absl::StatusOr<json> ControlPlane::Renew(int64_t id, const Principal& who) {
   std::unique_lock<std::mutex> lock(mu_);
+  std::optional<JobRecord> done;
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
-  JobRecord& job = it->second;
+  if (it == jobs_.end()) {
+    if (absl::Status s = Ended(id, done); !s.ok()) return s;
+  }
+  JobRecord& job = done ? *done : it->second;  // a finished job only answers why not
   if (job.spec.Lease().empty()) {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " holds no lease"));
   }
@@ -358,10 +378,17 @@ absl::StatusOr<json> ControlPlane::Renew(int64_t id, const Principal& who) {
 }
 
 // Logs live under a directory per tenant (owner-only; see TenantDir). The caller holds mu_.
-std::string ControlPlane::LogPath(int64_t job, int replica) const {
-  auto it = jobs_.find(job);
-  std::string tenant = it == jobs_.end() ? "default" : it->second.spec.tenant;
-  return absl::StrCat(TenantDir(options_.log_dir, tenant), "/job-", job, "-", replica, ".log");
+std::string ControlPlane::LogPath(const JobRecord& job, int replica) const {
+  return absl::StrCat(TenantDir(options_.log_dir, job.spec.tenant), "/job-", job.id, "-", replica,
+                      ".log");
+}
+
+absl::Status ControlPlane::Ended(int64_t id, std::optional<JobRecord>& done) const {
+  auto stored = DoneJob(id);
+  if (absl::IsNotFound(stored.status())) return absl::NotFoundError(absl::StrCat("no job ", id));
+  if (!stored.ok()) return stored.status();
+  done = *std::move(stored);
+  return absl::OkStatus();
 }
 
 namespace {
@@ -388,13 +415,17 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
         "a join token only registers nodes; logs are shipped with the node's credential");
   }
   std::unique_lock<std::mutex> lock(mu_);
+  // A finished job's log may still be arriving: its record is read from the store.
+  std::optional<JobRecord> done;
   auto it = jobs_.find(job);
+  if (it == jobs_.end()) (void)Ended(job, done);  // none: answered below as missing
+  const JobRecord* rec = it != jobs_.end() ? &it->second : done ? &*done : nullptr;
   // Another node's replica answers exactly like a missing one.
-  if (it == jobs_.end() || replica < 0 || replica >= static_cast<int>(it->second.replicas.size()) ||
-      (who.role == "node" && !RanOn(it->second, replica, who.name))) {
+  if (rec == nullptr || replica < 0 || replica >= static_cast<int>(rec->replicas.size()) ||
+      (who.role == "node" && !RanOn(*rec, replica, who.name))) {
     return absl::NotFoundError(absl::StrCat("no replica ", replica, " of job ", job));
   }
-  std::string path = LogPath(job, replica);
+  std::string path = LogPath(*rec, replica);
   std::error_code ec;
   int64_t size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
   if (ec) size = 0;
@@ -410,9 +441,10 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
     out.write(bytes.data() + (size - offset), static_cast<std::streamsize>(keep - size));
     if (!out) return absl::InternalError(path + ": cannot write");
   }
-  if (end <= limit || it->second.replicas[replica].log_truncated_at > 0) return absl::OkStatus();
+  if (end <= limit || rec->replicas[replica].log_truncated_at > 0) return absl::OkStatus();
   StoreBatch batch;
-  LogTruncated(it->second, replica, limit, "server",
+  JobRecord& truncated = it != jobs_.end() ? it->second : *done;
+  LogTruncated(truncated, replica, limit, "server",
                who.role == "node" ? "agent:" + who.name : who.name, batch);
   return Durable(lock, std::move(batch));
 }
@@ -426,7 +458,13 @@ void ControlPlane::LogTruncated(JobRecord& job, int replica, int64_t limit, cons
   Event(batch, actor, "job.log-truncated", absl::StrCat("job/", job.id),
         absl::StrCat("replica ", replica, "'s log stops at ", limit, " bytes (the ", by,
                      "'s --max-log-bytes); later output is dropped"),
-        {{"job", job.id}, {"replica", replica}, {"limit", limit}, {"by", by}});
+        {{"job", job.id},
+         {"replica", replica},
+         {"limit", limit},
+         {"by", by},
+         {"tenant", job.spec.tenant},  // a finished job is no longer in memory to name them
+         {"project", job.spec.project},
+         {"queue", job.spec.queue}});
   Touch(job, batch);
 }
 
@@ -435,13 +473,19 @@ absl::StatusOr<std::string> ControlPlane::ReadLog(int64_t job, int replica, int6
   std::string path;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    std::optional<JobRecord> done;
     auto it = jobs_.find(job);
-    if (it == jobs_.end()) return absl::NotFoundError(NoJobMessage(job));
-    int replicas = std::max(it->second.spec.replicas, static_cast<int>(it->second.replicas.size()));
+    if (it == jobs_.end()) {
+      auto stored = DoneJob(job);  // a finished job's record is in the store
+      if (!stored.ok()) return stored.status();
+      done = *std::move(stored);
+    }
+    const JobRecord& rec = done ? *done : it->second;
+    int replicas = std::max(rec.spec.replicas, static_cast<int>(rec.replicas.size()));
     if (replica < 0 || replica >= replicas) {
       return absl::NotFoundError(absl::StrCat("job ", job, " has no replica ", replica));
     }
-    path = LogPath(job, replica);
+    path = LogPath(rec, replica);
   }
   *size = 0;
   std::ifstream in(path, std::ios::binary | std::ios::ate);

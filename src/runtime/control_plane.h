@@ -120,8 +120,13 @@ class ControlPlane {
   // Jobs. Submit is idempotent per (submitter, key): a repeat returns the first job.
   absl::StatusOr<nlohmann::json> Submit(const nlohmann::json& body, const std::string& idem_key,
                                         const Principal& who);
+  // A finished job is read from the store (kind job.done), where it went when it ended.
   absl::StatusOr<nlohmann::json> GetJob(int64_t id) const;
+  // The active jobs from memory; with `all`, every job: finished ones paged from the store.
   nlohmann::json ListJobs(bool all) const;
+  // Jobs held in memory: the live ones, and finished ones whose final record is still being
+  // committed. Memory follows live work, not every job ever submitted.
+  size_t JobsInMemory() const;
   absl::StatusOr<nlohmann::json> Explain(int64_t id) const;
   absl::StatusOr<nlohmann::json> Cancel(int64_t id, const Principal& who);
   // Sets a running service's (recovery policy failover) replica count: new replicas are placed
@@ -208,6 +213,32 @@ class ControlPlane {
   void Touch(const JobRecord& job, StoreBatch& batch);
   // Keeps active_, placed_ and revisions_ in step with the job's state (Touch, Load).
   void Index(const JobRecord& job);
+  // Finished jobs (control_plane_history.cc). A job in a final state is stored as kind job.done
+  // (its live record, kind job, deleted) and leaves memory once that commit is in (Forget).
+  // Finish: at its first final Touch, the job's usage rows, idempotency key, reclaim outcomes
+  // and workload weight go to the store (the last two in the counter record "finished").
+  void Finish(const JobRecord& job, StoreBatch& batch);
+  // After a commit: drops the finished jobs whose final record it carried. The caller holds mu_.
+  void Forget(const std::vector<int64_t>& ids);
+  // The counter record, when Finish changed it since the last commit.
+  void PutCounters(StoreBatch& batch);
+  // Loads the live jobs, the counters and the next job id; moves finished jobs of a store
+  // written before job.done existed out of kind job.
+  absl::Status LoadJobs();
+  // Sets `done` to a finished job's stored record; NotFound ("no job <id>") when there is none.
+  absl::Status Ended(int64_t id, std::optional<JobRecord>& done) const;
+  // A finished job's stored record; NotFound (NoJobMessage) when there is none.
+  absl::StatusOr<JobRecord> DoneJob(int64_t id) const;
+  // The finished job submitted under idempotency key `key` (scope "\n" key); NotFound if none.
+  absl::StatusOr<JobRecord> FinishedByKey(const std::string& key) const;
+  // A job's explanation (GET /jobs/{id}/explain). The caller holds mu_.
+  nlohmann::json ExplainJob(const JobRecord& job) const;
+  // Every record of `kind` with id > `after`, page by page, in id order (not under mu_).
+  void ForEachStored(const std::string& kind, const std::string& after,
+                     const std::function<void(const StoredRecord&)>& each) const;
+  // A job's usage rows, one per attempt that held devices, without a range's figures (what
+  // Finish stores, kind usage, ids by UsageRowId).
+  std::vector<nlohmann::json> UsageRows(const JobRecord& job, int64_t now) const;
   // The ids of jobs not in a final state, copied: a loop over them may Touch.
   std::vector<int64_t> ActiveIds() const { return {active_.begin(), active_.end()}; }
   // The ids of active jobs past the queue (scheduled, running, reclaiming): the ones that hold
@@ -319,7 +350,7 @@ class ControlPlane {
   // The end of a job's reason when its reclaim was not verified.
   static std::string UnverifiedNote(const JobRecord& job);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
-  std::string LogPath(int64_t job, int replica) const;
+  std::string LogPath(const JobRecord& job, int replica) const;
   bool ObjectExists(const std::string& kind, const std::string& name) const;
   // The node's live credential, or nullptr.
   const TokenRecord* NodeCredential(const std::string& node) const;
@@ -422,6 +453,14 @@ class ControlPlane {
   std::shared_ptr<const WaitTable> last_waits_ = waits_;
   std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
+  // Finished jobs: those still in memory until their final record is committed, and what the
+  // counter record keeps of every finished job (reclaim outcomes; workload classes: a spec of
+  // each, first seen first, and how many finished jobs asked for it).
+  std::set<int64_t> finishing_;
+  std::map<std::string, int64_t> done_reclaims_;
+  std::vector<std::pair<nlohmann::json, int64_t>> done_workload_;
+  absl::flat_hash_map<ReplicaRequest, size_t> done_workload_index_;
+  bool counters_dirty_ = false;
   int64_t loaded_us_ = 0;  // when this server loaded the store (reclaim timeouts count from it)
   // Set (under mu_, after broken_reason_) when a commit failed; read without the lock by Ready().
   std::atomic<bool> broken_{false};
@@ -432,6 +471,10 @@ std::string Sha256Hex(const std::string& data);
 // A submission's answer for a tenant, project or queue that does not exist, and for another
 // tenant's: the same bytes.
 absl::Status NoSuchObject(const std::string& kind, const std::string& name);
+// A usage row's id (kind usage): "<held_to_us>/<job>/<attempt>", zero-padded, so ids order rows
+// by the end of their hold; UsageRowsFrom(t) is the id to list after for rows held at or after t.
+std::string UsageRowId(const nlohmann::json& row);
+std::string UsageRowsFrom(int64_t since_us);
 
 }  // namespace carve
 

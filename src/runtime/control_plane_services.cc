@@ -87,7 +87,8 @@ json ControlPlane::MoveOff(const std::string& node, int gpu, int start, const st
                            bool planned, StoreBatch& batch) {
   json jobs = json::array();
   std::set<std::string> queues, tenants;
-  for (auto& [id, job] : jobs_) {
+  for (int64_t id : ActiveIds()) {
+    JobRecord& job = jobs_.at(id);
     bool on = std::any_of(job.replicas.begin(), job.replicas.end(),
                           [&](const ReplicaRecord& rep) { return Holds(rep, node, gpu, start); });
     if (!on || !DisplaceOn(job, node, gpu, start, cause, planned, batch)) continue;
@@ -146,9 +147,12 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
         absl::StrCat("replicas: ", replicas, " is not between 1 and 1000"));
   }
   std::unique_lock<std::mutex> lock(mu_);
+  std::optional<JobRecord> done;
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
-  JobRecord& job = it->second;
+  if (it == jobs_.end()) {
+    if (absl::Status s = Ended(id, done); !s.ok()) return s;
+  }
+  JobRecord& job = done ? *done : it->second;  // a finished job only answers why not
   if (job.spec.RecoveryPolicy() != "failover") {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " is not a service (recovery ",
                                                       job.spec.RecoveryPolicy(),

@@ -405,13 +405,26 @@ absl::StatusOr<json> ControlPlane::RevokeNodeCredential(const std::string& node,
 }
 
 absl::Status ControlPlane::CheckJob(int64_t id, const Principal& who, Access access) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() ||
-      !Allowed(who, Access::kRead, it->second.spec.tenant, it->second.spec.project)) {
-    return absl::NotFoundError(NoJobMessage(id));
+  std::string tenant, project;
+  bool live = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) {
+      live = true;
+      tenant = it->second.spec.tenant;
+      project = it->second.spec.project;
+    }
   }
-  if (!Allowed(who, access, it->second.spec.tenant, it->second.spec.project)) {
+  if (!live) {  // not in memory: finished (committed before it left) or none
+    auto done = DoneJob(id);
+    if (absl::IsNotFound(done.status())) return absl::NotFoundError(NoJobMessage(id));
+    if (!done.ok()) return done.status();
+    tenant = done->spec.tenant;
+    project = done->spec.project;
+  }
+  if (!Allowed(who, Access::kRead, tenant, project)) return absl::NotFoundError(NoJobMessage(id));
+  if (!Allowed(who, access, tenant, project)) {
     return absl::PermissionDeniedError(absl::StrCat("a ", who.role, " only reads jobs"));
   }
   return absl::OkStatus();

@@ -32,30 +32,28 @@ struct Held {
   std::string versions;  // the version set id of the node it ran on
 };
 
-// Every device hold of every job: earlier attempts (kept in `attempts`) and the current one.
-std::vector<Held> Holds(const std::map<int64_t, JobRecord>& jobs, int64_t now) {
+// Every device hold of a job: earlier attempts (kept in `attempts`) and the current one.
+std::vector<Held> Holds(const JobRecord& job, int64_t now) {
   std::vector<Held> out;
-  for (const auto& [id, job] : jobs) {
-    const json attempts = job.attempts;
-    for (const json& a : attempts) {
-      const json replicas = a.value("replicas", json::array());
-      for (const json& r : replicas) {
-        const json grants = r.value("grants", json::array());
-        for (const json& g : grants) {
-          const json v = r.value("versions", json());
-          out.push_back({&job, a.value("attempt", 0), r.value("node", ""), GrantFromJson(g),
-                         a.value("scheduled_us", int64_t{0}), a.value("ended_us", int64_t{0}),
-                         false, v.is_object() ? v.value("id", "") : ""});
-        }
+  const json attempts = job.attempts;
+  for (const json& a : attempts) {
+    const json replicas = a.value("replicas", json::array());
+    for (const json& r : replicas) {
+      const json grants = r.value("grants", json::array());
+      for (const json& g : grants) {
+        const json v = r.value("versions", json());
+        out.push_back({&job, a.value("attempt", 0), r.value("node", ""), GrantFromJson(g),
+                       a.value("scheduled_us", int64_t{0}), a.value("ended_us", int64_t{0}), false,
+                       v.is_object() ? v.value("id", "") : ""});
       }
     }
-    if (job.scheduled_us == 0 || job.replicas.empty()) continue;
-    int64_t end = job.ended_us > 0 ? job.ended_us : (IsFinal(job.state) ? job.scheduled_us : now);
-    for (const ReplicaRecord& r : job.replicas) {
-      for (const GrantRecord& g : r.grants) {
-        out.push_back({&job, job.attempt, r.node, g, job.scheduled_us, end, true,
-                       r.versions.is_object() ? r.versions.value("id", "") : ""});
-      }
+  }
+  if (job.scheduled_us == 0 || job.replicas.empty()) return out;
+  int64_t end = job.ended_us > 0 ? job.ended_us : (IsFinal(job.state) ? job.scheduled_us : now);
+  for (const ReplicaRecord& r : job.replicas) {
+    for (const GrantRecord& g : r.grants) {
+      out.push_back({&job, job.attempt, r.node, g, job.scheduled_us, end, true,
+                     r.versions.is_object() ? r.versions.value("id", "") : ""});
     }
   }
   return out;
@@ -88,19 +86,12 @@ double GrantGpus(const GpuCatalog& catalog, const std::map<std::string, NodeReco
   return static_cast<double>(g.compute_milli) / 1000.0;
 }
 
-json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  int64_t now = now_();
-  if (until_us <= 0) until_us = now;
-  std::map<std::pair<int64_t, int>, json> records;  // (job, attempt)
-  for (const Held& h : Holds(jobs_, now)) {
-    const JobRecord& job = *h.job;
-    if (!Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) continue;
-    double seconds = Overlap(h.from, h.to, since_us, until_us) / 1e6;
-    if (seconds <= 0 && !(h.from < until_us && h.to >= since_us)) continue;
+std::vector<json> ControlPlane::UsageRows(const JobRecord& job, int64_t now) const {
+  std::map<int, json> rows;  // by attempt
+  for (const Held& h : Holds(job, now)) {
     std::string model;
     double gpus = GrantGpus(*catalog_, nodes_, h.node, h.grant, &model);
-    json& r = records[{job.id, h.attempt}];
+    json& r = rows[h.attempt];
     if (r.is_null()) {
       auto cpu = ParseCpuMilli(job.spec.cpu);
       auto mem = ParseMemMib(job.spec.memory);
@@ -123,10 +114,7 @@ json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Princi
            {"ended_us", h.current ? job.ended_us : h.to},
            {"end", h.current ? job.state : "retried"},
            {"end_reason", h.current ? job.reason : "the platform ran it again"},
-           {"devices", json::array()},
-           {"gpu_seconds", 0.0},
-           {"cpu_core_seconds", 0.0},
-           {"memory_gib_seconds", 0.0}};
+           {"devices", json::array()}};
     }
     json dev = {{"node", h.node},
                 {"device", h.grant.device},
@@ -137,18 +125,73 @@ json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Princi
     if (!h.grant.profile.empty()) dev["mig_profile"] = h.grant.profile;
     if (!h.versions.empty()) dev["versions"] = h.versions;
     r["devices"].push_back(dev);
-    r["gpu_seconds"] = r["gpu_seconds"].get<double>() + gpus * seconds;
   }
+  std::vector<json> out;
+  for (auto& [attempt, r] : rows) out.push_back(std::move(r));
+  return out;
+}
+
+std::string UsageRowId(const json& row) {
+  return absl::StrFormat("%020d/%012d/%06d", row.value("held_to_us", int64_t{0}),
+                         row.value("job", int64_t{0}), row.value("attempt", 0));
+}
+
+std::string UsageRowsFrom(int64_t since_us) {
+  // Ids order by held_to_us: the page starts after every row that ended before `since_us`.
+  return since_us <= 0 ? "" : absl::StrFormat("%020d/~", since_us - 1);
+}
+
+namespace {
+
+// The row's figures over [since, until): false when its hold lies outside the range.
+bool Figures(json& r, int64_t since_us, int64_t until_us) {
+  int64_t from = r["held_from_us"], to = r["held_to_us"];
+  double seconds = Overlap(from, to, since_us, until_us) / 1e6;
+  if (seconds <= 0 && !(from < until_us && to >= since_us)) return false;
+  double gpu_seconds = 0.0;
+  std::set<std::string> nodes;
+  for (const json& d : r["devices"]) {
+    gpu_seconds += d["gpus"].get<double>() * seconds;
+    nodes.insert(d["node"].get<std::string>());
+  }
+  double replicas = r["replicas"].get<double>();
+  r["gpu_seconds"] = gpu_seconds;
+  r["cpu_core_seconds"] = r["cpu_milli_per_replica"].get<double>() / 1000 * replicas * seconds;
+  r["memory_gib_seconds"] = r["memory_mib_per_replica"].get<double>() / 1024 * replicas * seconds;
+  r["nodes"] = nodes;
+  return true;
+}
+
+}  // namespace
+
+json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const {
+  std::map<std::pair<int64_t, int>, json> records;  // (job, attempt)
+  std::set<int64_t> live;
+  int64_t now = 0;
+  {
+    // Jobs in memory first: one that ends meanwhile is in the store by the time it leaves memory.
+    std::lock_guard<std::mutex> lock(mu_);
+    now = now_();
+    for (const auto& [id, job] : jobs_) {
+      live.insert(id);
+      if (!Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) continue;
+      for (json& r : UsageRows(job, now)) {
+        int attempt = r["attempt"];
+        records[{id, attempt}] = std::move(r);
+      }
+    }
+  }
+  if (until_us <= 0) until_us = now;
+  // Finished jobs' rows, written when they ended (ids order them by the end of their hold).
+  ForEachStored("usage", UsageRowsFrom(since_us), [&](const StoredRecord& s) {
+    json r = json::parse(s.json, nullptr, false);
+    if (!r.is_object() || live.count(r.value("job", int64_t{0}))) return;
+    if (!Allowed(who, Access::kRead, r.value("tenant", ""), r.value("project", ""))) return;
+    records.try_emplace({r.value("job", int64_t{0}), r.value("attempt", 0)}, std::move(r));
+  });
   json out = json::array();
   for (auto& [key, r] : records) {
-    std::set<std::string> nodes;
-    for (const json& d : r["devices"]) nodes.insert(d["node"].get<std::string>());
-    double seconds = Overlap(r["held_from_us"], r["held_to_us"], since_us, until_us) / 1e6;
-    double replicas = r["replicas"].get<double>();
-    r["cpu_core_seconds"] = r["cpu_milli_per_replica"].get<double>() / 1000 * replicas * seconds;
-    r["memory_gib_seconds"] = r["memory_mib_per_replica"].get<double>() / 1024 * replicas * seconds;
-    r["nodes"] = nodes;
-    out.push_back(std::move(r));
+    if (Figures(r, since_us, until_us)) out.push_back(std::move(r));
   }
   return out;
 }
@@ -278,31 +321,58 @@ absl::Status ControlPlane::AccrueUtilization() {
 }
 
 json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
-  std::lock_guard<std::mutex> lock(mu_);
   constexpr int64_t kB = UtilizationLedger::kBucketUs;
-  int64_t now = now_();
-  if (until_us <= 0 || until_us > now) until_us = now;
-  // Whole buckets: the range is widened to minute boundaries, and says so.
-  if (since_us <= 0 && !utilization_.buckets.empty())
-    since_us = utilization_.buckets.begin()->first;
-  int64_t from = since_us - since_us % kB;
-  int64_t to = until_us % kB == 0 ? until_us : until_us - until_us % kB + kB;
   std::map<UtilizationLedger::Key, UtilizationCell> cells;
   std::map<UtilizationLedger::Key, std::pair<double, double>> held;  // allocated, productive
-  for (auto it = utilization_.buckets.lower_bound(from);
-       it != utilization_.buckets.end() && it->first < to; ++it) {
-    for (const auto& [key, cell] : it->second) cells[key].Add(cell);
+  std::set<int64_t> live;
+  std::map<std::string, std::string> pools;  // node -> pool
+  int64_t from = 0, to = 0;
+  {
+    // Memory first: a job that ends meanwhile is in the store by the time it leaves memory.
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t now = now_();
+    if (until_us <= 0 || until_us > now) until_us = now;
+    // Whole buckets: the range is widened to minute boundaries, and says so.
+    if (since_us <= 0 && !utilization_.buckets.empty())
+      since_us = utilization_.buckets.begin()->first;
+    from = since_us - since_us % kB;
+    to = until_us % kB == 0 ? until_us : until_us - until_us % kB + kB;
+    for (auto it = utilization_.buckets.lower_bound(from);
+         it != utilization_.buckets.end() && it->first < to; ++it) {
+      for (const auto& [key, cell] : it->second) cells[key].Add(cell);
+    }
+    for (const auto& [name, node] : nodes_) pools[name] = Pool(node);
+    for (const auto& [id, job] : jobs_) {
+      live.insert(id);
+      for (const Held& h : Holds(job, now)) {
+        std::string model;
+        double gpus = GrantGpus(*catalog_, nodes_, h.node, h.grant, &model);
+        auto pool = pools.find(h.node);
+        auto key = UtilizationLedger::Key{pool == pools.end() ? "default" : pool->second, model};
+        double t = gpus * Overlap(h.from, h.to, from, to);
+        held[key].first += t;
+        if (h.current && job.state == "succeeded") held[key].second += t;
+        cells[key];  // a row even when the ledger has none
+      }
+    }
   }
-  for (const Held& h : Holds(jobs_, now)) {
-    auto node = nodes_.find(h.node);
-    std::string model;
-    double gpus = GrantGpus(*catalog_, nodes_, h.node, h.grant, &model);
-    auto key = UtilizationLedger::Key{node == nodes_.end() ? "default" : Pool(node->second), model};
-    double t = gpus * Overlap(h.from, h.to, from, to);
-    held[key].first += t;
-    if (h.current && h.job->state == "succeeded") held[key].second += t;
-    cells[key];  // a row even when the ledger has none
-  }
+  // Finished jobs' holds from their usage rows (those that ended before the range hold nothing in
+  // it).
+  ForEachStored("usage", UsageRowsFrom(from), [&](const StoredRecord& s) {
+    json r = json::parse(s.json, nullptr, false);
+    if (!r.is_object() || live.count(r.value("job", int64_t{0}))) return;
+    double overlap =
+        Overlap(r.value("held_from_us", int64_t{0}), r.value("held_to_us", int64_t{0}), from, to);
+    for (const json& d : r.value("devices", json::array())) {
+      auto pool = pools.find(d.value("node", ""));
+      auto key = UtilizationLedger::Key{pool == pools.end() ? "default" : pool->second,
+                                        d.value("model", "unknown")};
+      double t = d.value("gpus", 0.0) * overlap;
+      held[key].first += t;
+      if (r.value("end", "") == "succeeded") held[key].second += t;
+      cells[key];
+    }
+  });
   std::map<UtilizationLedger::Key, std::array<double, 7>> rows;
   for (const auto& [key, c] : cells) {
     std::array<double, 7> v = {c.installed, c.online,         c.schedulable,  held[key].first,

@@ -66,12 +66,15 @@ std::string ControlPlane::Metrics(const Principal& who) const {
              {{"pool", std::get<0>(k)}, {"model", std::get<1>(k)}, {"state", std::get<2>(k)}}, n);
   }
   std::map<std::tuple<std::string, std::string>, int> depth;  // tenant, queue
-  std::map<std::string, int> reclaims;
+  // Finished jobs' reclaim records were counted when they ended (counter record "finished").
+  std::map<std::string, int64_t> reclaims = done_reclaims_;
   m.Help("carve_job_allocated_gpus", "gauge",
          "GPUs a scheduled or running job holds (MIG by compute slices, shares by milli-GPU)");
   for (const auto& [id, job] : jobs_) {
     for (const ReplicaRecord& r : job.replicas) {
-      if (!r.reclaim.is_null()) ++reclaims[r.reclaim.value("status", "unknown")];
+      if (!r.reclaim.is_null() && !finishing_.count(id)) {
+        ++reclaims[r.reclaim.value("status", "unknown")];
+      }
     }
     if (!Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) continue;
     if (job.state == "queued") ++depth[{job.spec.tenant, job.spec.queue}];

@@ -93,6 +93,28 @@ std::vector<int64_t> Seqs(const std::vector<StoredEvent>& events) {
   return seqs;
 }
 
+// Pages of one kind in id order, and its greatest id: what the control plane reads finished jobs
+// and usage rows with.
+TEST_F(SqliteStoreTest, ListPagesAKindInIdOrderAndLastIdIsTheGreatest) {
+  std::unique_ptr<SqliteStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_FALSE(store->LastId("job.done").value().has_value());
+  StoreBatch batch;
+  for (const char* id : {"000000000003", "000000000001", "000000000010", "000000000002"}) {
+    batch.puts.push_back({"job.done", id, "{}"});
+  }
+  batch.puts.push_back({"job", "000000000099", "{}"});
+  ASSERT_TRUE(store->Commit(batch).ok());
+  EXPECT_THAT(Ids(store->List("job.done", "", 2).value()),
+              ElementsAre("000000000001", "000000000002"));
+  EXPECT_THAT(Ids(store->List("job.done", "000000000002", 10).value()),
+              ElementsAre("000000000003", "000000000010"));
+  EXPECT_TRUE(store->List("job.done", "000000000010", 10).value().empty());
+  EXPECT_EQ(store->LastId("job.done").value(), "000000000010");
+  EXPECT_EQ(store->LastId("job").value(), "000000000099");
+  EXPECT_FALSE(store->List("job.done", "", -1).ok());
+}
+
 TEST_F(SqliteStoreTest, CommittedStateSurvivesReopen) {
   {
     std::unique_ptr<SqliteStore> store = OpenOrDie();

@@ -474,6 +474,53 @@ TEST_F(AuthzTest, OtherTenantsJobLooksExactlyLikeNoJob) {
   EXPECT_THAT(hidden.body, HasSubstr("no event"));
 }
 
+// Finished jobs leave the server's memory for the store (kind job.done): another tenant's still
+// answers exactly like no job, and lists hold the same jobs for each role as before.
+TEST_F(AuthzTest, FinishedJobsAreHiddenAndListedAsLiveOnesAre) {
+  for (int64_t id : {own_job_, other_job_}) {
+    Response cancelled =
+        Call("POST", absl::StrCat("/api/v1/jobs/", id, "/cancel"), tokens_[kAdmin], "{}");
+    ASSERT_EQ(cancelled.status, 200) << cancelled.body;
+    ASSERT_EQ(json::parse(cancelled.body)["state"], "cancelled");
+  }
+  int64_t missing = other_job_ + 1000;
+  for (std::string suffix : {"", "/explain", "/logs", "/cancel", "/renew"}) {
+    std::string method = suffix == "/cancel" || suffix == "/renew" ? "POST" : "GET";
+    for (const std::string& token : {tokens_[kMember], tokens_[kViewer], tokens_[kTenantAdmin]}) {
+      Response hidden =
+          Call(method, absl::StrCat("/api/v1/jobs/", other_job_, suffix), token, "{}");
+      Response absent = Call(method, absl::StrCat("/api/v1/jobs/", missing, suffix), token, "{}");
+      EXPECT_EQ(hidden.status, 404) << suffix;
+      EXPECT_EQ(std::regex_replace(absent.body, std::regex(std::to_string(missing)),
+                                   std::to_string(other_job_)),
+                hidden.body)
+          << suffix;
+    }
+  }
+  Response own = Call("GET", absl::StrCat("/api/v1/jobs/", own_job_), tokens_[kViewer]);
+  EXPECT_EQ(own.status, 200) << own.body;
+  EXPECT_EQ(Call("GET", absl::StrCat("/api/v1/jobs/", own_job_, "/logs"), tokens_[kViewer]).status,
+            200);
+  Response again =
+      Call("POST", absl::StrCat("/api/v1/jobs/", own_job_, "/cancel"), tokens_[kMember], "{}");
+  EXPECT_EQ(again.status, 409) << again.body;
+  EXPECT_THAT(again.body, HasSubstr("already ended (cancelled)"));
+  EXPECT_EQ(Call("POST", absl::StrCat("/api/v1/jobs/", own_job_, "/cancel"), tokens_[kViewer], "{}")
+                .status,
+            403);
+  auto list = [&](int role) {
+    std::set<int64_t> out;
+    for (const json& j : json::parse(Call("GET", "/api/v1/jobs?all=true", tokens_[role]).body)) {
+      out.insert(j["id"].get<int64_t>());
+    }
+    return out;
+  };
+  EXPECT_EQ(list(kAdmin), (std::set<int64_t>{own_job_, other_job_}));
+  EXPECT_EQ(list(kTenantAdmin), std::set<int64_t>{own_job_});
+  EXPECT_EQ(list(kMember), std::set<int64_t>{own_job_});
+  EXPECT_TRUE(json::parse(Call("GET", "/api/v1/jobs", tokens_[kAdmin]).body).empty());
+}
+
 // Lists show only what the caller may see.
 TEST_F(AuthzTest, ListsShowOnlyTheCallersTenantAndProject) {
   int64_t audio_job = NewJob("acme", "audio");

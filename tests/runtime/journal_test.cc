@@ -33,6 +33,13 @@ class GatedStore : public Store {
   absl::StatusOr<std::optional<StoredRecord>> Get(const std::string&, const std::string&) override {
     return std::nullopt;
   }
+  absl::StatusOr<std::vector<StoredRecord>> List(const std::string&, const std::string&,
+                                                 int64_t) override {
+    return std::vector<StoredRecord>{};
+  }
+  absl::StatusOr<std::optional<std::string>> LastId(const std::string&) override {
+    return std::nullopt;
+  }
   absl::StatusOr<std::vector<StoredEvent>> Events(int64_t, int64_t) override {
     return std::vector<StoredEvent>{};
   }

@@ -43,6 +43,14 @@ class FaultyStore final : public Store {
                                                   const std::string& id) override {
     return inner_->Get(kind, id);
   }
+  absl::StatusOr<std::vector<StoredRecord>> List(const std::string& kind,
+                                                 const std::string& after_id,
+                                                 int64_t limit) override {
+    return inner_->List(kind, after_id, limit);
+  }
+  absl::StatusOr<std::optional<std::string>> LastId(const std::string& kind) override {
+    return inner_->LastId(kind);
+  }
   absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) override {
     return inner_->Events(after_seq, limit);
   }

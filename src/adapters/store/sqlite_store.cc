@@ -175,6 +175,9 @@ class SqliteStore::Impl {
   absl::StatusOr<int64_t> Commit(StoreBatch batch);
   absl::StatusOr<std::vector<StoredRecord>> Load(const std::string& kind);
   absl::StatusOr<std::optional<StoredRecord>> Get(const std::string& kind, const std::string& id);
+  absl::StatusOr<std::vector<StoredRecord>> List(const std::string& kind,
+                                                 const std::string& after_id, int64_t limit);
+  absl::StatusOr<std::optional<std::string>> LastId(const std::string& kind);
   absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit);
   absl::Status VerifyEventChain();
   int64_t transactions() const { return transactions_.load(std::memory_order_relaxed); }
@@ -213,7 +216,7 @@ class SqliteStore::Impl {
 
   std::mutex reader_mu_;  // guards the read connection and its statements
   DbPtr reader_;
-  StmtPtr load_, get_, events_, chain_;
+  StmtPtr load_, get_, list_, last_, events_, chain_;
 };
 
 absl::StatusOr<std::unique_ptr<SqliteStore::Impl>> SqliteStore::Impl::Open(
@@ -310,6 +313,8 @@ absl::Status SqliteStore::Impl::OpenReader(const SqliteStoreOptions& options) {
   const std::pair<StmtPtr*, const char*> statements[] = {
       {&load_, "SELECT id, json FROM records WHERE kind = ?1 ORDER BY id"},
       {&get_, "SELECT json FROM records WHERE kind = ?1 AND id = ?2"},
+      {&list_, "SELECT id, json FROM records WHERE kind = ?1 AND id > ?2 ORDER BY id LIMIT ?3"},
+      {&last_, "SELECT id FROM records WHERE kind = ?1 ORDER BY id DESC LIMIT 1"},
       {&events_, events_sql.c_str()},
       {&chain_, chain_sql.c_str()},
   };
@@ -506,6 +511,36 @@ absl::StatusOr<std::optional<StoredRecord>> SqliteStore::Impl::Get(const std::st
   return StoredRecord{kind, id, ColumnText(use.get(), 0)};
 }
 
+absl::StatusOr<std::vector<StoredRecord>> SqliteStore::Impl::List(const std::string& kind,
+                                                                  const std::string& after_id,
+                                                                  int64_t limit) {
+  if (limit < 0) return absl::InvalidArgumentError(absl::StrCat("list: negative limit ", limit));
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  StmtUse use(list_.get());
+  use.Text(kind).Text(after_id).Int(limit);
+  const std::string what = absl::StrCat("cannot list ", kind, " records from ", path_);
+  if (use.rc() != SQLITE_OK) return SqliteError(use.db(), use.rc(), what);
+  std::vector<StoredRecord> records;
+  for (;;) {
+    const int rc = sqlite3_step(use.get());
+    if (rc == SQLITE_DONE) return records;
+    if (rc != SQLITE_ROW) return SqliteError(use.db(), rc, what);
+    records.push_back({kind, ColumnText(use.get(), 0), ColumnText(use.get(), 1)});
+  }
+}
+
+absl::StatusOr<std::optional<std::string>> SqliteStore::Impl::LastId(const std::string& kind) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  StmtUse use(last_.get());
+  use.Text(kind);
+  const std::string what = absl::StrCat("cannot read the last ", kind, " id from ", path_);
+  if (use.rc() != SQLITE_OK) return SqliteError(use.db(), use.rc(), what);
+  const int rc = sqlite3_step(use.get());
+  if (rc == SQLITE_DONE) return std::nullopt;
+  if (rc != SQLITE_ROW) return SqliteError(use.db(), rc, what);
+  return ColumnText(use.get(), 0);
+}
+
 absl::StatusOr<std::vector<StoredEvent>> SqliteStore::Impl::Events(int64_t after_seq,
                                                                    int64_t limit) {
   if (limit < 0) {
@@ -579,6 +614,14 @@ absl::StatusOr<std::vector<StoredRecord>> SqliteStore::Load(const std::string& k
 absl::StatusOr<std::optional<StoredRecord>> SqliteStore::Get(const std::string& kind,
                                                              const std::string& id) {
   return impl_->Get(kind, id);
+}
+absl::StatusOr<std::vector<StoredRecord>> SqliteStore::List(const std::string& kind,
+                                                            const std::string& after_id,
+                                                            int64_t limit) {
+  return impl_->List(kind, after_id, limit);
+}
+absl::StatusOr<std::optional<std::string>> SqliteStore::LastId(const std::string& kind) {
+  return impl_->LastId(kind);
 }
 absl::StatusOr<std::vector<StoredEvent>> SqliteStore::Events(int64_t after_seq, int64_t limit) {
   return impl_->Events(after_seq, limit);

@@ -39,6 +39,10 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<StoredRecord>> Load(const std::string& kind) override;
   absl::StatusOr<std::optional<StoredRecord>> Get(const std::string& kind,
                                                   const std::string& id) override;
+  absl::StatusOr<std::vector<StoredRecord>> List(const std::string& kind,
+                                                 const std::string& after_id,
+                                                 int64_t limit) override;
+  absl::StatusOr<std::optional<std::string>> LastId(const std::string& kind) override;
   absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) override;
   absl::Status VerifyEventChain() override;
 

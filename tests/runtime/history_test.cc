@@ -1,0 +1,217 @@
+// Finished jobs leave memory for the store (kind job.done): they stay listed and readable, across
+// restarts and from stores written before job.done existed, to exactly whom they were before.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "adapters/store/faulty_store.h"
+#include "runtime/control_plane.h"
+#include "runtime/job_spec.h"
+
+namespace carve {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kT0 = 1'800'000'000'000'000;
+const Principal kAdmin{"admin", "admin", "", "", "t-admin", "u-admin"};
+const Principal kAgent{"n1", "node", "", "", "t-node"};
+const Principal kAcme{"ann", "member", "acme", "default", "t-ann", "u-ann"};
+const Principal kGlobex{"gus", "member", "globex", "default", "t-gus", "u-gus"};
+
+class HistoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) / absl::StrCat("history-", getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    Open();
+    json gpus = json::array();
+    for (int i = 0; i < 4; ++i) {
+      gpus.push_back({{"index", i},
+                      {"uuid", absl::StrCat("GPU-", i)},
+                      {"model", "H200"},
+                      {"memory_mib", 143771},
+                      {"mode", "exclusive"}});
+    }
+    ASSERT_TRUE(cp_->Register({{"name", "n1"},
+                               {"cpu_milli", 64000},
+                               {"memory_mib", 262144},
+                               {"backend", "simulated"},
+                               {"gpus", gpus}},
+                              kAgent)
+                    .ok());
+    ASSERT_TRUE(cp_->Apply(json::array({{{"kind", "tenant"}, {"name", "acme"}},
+                                        {{"kind", "tenant"}, {"name", "globex"}}}),
+                           kAdmin)
+                    .ok());
+  }
+  void TearDown() override {
+    cp_.reset();
+    faulty_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Open() {
+    cp_.reset();
+    faulty_.reset();
+    store_.reset();
+    store_ = *OpenSqliteStore((dir_ / "carve.db").string());
+    faulty_ = std::make_unique<FaultyStore>(store_.get());
+    ControlPlane::Options options;
+    options.log_dir = (dir_ / "logs").string();
+    options.node_timeout_us = 3600 * 1'000'000LL;
+    auto cp = ControlPlane::Open(faulty_.get(), &catalog_, options, [this] { return now_; });
+    ASSERT_TRUE(cp.ok()) << cp.status();
+    cp_ = *std::move(cp);
+  }
+
+  int64_t Submit(const std::string& tenant, const std::string& key = "") {
+    json spec = {{"name", "j"}, {"command", {"true"}}, {"resources", {{"gpus", 1}}}};
+    if (!tenant.empty()) spec["tenant"] = tenant;
+    auto job = cp_->Submit(spec, key, kAdmin);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? (*job)["id"].get<int64_t>() : 0;
+  }
+
+  // The agent reports the job's replica exited with `code` and its devices came back.
+  absl::Status End(int64_t job, int code) {
+    json report = {{"job", job},
+                   {"replica", 0},
+                   {"state", "exited"},
+                   {"pid", 100 + job},
+                   {"started_us", kT0},
+                   {"exit_code", code},
+                   {"reclaim", {{"status", "verified"}, {"checks", json::array()}}}};
+    return cp_->Heartbeat({{"node", "n1"}, {"replicas", {report}}}, kAgent).status();
+  }
+
+  static std::vector<int64_t> Ids(const json& jobs) {
+    std::vector<int64_t> ids;
+    for (const json& j : jobs) ids.push_back(j["id"].get<int64_t>());
+    return ids;
+  }
+
+  GpuCatalog catalog_ = GpuCatalog::BuiltIn();
+  std::filesystem::path dir_;
+  int64_t now_ = kT0;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<FaultyStore> faulty_;
+  std::unique_ptr<ControlPlane> cp_;
+};
+
+TEST_F(HistoryTest, FinishedJobsLeaveMemoryAndStayReadableAcrossRestarts) {
+  int64_t a = Submit("acme");
+  int64_t b = Submit("acme");
+  int64_t c = Submit("globex");
+  ASSERT_EQ(*cp_->ScheduleOnce(), 3);
+  now_ += 60'000'000;
+  ASSERT_TRUE(End(a, 0).ok());
+  ASSERT_TRUE(End(c, 1).ok());
+  int64_t queued = Submit("");
+  ASSERT_TRUE(cp_->Cancel(queued, kAdmin).ok());  // ends at once, never scheduled
+  EXPECT_EQ(cp_->JobsInMemory(), 1u);             // b only
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "before the restart" : "after the restart");
+    EXPECT_EQ((*cp_->GetJob(a))["state"], "succeeded");
+    EXPECT_EQ((*cp_->GetJob(c))["state"], "failed");
+    EXPECT_EQ((*cp_->GetJob(queued))["state"], "cancelled");
+    EXPECT_EQ(Ids(cp_->ListJobs(true)), (std::vector<int64_t>{a, b, c, queued}));
+    EXPECT_EQ(Ids(cp_->ListJobs(false)), std::vector<int64_t>{b});
+    EXPECT_TRUE(cp_->Explain(a).ok());
+    EXPECT_TRUE(absl::IsNotFound(cp_->GetJob(99).status()));
+    auto cancel = cp_->Cancel(a, kAdmin);
+    EXPECT_TRUE(absl::IsFailedPrecondition(cancel.status())) << cancel.status();
+    EXPECT_THAT(cancel.status().message(), ::testing::HasSubstr("already ended (succeeded)"));
+    EXPECT_EQ(cp_->JobsInMemory(), 1u);
+    Open();
+  }
+  // Ids never repeat, though the newest job left memory before the restart.
+  EXPECT_EQ(Submit("acme"), queued + 1);
+}
+
+TEST_F(HistoryTest, AFinishedJobIsSeenOnlyByItsTenant) {
+  int64_t a = Submit("acme");
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  now_ += 60'000'000;
+  ASSERT_TRUE(End(a, 0).ok());
+  ASSERT_EQ(cp_->JobsInMemory(), 0u);
+  EXPECT_TRUE(cp_->CheckJob(a, kAcme, Access::kRead).ok());
+  absl::Status other = cp_->CheckJob(a, kGlobex, Access::kRead);
+  EXPECT_TRUE(absl::IsNotFound(other)) << other;
+  EXPECT_EQ(other.message(), NoJobMessage(a));  // as for a job that does not exist
+  Principal viewer{"vic", "viewer", "acme", "default", "t-vic", "u-vic"};
+  EXPECT_TRUE(absl::IsPermissionDenied(cp_->CheckJob(a, viewer, Access::kWrite)));
+  EXPECT_EQ(cp_->UsageRecords(0, 0, kAcme).size(), 1u);
+  EXPECT_EQ(cp_->UsageRecords(0, 0, kGlobex).size(), 0u);
+}
+
+TEST_F(HistoryTest, AnIdempotencyKeyReplaysAFinishedJob) {
+  int64_t a = Submit("acme", "key-1");
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  ASSERT_TRUE(End(a, 0).ok());
+  ASSERT_EQ(cp_->JobsInMemory(), 0u);
+  EXPECT_EQ(Submit("acme", "key-1"), a);
+  Open();
+  EXPECT_EQ(Submit("acme", "key-1"), a);
+  EXPECT_EQ(Submit("acme", "key-2"), a + 1);
+}
+
+// A store written before finished jobs had their own kind: every job is a `job` record.
+TEST_F(HistoryTest, AnOldStoreMigratesItself) {
+  int64_t a = Submit("acme", "old-key");
+  int64_t b = Submit("globex");
+  ASSERT_EQ(*cp_->ScheduleOnce(), 2);
+  now_ += 60'000'000;
+  ASSERT_TRUE(End(a, 0).ok());
+  json usage = cp_->UsageRecords(0, 0, kAdmin);
+  json finished = *cp_->GetJob(a);
+  cp_.reset();
+  // Rewrite the store as the previous version left it.
+  StoreBatch old;
+  std::string id = absl::StrFormat("%012d", a);
+  old.puts.push_back({"job", id, finished.dump()});
+  old.deletes.push_back({"job.done", id});
+  for (const char* kind : {"usage", "idempotency", "counter"}) {
+    std::vector<StoredRecord> records = store_->Load(kind).value();
+    for (const StoredRecord& r : records) old.deletes.push_back({kind, r.id});
+  }
+  ASSERT_TRUE(store_->Commit(old).ok());
+  ASSERT_EQ(store_->Load("job.done")->size(), 0u);
+
+  Open();
+  EXPECT_EQ(cp_->JobsInMemory(), 1u);
+  EXPECT_EQ((*cp_->GetJob(a))["state"], "succeeded");
+  EXPECT_EQ(Ids(cp_->ListJobs(true)), (std::vector<int64_t>{a, b}));
+  EXPECT_EQ(store_->Load("job")->size(), 1u);  // b: live
+  EXPECT_EQ(store_->Load("job.done")->size(), 1u);
+  // Usage of a finished job other than its live one's "now" is as before.
+  json after = cp_->UsageRecords(0, 0, kAdmin);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0], usage[0]);
+  EXPECT_EQ(Submit("acme", "old-key"), a);
+  EXPECT_EQ(Submit("acme"), b + 1);
+}
+
+// A commit that fails while a job ends keeps the job in memory (the server refuses work), and
+// a restart finds it as the store last had it: nothing acknowledged is lost.
+TEST_F(HistoryTest, AFailedCommitOfAnEndLosesNothing) {
+  int64_t a = Submit("acme");
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  faulty_->FailNthCommit(1);
+  EXPECT_FALSE(End(a, 0).ok());
+  EXPECT_EQ(cp_->JobsInMemory(), 1u);
+  EXPECT_FALSE(cp_->Ready().ok());
+  Open();
+  EXPECT_EQ((*cp_->GetJob(a))["state"], "scheduled");
+  ASSERT_TRUE(End(a, 0).ok());
+  EXPECT_EQ((*cp_->GetJob(a))["state"], "succeeded");
+  EXPECT_EQ(cp_->JobsInMemory(), 0u);
+}
+
+}  // namespace
+}  // namespace carve
