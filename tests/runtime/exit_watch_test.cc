@@ -25,7 +25,10 @@ Child Blocked() {
   if (::pipe(fds) != 0) return {};
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::close(fds[1]);
+    // Only its own read end: a write end of another child's pipe would keep that child alive.
+    for (int fd = 3; fd < 1024; ++fd) {
+      if (fd != fds[0]) ::close(fd);
+    }
     char c;
     while (::read(fds[0], &c, 1) > 0) {
     }
