@@ -66,8 +66,8 @@ class Carve:
     def client(self):
         return Client(self.url, self.headers)
 
-    def submit(self, client, tag, i, node_bound):
-        spec = {"name": f"{tag}-{i}", "command": ["true"], "resources": {"gpus": 1}}
+    def submit(self, client, tag, i, node_bound, command="true"):
+        spec = {"name": f"{tag}-{i}", "command": command.split(), "resources": {"gpus": 1}}
         if node_bound:
             spec["resources"]["gpu_model"] = ["H200"]  # carve dev: only h200-0 has H200s
         # The key makes a retry after a dropped connection safe.
@@ -95,15 +95,15 @@ class Carve:
         return events
 
     def ends(self, client):
-        """Ids of jobs that reached a final state since the last call."""
-        done = set()
+        """Jobs that reached a final state since the last call: id -> state."""
+        done = {}
         final = {"succeeded", "failed", "cancelled", "timed-out", "lost", "preempted"}
         while True:
             events = self.events(client)
             for e in events:
                 kind = e["type"]
                 if kind.startswith("job.") and kind[4:] in final:
-                    done.add(int(e["subject"].split("/")[1]))
+                    done[int(e["subject"].split("/")[1])] = kind[4:]
             if len(events) < 10000:
                 return done
 
@@ -114,6 +114,11 @@ class Carve:
     def idle(self, client):
         status, text = client.request("GET", "/api/v1/jobs")
         return status == 200 and not json.loads(text)
+
+    def running(self, client, ids):
+        status, text = client.request("GET", "/api/v1/jobs")
+        return status == 200 and sum(
+            1 for j in json.loads(text) if j["id"] in ids and j["state"] == "running") == len(ids)
 
 
 class Slurm:
@@ -127,10 +132,10 @@ class Slurm:
     def client(self):
         return Client(self.url, self.headers)
 
-    def submit(self, client, tag, i, node_bound):
+    def submit(self, client, tag, i, node_bound, command="true"):
         del node_bound  # the Slurm cluster here is the one 8-GPU node
         body = {
-            "script": "#!/bin/sh\ntrue\n",
+            "script": f"#!/bin/sh\nexec {command}\n",
             "job": {
                 "name": f"{tag}-{i}",
                 "current_working_directory": "/tmp",
@@ -155,10 +160,16 @@ class Slurm:
     def start_ends(self, client):
         del client
 
-    def ends(self, client):
-        """Ids submitted so far that squeue no longer lists as active (the caller's set)."""
-        del client
-        return None  # e2e asks active() instead
+    def states(self, ids):
+        """How the jobs ended (squeue keeps ended jobs for MinJobAge, 300 s): id -> state."""
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i %T"], capture_output=True,
+                             text=True, check=True).stdout
+        states = {}
+        for line in out.splitlines():
+            job, state = line.split()
+            if int(job) in ids:
+                states[int(job)] = "succeeded" if state == "COMPLETED" else state.lower()
+        return states
 
     def cancel_rest(self, client, ids):
         del client, ids
@@ -167,6 +178,12 @@ class Slurm:
     def idle(self, client):
         del client
         return not self.active()
+
+    def running(self, client, ids):
+        del client
+        out = subprocess.run(["squeue", "-h", "-o", "%i", "-t", "RUNNING"], capture_output=True,
+                             text=True, check=True).stdout
+        return set(ids) <= {int(x) for x in out.split()}
 
 
 def percentile(sorted_values, p):
@@ -229,16 +246,30 @@ def wait_idle(system, client, timeout_s=900):
 
 def run_api(system, args):
     client = system.client()
-    ids, lat, wall, failed = submit_all(system, args.clients, args.jobs, f"api-{int(time.time())}",
-                                        False)
+    tag = f"api-{int(time.time())}"
+    # Blockers hold the 8-GPU node, so what is submitted queues behind them: the submission path
+    # with the scheduler cycling over a growing queue, without launching jobs on the same CPUs.
+    blockers = [system.submit(client, f"{tag}-blocker", i, True, "sleep 3600")
+                for i in range(args.blockers)]
+    if blockers:
+        deadline = time.time() + 60
+        while not system.running(client, blockers):
+            if time.time() > deadline:
+                print("the blockers did not start", file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+    ids, lat, wall, failed = submit_all(system, args.clients, args.jobs, tag, args.blockers > 0)
+    ids += blockers
     ms = [x * 1000 for x in lat]
     result = {
-        "system": args.system, "measure": "api", "clients": args.clients, "jobs": len(ids),
-        "failed": failed, "wall_s": round(wall, 3), "rate_per_s": round(len(ids) / wall, 1),
+        "system": args.system, "measure": "api", "clients": args.clients, "jobs": len(lat),
+        "blockers": args.blockers,
+        "failed": failed, "wall_s": round(wall, 3), "rate_per_s": round(len(lat) / wall, 1),
         "p50_ms": round(percentile(ms, 50), 2), "p99_ms": round(percentile(ms, 99), 2),
         "max_ms": round(ms[-1] if ms else 0, 2),
     }
-    print(f"{args.system}: {len(ids)} submissions by {args.clients} clients in {wall:.2f} s: "
+    print(f"{args.system}: {len(lat)} submissions by {args.clients} clients in {wall:.2f} s "
+          f"({'queued behind %d blockers' % args.blockers if args.blockers else 'running'}): "
           f"{result['rate_per_s']}/s, p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
           f"max {result['max_ms']} ms")
     print("RESULT " + json.dumps(result), flush=True)
@@ -256,25 +287,32 @@ def run_e2e(system, args):
     ids, _, submit_wall, failed = submit_all(system, args.clients, args.jobs,
                                              f"e2e-{int(time.time())}", True)
     pending = set(ids)
+    ended = {}
     deadline = time.time() + args.timeout
     while pending and time.time() < deadline:
         if isinstance(system, Slurm):
             pending &= system.active()
         else:
-            pending -= system.ends(client)
+            ended.update(system.ends(client))
+            pending -= ended.keys()
         if pending:
             time.sleep(0.1)
     wall = time.perf_counter() - start
     done = len(ids) - len(pending)
+    if isinstance(system, Slurm):
+        ended = system.states(set(ids))
+    succeeded = sum(1 for i in ids if ended.get(i) == "succeeded")
     result = {
         "system": args.system, "measure": "e2e", "jobs": len(ids), "failed": failed,
-        "ended": done, "submit_s": round(submit_wall, 3), "wall_s": round(wall, 3),
+        "ended": done, "succeeded": succeeded, "submit_s": round(submit_wall, 3),
+        "wall_s": round(wall, 3),
         "jobs_per_s": round(done / wall, 2),
     }
-    print(f"{args.system}: {done} of {len(ids)} one-GPU `true` jobs ended {wall:.2f} s after the "
-          f"first submission (submitting took {submit_wall:.2f} s): {result['jobs_per_s']} jobs/s")
+    print(f"{args.system}: {done} of {len(ids)} one-GPU `true` jobs ended ({succeeded} succeeded) "
+          f"{wall:.2f} s after the first submission (submitting took {submit_wall:.2f} s): "
+          f"{result['jobs_per_s']} jobs/s")
     print("RESULT " + json.dumps(result), flush=True)
-    return 0 if not pending and not failed else 1
+    return 0 if not pending and not failed and succeeded == len(ids) else 1
 
 
 def main():
@@ -287,6 +325,9 @@ def main():
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--jobs", type=int, default=None)
     p.add_argument("--timeout", type=float, default=900, help="e2e: give up after this long")
+    p.add_argument("--blockers", type=int, default=8,
+                   help="api: `sleep` jobs that hold the node's GPUs first (0: jobs run as "
+                        "submitted, on every node of carve dev)")
     args = p.parse_args()
     if args.jobs is None:
         args.jobs = 2000 if args.measure == "api" else 1000
