@@ -95,7 +95,17 @@ Agent::Agent(Options options, std::unique_ptr<DeviceBackend> devices,
   }
 }
 
-Agent::~Agent() { Stop(false); }
+Agent::~Agent() {
+  Stop(false);
+  exits_.reset();
+  stopping_.clear();  // reclaims and stops in progress end before the members they use
+}
+
+void Agent::Wake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  work_ = true;
+  cv_.notify_all();
+}
 
 absl::Status Agent::PrepareDirs() {
   if (!options_.single_user && ::geteuid() != 0) {
@@ -160,6 +170,7 @@ absl::Status Agent::Start(int64_t deadline_ms) {
                {"gpus", json::array()}};
   for (const DiscoveredGpu& g : gpus_) body["gpus"].push_back(GpuToJson(g));
   if (absl::Status s = Join(body, deadline_ms); !s.ok()) return s;
+  exits_ = std::make_unique<ExitWatch>([this](int64_t) { Wake(); });
   LoadState();
   PublishLive();
   thread_ = std::thread([this] { Loop(); });
@@ -470,6 +481,7 @@ void Agent::Launch(const json& a) {
   if (handle.ok()) {
     r.handle = *handle;
     r.launched = true;
+    exits_->Watch(r.handle.pid);  // false: PollAndEnforce finds the end at a heartbeat
     if (devices_->name() == "simulated") {
       r.handle.enforcement.devices =
           "simulated GPUs: no device nodes to restrict; every job on the node shares the "
@@ -499,6 +511,7 @@ void Agent::PollAndEnforce() {
     }
     auto status = launcher_->Poll(r.handle);
     if (status.ok() && status->has_value()) {
+      exits_->Forget(r.handle.pid);
       // The group leader's record is the command's own end, also for a re-adopted replica.
       r.exit = ReadReplicaStatus(r.status_path).value_or(**status);
       r.ended_us = NowUs();
@@ -557,7 +570,13 @@ void Agent::FreeLog(Replica& r) {
 }
 
 void Agent::StartReclaim(Replica& r) {
-  r.reclaiming = std::async(std::launch::async, [this, copy = r] { return Reclaim(copy); }).share();
+  // The record goes to the server at once: a heartbeat follows it, not the next period.
+  auto record = std::make_shared<std::promise<json>>();
+  stopping_.push_back(std::async(std::launch::async, [this, record, copy = r] {
+    record->set_value(Reclaim(copy));
+    Wake();
+  }));
+  r.reclaiming = record->get_future().share();
 }
 
 void Agent::StopLogged(const ProcessHandle& handle, int64_t grace_ms) {
@@ -934,7 +953,9 @@ void Agent::LoadState() {
     r.started_us = j.value("started_us", int64_t{0});
     r.deadline_us = j.value("deadline_us", int64_t{0});
     r.launched = true;
-    if (r.handle.pid > 0 && launcher_->Alive(r.handle)) replicas_[{r.job, r.index}] = r;
+    if (r.handle.pid <= 0 || !launcher_->Alive(r.handle)) continue;
+    exits_->Watch(r.handle.pid);
+    replicas_[{r.job, r.index}] = r;
   }
 }
 

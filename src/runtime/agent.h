@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 #include "ports/process.h"
+#include "runtime/exit_watch.h"
 #include "runtime/mps_supervisor.h"
 #include "runtime/reclaim_check.h"
 
@@ -195,7 +196,7 @@ class Agent {
   std::unique_ptr<ProcessLauncher> launcher_;
   std::vector<DiscoveredGpu> gpus_;
   std::map<std::pair<int64_t, int>, Replica> replicas_;  // touched only by the loop thread
-  std::vector<std::future<void>> stopping_;              // stops in progress
+  std::vector<std::future<void>> stopping_;              // stops and reclaims in progress
   std::map<int, nlohmann::json> layout_results_;         // GPU index -> last applied layout
   struct LiveReplica {
     ProcessHandle handle;
@@ -214,7 +215,12 @@ class Agent {
   // Waits on the server for work (GET /agents/wait) and wakes the loop for a heartbeat at once.
   void WaitLoop();
   std::thread wait_thread_;
-  bool work_ = false;  // the server has work for this node: heartbeat now
+  // Heartbeat now: the server has work for this node, a replica ended, or a reclaim record is
+  // made. Thread-safe.
+  void Wake();
+  // Says at once when a replica's leader exits (pidfds); where it cannot, the loop's poll does.
+  std::unique_ptr<ExitWatch> exits_;
+  bool work_ = false;  // guarded by mu_: heartbeat now
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -60,11 +60,22 @@ void ApiServer::Stop() {
   if (port_ != 0) LogInfo("API on port ", port_, " stopped");
 }
 
+void ApiServer::Kick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  kicked_ = true;
+  wake_.notify_all();
+}
+
 void ApiServer::ScheduleLoop() {
   std::unique_lock<std::mutex> lock(mu_);
+  auto rested = std::chrono::steady_clock::now();
   while (!stopping_) {
     wake_.wait_for(lock, std::chrono::milliseconds(options_.schedule_interval_ms),
                    [this] { return stopping_ || kicked_; });
+    // Kicks arriving while cycles run back to back (a burst of submissions or ends): rest as long
+    // as the last cycle took first, so cycles take at most half a core from the API, and what
+    // the rest gathers is decided in one cycle.
+    wake_.wait_until(lock, rested, [this] { return stopping_; });
     if (stopping_) break;
     kicked_ = false;
     lock.unlock();
@@ -79,6 +90,7 @@ void ApiServer::ScheduleLoop() {
     cycle_us_last_ = us;
     absl::Status accrued = control_->AccrueUtilization();
     ReportCycle(scheduled, accrued, us);
+    rested = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
     lock.lock();
   }
 }
@@ -166,6 +178,17 @@ absl::StatusOr<int64_t> LogLimitParam(const httplib::Request& req) {
   return limit;
 }
 
+// A heartbeat that says a replica has ended (or brings its reclaim record): the next cycle may
+// place work on what it held.
+bool ReportsAnEnd(const nlohmann::json& heartbeat) {
+  const auto replicas = heartbeat.find("replicas");
+  if (replicas == heartbeat.end() || !replicas->is_array()) return false;
+  for (const nlohmann::json& r : *replicas) {
+    if (r.is_object() && r.value("state", "") == "exited") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void ApiServer::Routes() {
@@ -212,11 +235,7 @@ void ApiServer::Routes() {
       return ReplyError(res, st);
     }
     auto r = control_->Submit(*body, req.get_header_value("Idempotency-Key"), *who);
-    if (r.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      kicked_ = true;
-      wake_.notify_all();
-    }
+    if (r.ok()) Kick();
     respond(res, r, 201);
   });
   s.Get("/api/v1/jobs", [=, this](const httplib::Request& req, httplib::Response& res) {
@@ -376,14 +395,16 @@ void ApiServer::Routes() {
     auto body = Body(req);
     respond(res, body.ok() ? control_->Register(*body, *who) : absl::StatusOr<json>(body.status()));
   });
-  s.Post(
-      "/api/v1/agents/heartbeat", [=, this](const httplib::Request& req, httplib::Response& res) {
-        auto who = authed(req, res, "agent");
-        if (!who) return;
-        auto body = Body(req);
-        respond(res,
-                body.ok() ? control_->Heartbeat(*body, *who) : absl::StatusOr<json>(body.status()));
-      });
+  s.Post("/api/v1/agents/heartbeat",
+         [=, this](const httplib::Request& req, httplib::Response& res) {
+           auto who = authed(req, res, "agent");
+           if (!who) return;
+           auto body = Body(req);
+           auto answer =
+               body.ok() ? control_->Heartbeat(*body, *who) : absl::StatusOr<json>(body.status());
+           if (answer.ok() && ReportsAnEnd(*body)) Kick();  // its GPUs are free: reuse them now
+           respond(res, answer);
+         });
   // Work pushed to agents: the answer comes when the node's work version passes `after`, or
   // after timeout_ms (at most 30 s). A quarter of the workers at most wait; beyond that, 429.
   s.Get("/api/v1/agents/wait", [=, this](const httplib::Request& req, httplib::Response& res) {

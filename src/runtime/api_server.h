@@ -58,6 +58,9 @@ class ApiServer {
   void Routes();
   void TenancyRoutes();  // users, tokens, audit, usage, utilization, metrics
   void ScheduleLoop();
+  // Runs a scheduling cycle now rather than at the next interval (a submission, a replica's
+  // end); kicks while a cycle runs make one more cycle.
+  void Kick();
   // Logs a cycle's failure once per distinct error (and when cycles succeed again); the cycle's
   // duration at trace level. Called by the scheduling thread only.
   void ReportCycle(const absl::StatusOr<int>& scheduled, const absl::Status& accrued, int64_t us);

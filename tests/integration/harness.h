@@ -142,9 +142,9 @@ class PlatformTest : public ::testing::Test {
                                      "--listen",
                                      absl::StrCat("127.0.0.1:", port_),
                                      "--schedule-interval-ms",
-                                     "50",
+                                     schedule_interval_ms_,
                                      "--node-timeout-ms",
-                                     "1000",
+                                     node_timeout_ms_,
                                      "--lost-after-ms",
                                      "500"};
     args.insert(args.end(), server_args_.begin(), server_args_.end());
@@ -264,9 +264,11 @@ class PlatformTest : public ::testing::Test {
   std::string url_;
   std::string token_;
   pid_t server_ = 0;
-  std::vector<std::string> server_args_;  // more `carve server` flags (set before SetUp)
-  std::string heartbeat_ms_ = "100";      // the agents' heartbeat period (set before SetUp)
-  std::vector<std::string> agent_args_;   // more `carve agent` flags (set before SetUp)
+  std::vector<std::string> server_args_;     // more `carve server` flags (set before SetUp)
+  std::string heartbeat_ms_ = "100";         // the agents' heartbeat period (set before SetUp)
+  std::string schedule_interval_ms_ = "50";  // the server's cycle period (set before SetUp)
+  std::string node_timeout_ms_ = "1000";     // silence before a node is not-ready (before SetUp)
+  std::vector<std::string> agent_args_;      // more `carve agent` flags (set before SetUp)
   std::string ca_;  // the PEM CA that Api() and the agents trust (TLS tests; set before SetUp)
   std::vector<pid_t> agents_;
 };
