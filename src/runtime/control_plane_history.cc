@@ -88,7 +88,6 @@ void ControlPlane::Forget(const std::vector<int64_t>& ids) {
     const JobRecord& job = it->second;
     auto key = idempotency_.find(IdempotencyId(job));
     if (key != idempotency_.end() && key->second == id) idempotency_.erase(key);
-    waits_.erase(id);
     nominated_.erase(id);
     jobs_.erase(it);
   }
