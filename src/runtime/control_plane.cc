@@ -383,6 +383,12 @@ std::string ControlPlane::LogPath(const JobRecord& job, int replica) const {
                       ".log");
 }
 
+int64_t ControlPlane::LogSize(const JobRecord& job, int replica) const {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(LogPath(job, replica), ec);
+  return ec ? 0 : static_cast<int64_t>(size);
+}
+
 absl::Status ControlPlane::Ended(int64_t id, std::optional<JobRecord>& done) const {
   auto stored = DoneJob(id);
   if (absl::IsNotFound(stored.status())) return absl::NotFoundError(absl::StrCat("no job ", id));
@@ -426,9 +432,8 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
     return absl::NotFoundError(absl::StrCat("no replica ", replica, " of job ", job));
   }
   std::string path = LogPath(*rec, replica);
-  std::error_code ec;
-  int64_t size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
-  if (ec) size = 0;
+  int64_t size = LogSize(*rec, replica);
+  offset += rec->replicas[replica].log_base;  // the agent's offset is into this attempt's output
   const int64_t limit = options_.max_log_bytes;
   // Past the limit nothing is stored, so any offset there is as good as the next one.
   if (offset > size && size < limit) {

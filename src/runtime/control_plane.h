@@ -351,6 +351,7 @@ class ControlPlane {
   static std::string UnverifiedNote(const JobRecord& job);
   nlohmann::json Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(const JobRecord& job, int replica) const;
+  int64_t LogSize(const JobRecord& job, int replica) const;  // bytes stored so far (0: none)
   bool ObjectExists(const std::string& kind, const std::string& name) const;
   // The node's live credential, or nullptr.
   const TokenRecord* NodeCredential(const std::string& node) const;

@@ -344,6 +344,7 @@ void ControlPlane::BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& 
   for (const ReplicaPlacement& p : replicas) {
     ReplicaRecord rep = ToReplicaRecord(cluster, p);
     rep.slot = static_cast<int>(job.replicas.size());
+    rep.log_base = LogSize(job, rep.slot);  // a retry's output goes after the earlier attempts'.
     json devices = json::array();
     for (const GrantRecord& g : rep.grants) devices.push_back(g.device);
     where.push_back({{"node", rep.node}, {"devices", devices}});

@@ -189,6 +189,7 @@ void ControlPlane::PlaceReplica(JobRecord& job, size_t i, const ReplicaPlacement
   ReplicaRecord placed = ToReplicaRecord(cluster, p);
   placed.slot = job.replicas[i].slot;
   placed.replacement = job.replicas[i].replacement;
+  placed.log_base = LogSize(job, static_cast<int>(i));
   job.replicas[i] = std::move(placed);
   job.explanation.clear();
   job.explanation_reasons.clear();

@@ -74,6 +74,7 @@ json JobRecord::ToJson() const {
       rj["log_truncated_by"] = r.log_truncated_by;
     }
     if (!r.log_disk.empty()) rj["log_disk"] = r.log_disk;
+    if (r.log_base > 0) rj["log_base"] = r.log_base;
     if (r.replacement) rj["replacement"] = true;
     if (!r.retire.empty()) {
       rj["retire"] = r.retire;
@@ -169,6 +170,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.log_truncated_at = rj.value("log_truncated_at", int64_t{0});
       rep.log_truncated_by = rj.value("log_truncated_by", "");
       rep.log_disk = rj.value("log_disk", "");
+      rep.log_base = rj.value("log_base", int64_t{0});
       r.replicas.push_back(rep);
     }
     return r;

@@ -62,6 +62,9 @@ struct ReplicaRecord {
   // and which limit dropped them: "server" or "agent".
   int64_t log_truncated_at = 0;
   std::string log_truncated_by;
+  // Where this placement's output starts in the job's log for this replica: the bytes earlier
+  // attempts stored before it was bound. The agent ships offsets into its own file, from 0.
+  int64_t log_base = 0;
   // The agent's word on the node's copy of the log: whether its disk use is bounded, and how.
   std::string log_disk;
 };

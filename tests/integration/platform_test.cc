@@ -313,6 +313,29 @@ TEST_F(PlatformTest, DrainMovesJobsByPolicyAndCordons) {
   EXPECT_NE(ended["replicas"][0]["node"], first);
 }
 
+// A retried attempt's output is kept even when it is shorter than the earlier attempt's: the
+// agent of the new attempt ships from offset 0 of its own file, into the same job log (it was
+// written past the earlier attempt's bytes, so a short second attempt's output was dropped).
+TEST_F(PlatformTest, ARetriedAttemptsShortOutputIsKeptAfterTheFirstAttemptsLongOne) {
+  json job = Submit({{"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}},
+                     {"command",
+                      {"sh", "-c",
+                       "if [ \"$CARVE_ATTEMPT\" = 0 ]; then head -c 4000 /dev/zero | tr '\\0' x; "
+                       "echo; echo first-attempt-done; sleep 600; else echo second-attempt; fi"}}});
+  int64_t id = job["id"];
+  ASSERT_TRUE(Eventually([&] { return Logs(id).find("first-attempt-done") != std::string::npos; }))
+      << Logs(id);
+  std::string first = (*Api().Get(absl::StrCat("/api/v1/jobs/", id)))["replicas"][0]["node"];
+  ASSERT_TRUE(Api().Post(absl::StrCat("/api/v1/nodes/", first, "/drain"), json::object()).ok());
+  json done = WaitFinal(id, 30);
+  ASSERT_EQ(done["state"], "succeeded") << done.dump(2);
+  EXPECT_EQ(done["attempt"], 1);
+  // The end is reported after the output is shipped, so the log is complete once it is final.
+  std::string log = Logs(id);
+  EXPECT_THAT(log, HasSubstr("first-attempt-done"));
+  EXPECT_THAT(log, HasSubstr("second-attempt")) << log.size() << " bytes";
+}
+
 // Cordoning single GPUs keeps new work off them and nowhere else.
 TEST_F(PlatformTest, CordonOneGpuKeepsWorkOffItOnly) {
   for (int gpu : {0, 1}) {
