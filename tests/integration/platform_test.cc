@@ -245,6 +245,7 @@ TEST_F(PlatformTest, NodeLossRetriesTrainingElsewhereAndFencesTheDevices) {
                      {"command",
                       {"sh", "-c",
                        "step=$(cat $CARVE_CHECKPOINT_DIR/step 2>/dev/null || echo 0); "
+                       "echo attempt $CARVE_ATTEMPT step $step resumed; "
                        "while [ $step -lt 60 ]; do step=$((step+1)); echo $step > "
                        "$CARVE_CHECKPOINT_DIR/step; echo attempt $CARVE_ATTEMPT step $step on "
                        "$CARVE_NODE; sleep 0.1; done"}}});
@@ -257,6 +258,8 @@ TEST_F(PlatformTest, NodeLossRetriesTrainingElsewhereAndFencesTheDevices) {
   }
   std::string first = running["replicas"][0]["node"];
   int victim = first == kNodes[0].first ? 0 : 1;
+  // The killed agent's job keeps running (as on a partitioned node) and may reach the last
+  // step before the retry starts; the retry still says where it resumed.
   Kill(agents_[victim], SIGKILL);
   json done = WaitFinal(id, 30);
   EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
