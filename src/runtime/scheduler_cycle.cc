@@ -157,10 +157,13 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   Timers(plan.now, batch);  // leases, idle GPUs, maintenance windows
   ReclaimTimeouts(plan.now, batch);
   CancelUnstarted(plan.now, batch);
+  // What the timers changed is committed, and calls answered, before the plan is read.
+  if (absl::Status s = Breathe(lock, batch, "timers"); !s.ok()) return s;
   if (absl::Status s = PlanCycle(lock, plan, batch); !s.ok()) return s;
   if (!plan.policy) return absl::InternalError("no placement policy " + options_.policy);
-  // What the timers changed is committed before the plan is applied (Durable lets go of the lock
-  // while it waits); the core plans meanwhile, on the copy, without the lock.
+  // What reading the plan changed (a placed service's stale explanation) is committed before the
+  // plan is applied (Durable lets go of the lock while it waits); the core plans meanwhile, on
+  // the copy, without the lock.
   if (!batch.empty()) {
     if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   } else {
