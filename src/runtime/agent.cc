@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -541,7 +542,9 @@ void Agent::ShipLog(ApiClient& api, Replica& r) {
   auto sent = api.PostText(
       absl::StrCat("/api/v1/agents/logs?job=", r.job, "&replica=", r.index, "&offset=", r.shipped),
       chunk);
-  if (sent.ok()) r.shipped += static_cast<int64_t>(chunk.size());
+  // Not found: the server keeps no log for it (the job or this placement is gone), so the bytes
+  // are not resent forever.
+  if (sent.ok() || absl::IsNotFound(sent.status())) r.shipped += static_cast<int64_t>(chunk.size());
 }
 
 void Agent::FreeLog(Replica& r) {

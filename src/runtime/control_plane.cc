@@ -431,9 +431,15 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
       (who.role == "node" && !RanOn(*rec, replica, who.name))) {
     return absl::NotFoundError(absl::StrCat("no replica ", replica, " of job ", job));
   }
+  const ReplicaRecord& placed = rec->replicas[replica];
+  // Late output of an earlier attempt on another node: the log now goes on with the current
+  // attempt's, so it is dropped (answered OK, so that the agent stops resending it).
+  if (who.role == "node" && placed.node != who.name) return absl::OkStatus();
   std::string path = LogPath(*rec, replica);
   int64_t size = LogSize(*rec, replica);
-  offset += rec->replicas[replica].log_base;  // the agent's offset is into this attempt's output
+  // The agent's offset is into this attempt's output (a file shorter than the base: bytes the
+  // server lost, which the base must not make unreachable).
+  offset += std::min(placed.log_base, size);
   const int64_t limit = options_.max_log_bytes;
   // Past the limit nothing is stored, so any offset there is as good as the next one.
   if (offset > size && size < limit) {
