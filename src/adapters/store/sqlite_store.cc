@@ -174,6 +174,9 @@ class SqliteStore::Impl {
 
   absl::StatusOr<int64_t> Commit(StoreBatch batch);
   absl::StatusOr<std::vector<StoredRecord>> Load(const std::string& kind);
+  // The rows (id, value) a bound Load or List statement steps through, as `kind` records.
+  static absl::StatusOr<std::vector<StoredRecord>> Rows(StmtUse& use, const std::string& kind,
+                                                        const std::string& what);
   absl::StatusOr<std::optional<StoredRecord>> Get(const std::string& kind, const std::string& id);
   absl::StatusOr<std::vector<StoredRecord>> List(const std::string& kind,
                                                  const std::string& after_id, int64_t limit);
@@ -483,12 +486,9 @@ absl::Status SqliteStore::Impl::ApplyBatch(const StoreBatch& batch, int64_t& seq
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<StoredRecord>> SqliteStore::Impl::Load(const std::string& kind) {
-  std::lock_guard<std::mutex> lock(reader_mu_);
-  StmtUse use(load_.get());
-  use.Text(kind);
-  const std::string what = absl::StrCat("cannot load ", kind, " records from ", path_);
-  if (use.rc() != SQLITE_OK) return SqliteError(use.db(), use.rc(), what);
+absl::StatusOr<std::vector<StoredRecord>> SqliteStore::Impl::Rows(StmtUse& use,
+                                                                  const std::string& kind,
+                                                                  const std::string& what) {
   std::vector<StoredRecord> records;
   for (;;) {
     const int rc = sqlite3_step(use.get());
@@ -496,6 +496,15 @@ absl::StatusOr<std::vector<StoredRecord>> SqliteStore::Impl::Load(const std::str
     if (rc != SQLITE_ROW) return SqliteError(use.db(), rc, what);
     records.push_back({kind, ColumnText(use.get(), 0), ColumnText(use.get(), 1)});
   }
+}
+
+absl::StatusOr<std::vector<StoredRecord>> SqliteStore::Impl::Load(const std::string& kind) {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  StmtUse use(load_.get());
+  use.Text(kind);
+  const std::string what = absl::StrCat("cannot load ", kind, " records from ", path_);
+  if (use.rc() != SQLITE_OK) return SqliteError(use.db(), use.rc(), what);
+  return Rows(use, kind, what);
 }
 
 absl::StatusOr<std::optional<StoredRecord>> SqliteStore::Impl::Get(const std::string& kind,
@@ -520,13 +529,7 @@ absl::StatusOr<std::vector<StoredRecord>> SqliteStore::Impl::List(const std::str
   use.Text(kind).Text(after_id).Int(limit);
   const std::string what = absl::StrCat("cannot list ", kind, " records from ", path_);
   if (use.rc() != SQLITE_OK) return SqliteError(use.db(), use.rc(), what);
-  std::vector<StoredRecord> records;
-  for (;;) {
-    const int rc = sqlite3_step(use.get());
-    if (rc == SQLITE_DONE) return records;
-    if (rc != SQLITE_ROW) return SqliteError(use.db(), rc, what);
-    records.push_back({kind, ColumnText(use.get(), 0), ColumnText(use.get(), 1)});
-  }
+  return Rows(use, kind, what);
 }
 
 absl::StatusOr<std::optional<std::string>> SqliteStore::Impl::LastId(const std::string& kind) {
