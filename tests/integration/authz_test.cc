@@ -86,6 +86,26 @@ class AuthzTest : public PlatformTest {
     return 0;
   }
 
+  // Every job call on the other tenant's job answers, for each of this tenant's roles, byte for
+  // byte as the same call on a job that does not exist.
+  void ExpectOtherTenantsJobLooksLikeNoJob() {
+    int64_t missing = other_job_ + 1000;
+    for (std::string suffix : {"", "/explain", "/logs", "/cancel", "/renew"}) {
+      std::string method = suffix == "/cancel" || suffix == "/renew" ? "POST" : "GET";
+      for (const std::string& token : {tokens_[kMember], tokens_[kViewer], tokens_[kTenantAdmin]}) {
+        Response hidden =
+            Call(method, absl::StrCat("/api/v1/jobs/", other_job_, suffix), token, "{}");
+        Response absent = Call(method, absl::StrCat("/api/v1/jobs/", missing, suffix), token, "{}");
+        EXPECT_EQ(hidden.status, 404) << suffix;
+        EXPECT_EQ(hidden.status, absent.status) << suffix;
+        EXPECT_EQ(std::regex_replace(absent.body, std::regex(std::to_string(missing)),
+                                     std::to_string(other_job_)),
+                  hidden.body)
+            << suffix;
+      }
+    }
+  }
+
   Response Call(const std::string& method, const std::string& path, const std::string& token,
                 const std::string& body = "") {
     httplib::Client cli(url_);
@@ -451,21 +471,7 @@ TEST_F(AuthzTest, EveryEndpointEveryRoleOwnAndOtherTenant) {
 
 // Another tenant's job answers byte for byte like a job that does not exist.
 TEST_F(AuthzTest, OtherTenantsJobLooksExactlyLikeNoJob) {
-  int64_t missing = other_job_ + 1000;
-  for (std::string suffix : {"", "/explain", "/logs", "/cancel", "/renew"}) {
-    std::string method = suffix == "/cancel" || suffix == "/renew" ? "POST" : "GET";
-    for (const std::string& token : {tokens_[kMember], tokens_[kViewer], tokens_[kTenantAdmin]}) {
-      Response hidden =
-          Call(method, absl::StrCat("/api/v1/jobs/", other_job_, suffix), token, "{}");
-      Response absent = Call(method, absl::StrCat("/api/v1/jobs/", missing, suffix), token, "{}");
-      EXPECT_EQ(hidden.status, 404) << suffix;
-      EXPECT_EQ(hidden.status, absent.status) << suffix;
-      EXPECT_EQ(std::regex_replace(absent.body, std::regex(std::to_string(missing)),
-                                   std::to_string(other_job_)),
-                hidden.body)
-          << suffix;
-    }
-  }
+  ExpectOtherTenantsJobLooksLikeNoJob();
   // The same holds for the other tenant's own events.
   Response hidden =
       Call("GET", absl::StrCat("/api/v1/events/", EventSeq("job.submitted", other_job_)),
@@ -483,20 +489,7 @@ TEST_F(AuthzTest, FinishedJobsAreHiddenAndListedAsLiveOnesAre) {
     ASSERT_EQ(cancelled.status, 200) << cancelled.body;
     ASSERT_EQ(json::parse(cancelled.body)["state"], "cancelled");
   }
-  int64_t missing = other_job_ + 1000;
-  for (std::string suffix : {"", "/explain", "/logs", "/cancel", "/renew"}) {
-    std::string method = suffix == "/cancel" || suffix == "/renew" ? "POST" : "GET";
-    for (const std::string& token : {tokens_[kMember], tokens_[kViewer], tokens_[kTenantAdmin]}) {
-      Response hidden =
-          Call(method, absl::StrCat("/api/v1/jobs/", other_job_, suffix), token, "{}");
-      Response absent = Call(method, absl::StrCat("/api/v1/jobs/", missing, suffix), token, "{}");
-      EXPECT_EQ(hidden.status, 404) << suffix;
-      EXPECT_EQ(std::regex_replace(absent.body, std::regex(std::to_string(missing)),
-                                   std::to_string(other_job_)),
-                hidden.body)
-          << suffix;
-    }
-  }
+  ExpectOtherTenantsJobLooksLikeNoJob();
   Response own = Call("GET", absl::StrCat("/api/v1/jobs/", own_job_), tokens_[kViewer]);
   EXPECT_EQ(own.status, 200) << own.body;
   EXPECT_EQ(Call("GET", absl::StrCat("/api/v1/jobs/", own_job_, "/logs"), tokens_[kViewer]).status,
