@@ -4,6 +4,11 @@
 // cycles cost.
 //   carve_latency_bench [--nodes 5000] [--queues 200] [--pending 100000] [--clients 8]
 //                       [--seconds 20] [--dir DIR]
+//   carve_latency_bench --cycles K [--submit-per-cycle M] [--priorities 3] [...]
+// The second form runs K cycles directly after the first, with M one-GPU submissions before
+// each (the steady state: the cluster full, a trickle of new work), and prints each cycle's
+// wall time and the percentiles over the K; no clients, no HTTP. The queued jobs have priorities
+// 0, 100, ... (--priorities of them; with more than one, higher ones preempt lower ones).
 // The store is SQLite in DIR (default: the temp directory), fsync'd as in production.
 #include <unistd.h>
 
@@ -38,7 +43,7 @@ const Principal kAdmin{"bench", "admin"};
 
 // `pending` queued jobs of 1, 2, 4 or 8 GPUs spread over the queues, written straight into the
 // store as a server stores them (submitting 100,000 through the API takes minutes here).
-void FillQueued(Store& store, int pending, int queues) {
+void FillQueued(Store& store, int pending, int queues, int priorities) {
   std::mt19937_64 rng(7);
   StoreBatch batch;
   for (int i = 1; i <= pending; ++i) {
@@ -47,7 +52,7 @@ void FillQueued(Store& store, int pending, int queues) {
     job.id = i;
     job.spec = *JobSpecFromJson({{"name", absl::StrCat("j", i)},
                                  {"queue", absl::StrCat("q", rng() % queues)},
-                                 {"priority", static_cast<int>(rng() % 3) * 100},
+                                 {"priority", static_cast<int>(rng() % priorities) * 100},
                                  {"max_runtime", "2h"},
                                  {"command", {"sleep", "3600"}},
                                  {"resources", {{"gpus", gpus}, {"gpu_model", {"H200"}}}}});
@@ -109,10 +114,35 @@ std::string Summary(const std::string& what, std::vector<double> v) {
                          v[v.size() / 2], v[v.size() * 99 / 100], v.back());
 }
 
-void Run(const std::string& dir, int nodes, int queues, int pending, int clients, int seconds) {
+// K cycles back to back, M submissions before each: each cycle's wall time.
+void SteadyCycles(ControlPlane& cp, int queues, int cycles, int per_cycle) {
+  std::vector<double> ms;
+  for (int k = 0; k < cycles; ++k) {
+    for (int i = 0; i < per_cycle; ++i) {
+      json spec = {{"queue", absl::StrCat("q", (k * per_cycle + i) % queues)},
+                   {"command", {"true"}},
+                   {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}};
+      if (!cp.Submit(spec, absl::StrCat("steady-", k, "-", i), kAdmin).ok()) std::abort();
+    }
+    auto c0 = Clock::now();
+    if (!cp.ScheduleOnce().ok()) std::abort();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - c0).count());
+    CycleStats st = cp.LastCycle();
+    std::cout << absl::StrFormat("cycle %d: %.1f ms, %s (%s), %d planned, %d parked\n", k + 1,
+                                 ms.back(), st.full ? "full" : "incremental", st.why, st.planned,
+                                 st.parked)
+              << std::flush;
+  }
+  std::sort(ms.begin(), ms.end());
+  std::cout << absl::StrFormat("steady cycles: %d, p50 %.1f ms, p90 %.1f ms, max %.1f ms\n",
+                               ms.size(), ms[ms.size() / 2], ms[ms.size() * 9 / 10], ms.back());
+}
+
+void Run(const std::string& dir, int nodes, int queues, int pending, int clients, int seconds,
+         int steady, int per_cycle, int priorities) {
   GpuCatalog catalog = GpuCatalog::BuiltIn();
   std::unique_ptr<Store> store = *OpenSqliteStore(dir + "/latency.db");
-  FillQueued(*store, pending, queues);
+  FillQueued(*store, pending, queues, std::max(priorities, 1));
   ControlPlane::Options options;
   options.log_dir = dir + "/logs";
   options.node_timeout_us = int64_t{3600} * 1'000'000;  // the nodes never heartbeat
@@ -128,6 +158,7 @@ void Run(const std::string& dir, int nodes, int queues, int pending, int clients
   std::cout << absl::StrFormat(
       "first cycle (fills the cluster): %.0f ms\n",
       std::chrono::duration<double, std::milli>(Clock::now() - first).count());
+  if (steady > 0) return SteadyCycles(*cp, queues, steady, per_cycle);
   ApiServer server(cp.get(), {"127.0.0.1", 0, 1});  // cycles back to back
   if (!server.Start().ok()) std::abort();
   std::string url = absl::StrCat("http://127.0.0.1:", server.port());
@@ -179,9 +210,11 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--dir") dir = argv[i + 1];
   }
   std::filesystem::create_directories(dir);
-  carve::Run(dir, carve::Flag(argc, argv, "--nodes", 5000),
-             carve::Flag(argc, argv, "--queues", 200), carve::Flag(argc, argv, "--pending", 100000),
-             carve::Flag(argc, argv, "--clients", 8), carve::Flag(argc, argv, "--seconds", 20));
+  carve::Run(
+      dir, carve::Flag(argc, argv, "--nodes", 5000), carve::Flag(argc, argv, "--queues", 200),
+      carve::Flag(argc, argv, "--pending", 100000), carve::Flag(argc, argv, "--clients", 8),
+      carve::Flag(argc, argv, "--seconds", 20), carve::Flag(argc, argv, "--cycles", 0),
+      carve::Flag(argc, argv, "--submit-per-cycle", 8), carve::Flag(argc, argv, "--priorities", 3));
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "runtime/cycle_plan.h"
 #include "runtime/journal.h"
 #include "runtime/records.h"
+#include "runtime/scheduler_memory.h"
 #include "runtime/tenancy.h"
 #include "runtime/utilization.h"
 
@@ -57,6 +58,10 @@ class ControlPlane {
     // recording this many explanations of why jobs wait, so that calls are answered meanwhile.
     size_t plan_slice = 4096;
     size_t explain_slice = 128;
+    // A cycle in which nothing was released plans only new or changed work; every job is planned
+    // again at least this often (aging, maintenance windows, reservation estimates move with
+    // time). 0: every cycle plans every job.
+    int64_t full_cycle_every_us = 5'000'000;
     // Tests: called each time the cycle has let go of the lock between slices ("plan",
     // "explain").
     std::function<void(const std::string& step)> between_slices;
@@ -127,6 +132,8 @@ class ControlPlane {
   // Jobs held in memory: the live ones, and finished ones whose final record is still being
   // committed. Memory follows live work, not every job ever submitted.
   size_t JobsInMemory() const;
+  // What the last scheduling cycle planned: full or incremental, and how many jobs.
+  CycleStats LastCycle() const;
   absl::StatusOr<nlohmann::json> Explain(int64_t id) const;
   absl::StatusOr<nlohmann::json> Cancel(int64_t id, const Principal& who);
   // Sets a running service's (recovery policy failover) replica count: new replicas are placed
@@ -390,6 +397,9 @@ class ControlPlane {
   // Without the lock: plan.waits and plan.explain from the core's d.waits (compared with the
   // last cycle's, so unchanged explanations cost nothing under the lock).
   void TableWaits(CyclePlan& plan, Decisions& d) const;
+  // After an applied cycle: what the next one builds on (SchedulerMemory), and its stats.
+  void Remember(CyclePlan& plan, const Decisions& d);
+  std::shared_ptr<const WaitTable> Publish(CyclePlan& plan) const;
   int ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch);
   // The explanations plan.explain names, each recorded if its job is as planned (the rest leave
   // plan.waits so that the next cycle compares them again), then plan.waits published. Lets go
@@ -452,6 +462,8 @@ class ControlPlane {
   // the scheduler keeps its own pointer to read it without the lock (schedule_mu_).
   std::shared_ptr<const WaitTable> waits_ = std::make_shared<WaitTable>();
   std::shared_ptr<const WaitTable> last_waits_ = waits_;
+  SchedulerMemory memory_;                // the scheduler's own (under schedule_mu_)
+  CycleStats last_cycle_;                 // under mu_
   std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   // Finished jobs: those still in memory until their final record is committed, and what the

@@ -142,6 +142,16 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   std::map<std::string, std::string> pools;
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
   const std::set<int64_t> windows = ScheduledWindows();
+  for (int64_t id : placed_) {
+    if (Stopping(jobs_.at(id))) plan.stopping.insert(id);
+  }
+  plan.full_why = memory_.FullCycleReason(now, options_.full_cycle_every_us, config_revision_,
+                                          plan.base, plan.held, plan.stopping);
+  if (int64_t r = memory_.reserved_job;
+      plan.full_why.empty() && r > 0 && (!jobs_.count(r) || jobs_.at(r).state != "queued")) {
+    plan.full_why = "the job holding the reservation left the queue";  // the next one takes it
+  }
+  plan.incremental = plan.full_why.empty() && options_.full_cycle_every_us > 0;
   // In slices: a cycle over 100,000 jobs lets calls in between (what a slice reads is checked
   // again when the plan is applied, as is all of it).
   const size_t slice = std::max<size_t>(options_.plan_slice, 1);
@@ -174,6 +184,20 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job,
   const int64_t now = plan.now;
   const int64_t id = job.id;
   CycleInput& in = plan.in;
+  auto revision = [&] {
+    auto [it, fresh] = revisions_.try_emplace(id, next_revision_ + 1);
+    if (fresh) ++next_revision_;                  // loaded from the store, not changed since
+    plan.revisions.emplace_back(id, it->second);  // active_ is in id order
+    return it->second;
+  };
+  if (job.state == "queued") {
+    uint64_t planned = revision();
+    if (job.not_before_us > now) return;  // a retry's backoff
+    if (plan.incremental && memory_.Parked(id, planned)) {
+      ++plan.parked;  // judged on what is still there: nothing was released since
+      return;
+    }
+  }
   auto request = ToJobRequest(job.spec, *catalog_);
   if (!request.ok()) return;  // validated at submission; the catalog cannot shrink
   auto pool = pools.find(job.spec.queue);
@@ -195,11 +219,8 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job,
       Touch(job, batch);
     }
   }
-  auto [revision, fresh] = revisions_.try_emplace(id, next_revision_ + 1);
-  if (fresh) ++next_revision_;                        // loaded from the store, not changed since
-  plan.revisions.emplace_back(id, revision->second);  // active_ is in id order
+  if (job.state != "queued") revision();
   if (job.state == "queued") {
-    if (job.not_before_us > now) return;  // a retry's backoff
     TolerateWindows(*request, job.spec, now, windows);
     in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
                           MaxRuntimeUs(job.spec), std::move(*request),
@@ -219,8 +240,9 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job,
 }
 
 void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
-  plan.waits = std::make_shared<WaitTable>();
+  plan.waits = std::make_shared<WaitMap>();
   plan.waits->reserve(d.waits.size());
+  const size_t planned = plan.in.pending.size();
   for (size_t i = 0; i < d.waits.size(); ++i) {
     WaitExplanation& w = d.waits[i];
     if (w.job < 0) {  // a service's replica: its record's wording needs the replica (rare)
@@ -228,10 +250,27 @@ void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
       continue;
     }
     std::string summary = w.Summary();
-    auto last = last_waits_->find(w.job);
-    if (last == last_waits_->end() || last->second.summary != summary) plan.explain.push_back(i);
-    plan.waits->insert_or_assign(w.job, Waiting{std::move(w), std::move(summary)});
+    const Waiting* last = last_waits_->Find(w.job);
+    if (last == nullptr || last->summary != summary) plan.explain.push_back(i);
+    plan.waits->insert_or_assign(w.job, Waiting{std::move(w), std::move(summary), json::object(),
+                                                plan.now, !plan.incremental, planned});
   }
+}
+
+// A full cycle's table replaces the last; an incremental one's goes on top of it (its parked jobs
+// keep their explanations).
+std::shared_ptr<const WaitTable> ControlPlane::Publish(CyclePlan& plan) const {
+  auto table = std::make_shared<WaitTable>();
+  if (!plan.incremental) {
+    table->base = std::move(plan.waits);
+    return table;
+  }
+  table->base = waits_->base;
+  auto delta = std::make_shared<WaitMap>(*waits_->delta);
+  for (int64_t id : plan.dropped) (*delta)[id].gone = true;
+  for (auto& [id, w] : *plan.waits) (*delta)[id] = std::move(w);
+  table->delta = std::move(delta);
+  return table;
 }
 
 int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch) {
@@ -256,7 +295,10 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
   int scheduled = 0;
   for (const Bind& b : d.binds) {
     int64_t id = b.job < 0 ? plan.work[-b.job - 1].job : b.job;
-    if (!holds(id, b.replicas)) continue;
+    if (!holds(id, b.replicas)) {
+      ++plan.skipped;
+      continue;
+    }
     ++scheduled;
     nominated_.erase(id);
     if (b.job < 0) {
@@ -267,7 +309,10 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
     BindJob(jobs_.at(b.job), b.replicas, plan.cluster, b.backfilled, plan.now, batch);
   }
   for (const Preemption& p : d.preemptions) {
-    if (!Unchanged(plan, p.victim) || !Unchanged(plan, p.preemptor)) continue;
+    if (!Unchanged(plan, p.victim) || !Unchanged(plan, p.preemptor)) {
+      ++plan.skipped;
+      continue;
+    }
     Preempt(p, plan.now, batch);
   }
   return scheduled;
@@ -287,15 +332,19 @@ absl::Status ControlPlane::RecordWaits(std::unique_lock<std::mutex>& lock, Cycle
     if (absl::Status s = Breathe(lock, batch, "explain"); !s.ok()) return s;
     plan.own.emplace_back(next_revision_, std::numeric_limits<uint64_t>::max());
   }
-  plan.replaced = std::exchange(waits_, std::move(plan.waits));  // freed after the lock
+  plan.replaced = std::exchange(waits_, Publish(plan));  // freed after the lock
   last_waits_ = waits_;
+  Remember(plan, d);
   return absl::OkStatus();
 }
 
 void ControlPlane::RecordWait(CyclePlan& plan, const WaitExplanation& core, StoreBatch& batch) {
   int64_t id = core.job < 0 ? plan.work[-core.job - 1].job : core.job;
   if (!Unchanged(plan, id)) {  // not recorded: the next cycle compares it again
-    if (core.job >= 0) plan.waits->erase(id);
+    if (core.job >= 0) {
+      plan.waits->erase(id);
+      plan.dropped.push_back(id);
+    }
     return;
   }
   if (core.job >= 0) {
@@ -303,6 +352,9 @@ void ControlPlane::RecordWait(CyclePlan& plan, const WaitExplanation& core, Stor
   } else if (plan.explained_work.insert(id).second) {
     Waiting& w = (*plan.waits)[id];
     w.wait = core;
+    w.at_us = plan.now;
+    w.full = !plan.incremental;
+    w.planned = plan.in.pending.size();
     ReplicaWaits(jobs_.at(id), plan.work[-core.job - 1].replica, w, batch);
   }
 }
@@ -368,12 +420,15 @@ json ControlPlane::ExplainScheduling(const JobRecord& job) const {
     out["preemption"] = job.preemption;
   }
   if (!job.victims.empty()) out["victims"] = job.victims;
-  auto wait = waits_->find(job.id);
+  const Waiting* wait = waits_->Find(job.id);
   // The table is the last cycle's: a job bound, cancelled or held since is not waiting.
   bool waiting = job.state == "queued" || (job.state == "running" && !job.explanation.empty());
-  if (waiting && wait != waits_->end()) {
-    out.update(WaitToJson(wait->second.wait));
-    out.update(wait->second.extra);
+  if (waiting && wait != nullptr) {
+    out.update(WaitToJson(wait->wait));
+    out.update(wait->extra);
+    out["judged"] = {{"at_us", wait->at_us},
+                     {"cycle", wait->full ? "full" : "incremental"},
+                     {"jobs_planned", wait->planned}};
   } else if (job.state == "queued") {  // no cycle of this server has explained it yet
     out.update({{"gate", ""},
                 {"gates", json::array()},

@@ -32,8 +32,27 @@ struct Waiting {
   WaitExplanation wait;
   std::string summary;                              // wait.Summary(), what the job's record says
   nlohmann::json extra = nlohmann::json::object();  // a replica's: explanation, replica, slot
+  // The cycle that judged it: when, whether it planned every job, and how many it ordered
+  // (wait.position is the place among those).
+  int64_t at_us = 0;
+  bool full = true;
+  size_t planned = 0;
+  bool gone = false;  // an incremental cycle's mark: no explanation (compare it again)
 };
-using WaitTable = std::unordered_map<int64_t, Waiting>;
+using WaitMap = std::unordered_map<int64_t, Waiting>;
+// The last full cycle's explanations, and on top of them those of the incremental cycles since
+// (SchedulerMemory): a parked job keeps the explanation of the cycle that judged it.
+struct WaitTable {
+  std::shared_ptr<const WaitMap> base = std::make_shared<WaitMap>();
+  std::shared_ptr<const WaitMap> delta = std::make_shared<WaitMap>();
+
+  const Waiting* Find(int64_t job) const {
+    if (auto it = delta->find(job); it != delta->end())
+      return it->second.gone ? nullptr : &it->second;
+    auto it = base->find(job);
+    return it == base->end() ? nullptr : &it->second;
+  }
+};
 
 // One scheduling cycle's plan (Nomad's plan/apply). Taken under the control plane's lock: a copy
 // of the live state the core plans on. The core's cycle runs on it without the lock, so API calls
@@ -63,12 +82,19 @@ struct CyclePlan {
   // A job changed only by them is still as planned.
   std::vector<std::pair<uint64_t, uint64_t>> own;
   bool void_ = false;  // queues, projects or classes changed since the plan: nothing applied
+  // Full, or incremental: parked jobs left out (SchedulerMemory), with what made it full.
+  bool incremental = false;
+  std::string full_why;
+  size_t parked = 0;
+  std::set<int64_t> stopping;  // placed jobs that are stopping
+  size_t skipped = 0;          // binds and preemptions the application found stale
   // Made without the lock from the core's decisions: why each job waits, and which of
   // decisions.waits must be recorded under the lock (a new or changed explanation, a replica's).
-  std::shared_ptr<WaitTable> waits;
+  std::shared_ptr<WaitMap> waits;
   std::vector<size_t> explain;
   std::set<int64_t> explained_work;           // services whose first waiting replica was recorded
   std::shared_ptr<const WaitTable> replaced;  // the table this plan's replaced, freed with it
+  std::vector<int64_t> dropped;               // jobs whose explanation was not recorded
 };
 
 }  // namespace carve

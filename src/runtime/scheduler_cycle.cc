@@ -222,6 +222,41 @@ absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePl
   return PlanWork(lock, plan, batch);
 }
 
+void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
+  last_cycle_ = {plan.now, !plan.incremental, plan.full_why, plan.in.pending.size(), plan.parked};
+  // A decision found stale (a job cancelled, a node cordoned meanwhile) left the cluster other
+  // than the waiting jobs were judged on: the next cycle judges them all again.
+  memory_.valid = plan.skipped == 0;
+  if (!memory_.valid) return;
+  if (!plan.incremental) {
+    memory_.full_us = now_();
+    memory_.full_took_us = memory_.full_us - plan.now;
+    memory_.parked.clear();
+  }
+  memory_.config_revision = plan.config_revision;
+  for (const Bind& b : d.binds) {  // what the next cycle must find held, at least
+    std::vector<ReplicaPlacement>& held = plan.held[b.job < 0 ? plan.work[-b.job - 1].job : b.job];
+    held.insert(held.end(), b.replicas.begin(), b.replicas.end());
+  }
+  memory_.held = std::move(plan.held);
+  memory_.stopping = std::move(plan.stopping);
+  memory_.base = std::move(plan.base);
+  memory_.reserved_job = d.reserved_job;
+  for (const WaitExplanation& w : d.waits) {
+    if (w.job < 0) continue;
+    if (w.settled && Unchanged(plan, w.job)) {
+      memory_.parked[w.job] = revisions_.at(w.job);  // with its explanation recorded, if new
+    } else {
+      memory_.parked.erase(w.job);
+    }
+  }
+}
+
+CycleStats ControlPlane::LastCycle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_cycle_;
+}
+
 bool ControlPlane::Unchanged(const CyclePlan& plan, int64_t job) const {
   auto planned = std::lower_bound(plan.revisions.begin(), plan.revisions.end(),
                                   std::pair<int64_t, uint64_t>{job, 0});

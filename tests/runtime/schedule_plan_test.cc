@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
+#include "runtime/control_plane_fixture.h"
 
 namespace carve {
 namespace {
@@ -28,15 +29,10 @@ const Principal kNode{"n1", "node"};
 // is released.
 constexpr auto kBlocked = std::chrono::seconds(30);
 
-class SchedulePlanTest : public ::testing::Test {
+class SchedulePlanTest : public ControlPlaneFixture {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) / absl::StrCat("schedule-plan-", getpid());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    store_ = *OpenSqliteStore((dir_ / "carve.db").string());
     ControlPlane::Options options;
-    options.log_dir = (dir_ / "logs").string();
     options.plan_slice = 3;
     options.between_slices = [this](const std::string& step) {
       if (between_) between_(step);
@@ -46,25 +42,8 @@ class SchedulePlanTest : public ::testing::Test {
       entered_.set_value();
       release_.wait();
     };
-    cp_ = *ControlPlane::Open(store_.get(), &catalog_, options, [] { return kT0; });
-    json gpus = json::array();
-    gpus.push_back({{"index", 0},
-                    {"uuid", "GPU-0"},
-                    {"model", "H200"},
-                    {"memory_mib", 143771},
-                    {"mode", "exclusive"}});
-    auto node = cp_->Register({{"name", "n1"},
-                               {"cpu_milli", 64000},
-                               {"memory_mib", 262144},
-                               {"backend", "simulated"},
-                               {"gpus", gpus}},
-                              kAdmin);
-    ASSERT_TRUE(node.ok()) << node.status();
-  }
-  void TearDown() override {
-    cp_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
+    OpenPlane("schedule-plan", options, [] { return kT0; });
+    RegisterH200Node("n1", 1, kAdmin);
   }
 
   int64_t Submit(const std::string& name) {
@@ -93,10 +72,6 @@ class SchedulePlanTest : public ::testing::Test {
     hold_ = false;
   }
 
-  std::filesystem::path dir_;
-  GpuCatalog catalog_ = GpuCatalog::BuiltIn();
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<ControlPlane> cp_;
   bool hold_ = false;
   std::function<void(const std::string& step)> between_;
   std::promise<void> entered_;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
+#include "runtime/control_plane_fixture.h"
 
 namespace carve {
 namespace {
@@ -20,38 +21,17 @@ constexpr int64_t kT0 = 1'800'000'000'000'000;
 constexpr int64_t kSecond = 1'000'000;
 const Principal kAdmin{"admin", "admin", "", "", "t-admin"};
 
-class ServiceSchedulingTest : public ::testing::Test {
+class ServiceSchedulingTest : public ControlPlaneFixture {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           absl::StrCat("service-scheduling-", getpid(), "-", counter_++);
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    store_ = *OpenSqliteStore((dir_ / "carve.db").string());
     ControlPlane::Options options;
-    options.log_dir = (dir_ / "logs").string();
     options.node_timeout_us = kSecond;
     options.lost_after_us = kSecond;
-    cp_ = *ControlPlane::Open(store_.get(), &catalog_, options, [this] { return now_; });
+    OpenPlane(absl::StrCat("service-scheduling-", counter_++), options, [this] { return now_; });
   }
 
   void AddNode(const std::string& name, const std::string& pool, int h200) {
-    json gpus = json::array();
-    for (int i = 0; i < h200; ++i) {
-      gpus.push_back({{"index", i},
-                      {"uuid", absl::StrCat("GPU-", name, "-", i)},
-                      {"model", "H200"},
-                      {"memory_mib", 143771},
-                      {"mode", "exclusive"}});
-    }
-    auto node = cp_->Register({{"name", name},
-                               {"cpu_milli", 64000},
-                               {"memory_mib", 262144},
-                               {"backend", "simulated"},
-                               {"labels", {{"pool", pool}}},
-                               {"gpus", gpus}},
-                              kAdmin);
-    ASSERT_TRUE(node.ok()) << node.status();
+    RegisterH200Node(name, h200, kAdmin, {{"pool", pool}});
     alive_.push_back(name);
   }
 
@@ -113,12 +93,8 @@ class ServiceSchedulingTest : public ::testing::Test {
   }
 
   static inline int counter_ = 0;
-  GpuCatalog catalog_ = GpuCatalog::BuiltIn();
-  std::filesystem::path dir_;
   int64_t now_ = kT0;
   std::vector<std::string> alive_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<ControlPlane> cp_;
 };
 
 // A node of pool a is lost: the replacement never lands on pool b's free GPUs; it waits and

@@ -67,7 +67,11 @@ class Cycle {
     if (reservation_ && !reservation_->Allows(replicas, end)) return reservation_.get();
     return nullptr;
   }
-  bool TryPreempt(const PendingJob& job, const ResourceList& demand, WaitExplanation& wait);
+  // kNone: no victims make it fit (searched now or for an equal request); kSkipped: this cycle
+  // ran out of searches before it.
+  enum class PreemptOutcome { kPreempted, kNone, kSkipped };
+  PreemptOutcome TryPreempt(const PendingJob& job, const ResourceList& demand,
+                            WaitExplanation& wait);
   void Reserve(const PendingJob& job, WaitExplanation& wait);
   std::string QuotaFix(const std::string& queue, const QuotaVerdict& v) const;
 
@@ -224,11 +228,16 @@ void Cycle::Process(const PendingJob& job, const OrderKey& key) {
     }
     wait.gates.push_back(std::move(order));
   }
-  if (!ordered_out && in_.options.preemption && TryPreempt(job, demand, wait)) {
+  PreemptOutcome preempt = PreemptOutcome::kNone;
+  if (!ordered_out && in_.options.preemption) preempt = TryPreempt(job, demand, wait);
+  if (preempt == PreemptOutcome::kPreempted) {
     // Waiting for its victims to stop.
   } else if (!ordered_out && quota.fits && !placed.placed && in_.options.backfill) {
     Reserve(job, wait);
   }
+  // A job this cycle's searches did not reach is settled too: a full cycle would not reach it
+  // either while the jobs ahead of it are still waiting.
+  wait.settled = !ordered_out && preempt != PreemptOutcome::kPreempted && !wait.reserved;
   int listed = 0;
   for (auto it = waiting_.rbegin();
        it != waiting_.rend() && listed < in_.options.waiting_ahead_listed; ++it, ++listed) {
@@ -238,20 +247,20 @@ void Cycle::Process(const PendingJob& job, const OrderKey& key) {
   out_.waits.push_back(std::move(wait));
 }
 
-bool Cycle::TryPreempt(const PendingJob& job, const ResourceList& demand, WaitExplanation& wait) {
+Cycle::PreemptOutcome Cycle::TryPreempt(const PendingJob& job, const ResourceList& demand,
+                                        WaitExplanation& wait) {
   // Equal requests of one queue and priority find the same victims, or none.
   auto key = std::make_pair(job.queue, std::make_pair(job.priority, Shape{{job.request.replicas, 0},
                                                                           job.request.replica}));
-  if (no_victims_.count(key) || preemption_searches_ >= in_.options.max_preemption_searches) {
-    return false;
-  }
+  if (no_victims_.count(key)) return PreemptOutcome::kNone;
+  if (preemption_searches_ >= in_.options.max_preemption_searches) return PreemptOutcome::kSkipped;
   ++preemption_searches_;
   Preemptor p{&job, demand};
   VictimSet set =
       FindVictims(cluster_, placer_, ledger_, p, candidates_, in_.options.max_victim_candidates);
   if (!set.fits) {
     no_victims_.insert(key);
-    return false;
+    return PreemptOutcome::kNone;
   }
   GateFacts g;
   g.gate = Gate::kPreemption;
@@ -304,7 +313,7 @@ bool Cycle::TryPreempt(const PendingJob& job, const ResourceList& demand, WaitEx
   // Preemption supersedes the gates above: they lift once the victims have stopped.
   wait.fix = "starts once its victims have stopped and their devices are reclaimed";
   wait.gates.push_back(std::move(g));
-  return true;
+  return PreemptOutcome::kPreempted;
 }
 
 void Cycle::Reserve(const PendingJob& job, WaitExplanation& wait) {

@@ -56,6 +56,13 @@ struct WaitExplanation {
   std::vector<AheadOf> ahead;  // the nearest waiting jobs ahead of it, nearest first
   bool reserved = false;       // it holds the backfill reservation
   int64_t reserved_start_us = -1;
+  // Settled: only something released (a job ending, a node or GPU coming back, a quota or rule
+  // changed) or time passing (aging) can change this verdict: it waits on quota, placement or
+  // its gang, no victims were found for it (or preemption is off, or the cycle's preemption
+  // searches ran out before it), and it neither holds the reservation nor is held back by it. A
+  // caller may leave such a job out of later cycles until something is released (Kueue's
+  // inadmissible workloads).
+  bool settled = false;
 
   std::string Summary() const;  // the gates' summaries joined by "; "
 };

@@ -1,0 +1,67 @@
+// A control plane on a real SQLite store in a fresh directory per test, and an H200 node for it:
+// the set-up the runtime tests share.
+#ifndef CARVE_TESTS_RUNTIME_CONTROL_PLANE_FIXTURE_H_
+#define CARVE_TESTS_RUNTIME_CONTROL_PLANE_FIXTURE_H_
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/control_plane.h"
+
+namespace carve {
+
+class ControlPlaneFixture : public ::testing::Test {
+ protected:
+  // A fresh directory named after `name`, its store, and a control plane with `options` (its
+  // log directory inside) on `clock`.
+  void OpenPlane(const std::string& name, ControlPlane::Options options,
+                 ControlPlane::Clock clock) {
+    dir_ = std::filesystem::path(::testing::TempDir()) / absl::StrCat(name, "-", getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = *OpenSqliteStore((dir_ / "carve.db").string());
+    options.log_dir = (dir_ / "logs").string();
+    auto cp = ControlPlane::Open(store_.get(), &catalog_, std::move(options), std::move(clock));
+    ASSERT_TRUE(cp.ok()) << cp.status();
+    cp_ = *std::move(cp);
+  }
+  void TearDown() override {
+    cp_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  // Registers `name` with `gpus` exclusive H200s and `labels`, as `who`.
+  void RegisterH200Node(const std::string& name, int gpus, const Principal& who,
+                        const nlohmann::json& labels = nlohmann::json::object()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (int i = 0; i < gpus; ++i) {
+      list.push_back({{"index", i},
+                      {"uuid", absl::StrCat("GPU-", name, "-", i)},
+                      {"model", "H200"},
+                      {"memory_mib", 143771},
+                      {"mode", "exclusive"}});
+    }
+    auto node = cp_->Register({{"name", name},
+                               {"cpu_milli", 64000},
+                               {"memory_mib", 262144},
+                               {"backend", "simulated"},
+                               {"labels", labels},
+                               {"gpus", list}},
+                              who);
+    ASSERT_TRUE(node.ok()) << node.status();
+  }
+
+  std::filesystem::path dir_;
+  GpuCatalog catalog_ = GpuCatalog::BuiltIn();
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<ControlPlane> cp_;
+};
+
+}  // namespace carve
+
+#endif  // CARVE_TESTS_RUNTIME_CONTROL_PLANE_FIXTURE_H_

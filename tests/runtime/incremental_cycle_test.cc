@@ -1,0 +1,174 @@
+// A cycle in which nothing was released plans only new or changed work; jobs whose wait was
+// settled stay parked with their explanations (runtime/scheduler_memory.h, issue 12). Each test
+// pins one thing that must bring every job back: a release, a stale decision, a node or rule
+// change, time; and that new work still respects the backfill reservation. A real control plane
+// and SQLite store on a virtual clock.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <utility>
+
+#include "runtime/control_plane.h"
+#include "runtime/control_plane_fixture.h"
+
+namespace carve {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kT0 = 1'800'000'000'000'000;
+const Principal kAdmin{"admin", "admin", "", "", "t-admin"};
+
+class IncrementalCycleTest : public ControlPlaneFixture {
+ protected:
+  void SetUp() override {
+    ControlPlane::Options options;
+    options.full_cycle_every_us = 60'000'000;
+    options.while_planning = [this] {
+      if (during_plan_) std::exchange(during_plan_, nullptr)();
+    };
+    OpenPlane("incremental", options, [this] { return now_.load(); });
+  }
+  void Node(int gpus) { RegisterH200Node("n1", gpus, kAdmin); }
+  int64_t Submit(const std::string& name, int gpus, const std::string& max_runtime = "") {
+    json spec = {{"name", name}, {"command", {"sleep", "600"}}, {"resources", {{"gpus", gpus}}}};
+    if (!max_runtime.empty()) spec["max_runtime"] = max_runtime;
+    auto job = cp_->Submit(spec, "", kAdmin);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? (*job)["id"].get<int64_t>() : 0;
+  }
+  std::string State(int64_t id) { return (*cp_->GetJob(id))["state"]; }
+  CycleStats Cycle() {
+    auto scheduled = cp_->ScheduleOnce();
+    EXPECT_TRUE(scheduled.ok()) << scheduled.status();
+    return cp_->LastCycle();
+  }
+  json Explain(int64_t id) {
+    auto e = cp_->Explain(id);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? *e : json();
+  }
+
+  std::atomic<int64_t> now_{kT0};
+  std::function<void()> during_plan_;
+};
+
+TEST_F(IncrementalCycleTest, SettledWaitsStayParkedUntilSomethingIsReleased) {
+  Node(1);
+  int64_t a = Submit("a", 1), b = Submit("b", 1), c = Submit("c", 1);
+  CycleStats first = Cycle();
+  EXPECT_TRUE(first.full);
+  EXPECT_EQ(first.planned, 3u);
+  EXPECT_EQ(State(a), "scheduled");
+
+  // Nothing changed: c keeps its verdict; b holds the backfill reservation, so it is planned in
+  // every cycle (new work must respect it).
+  CycleStats second = Cycle();
+  EXPECT_FALSE(second.full) << second.why;
+  EXPECT_EQ(second.planned, 1u);
+  EXPECT_EQ(second.parked, 1u);
+  EXPECT_TRUE(Explain(b)["reserved"].get<bool>());
+  json why = Explain(c);
+  EXPECT_EQ(why["gate"], "placement") << why.dump();
+  EXPECT_EQ(why["judged"]["cycle"], "full") << why.dump();
+  EXPECT_EQ(why["judged"]["jobs_planned"], 3) << why.dump();
+
+  int64_t d = Submit("d", 1);
+  CycleStats third = Cycle();  // the new job and the reservation's holder are planned
+  EXPECT_FALSE(third.full) << third.why;
+  EXPECT_EQ(third.planned, 2u);
+  EXPECT_EQ(third.parked, 1u);
+  EXPECT_EQ(State(d), "queued");
+  EXPECT_EQ(Explain(d)["judged"]["cycle"], "incremental");
+  EXPECT_EQ(Explain(d)["judged"]["jobs_planned"], 2);
+  EXPECT_EQ(Explain(c)["judged"]["cycle"], "full");
+  EXPECT_EQ(Cycle().parked, 2u);  // c and d
+
+  // a never started: cancelling it frees its GPU at once, and every waiting job is judged again.
+  ASSERT_TRUE(cp_->Cancel(a, kAdmin).ok());
+  CycleStats fourth = Cycle();
+  EXPECT_TRUE(fourth.full);
+  EXPECT_EQ(fourth.why, "a job released devices");
+  EXPECT_EQ(State(b), "scheduled");
+  EXPECT_EQ(Explain(c)["judged"]["cycle"], "full");
+}
+
+TEST_F(IncrementalCycleTest, AReleaseBringsBackTheParkedJobs) {
+  Node(2);
+  int64_t a = Submit("a", 2), b = Submit("b", 1), c = Submit("c", 1);
+  ASSERT_TRUE(Cycle().full);
+  ASSERT_EQ(State(a), "scheduled");
+  CycleStats parked = Cycle();
+  ASSERT_FALSE(parked.full);
+  ASSERT_EQ(parked.parked, 1u);  // c; b holds the reservation
+  ASSERT_TRUE(cp_->Cancel(a, kAdmin).ok());
+  CycleStats next = Cycle();
+  EXPECT_EQ(next.why, "a job released devices");
+  EXPECT_EQ(State(b), "scheduled");
+  EXPECT_EQ(State(c), "scheduled");  // parked until the release
+}
+
+TEST_F(IncrementalCycleTest, NewWorkStillRespectsTheReservation) {
+  Node(2);
+  int64_t held = Submit("held", 1, "1h");
+  ASSERT_TRUE(Cycle().full);
+  ASSERT_EQ(State(held), "scheduled");
+  int64_t big = Submit("big", 2);
+  Cycle();
+  ASSERT_TRUE(Explain(big)["reserved"].get<bool>()) << Explain(big).dump();
+
+  // One GPU is free, but a job without a max runtime there would delay big past held's end.
+  int64_t small = Submit("small", 1);
+  CycleStats st = Cycle();
+  EXPECT_FALSE(st.full) << st.why;
+  EXPECT_EQ(State(small), "queued");
+  json why = Explain(small);
+  EXPECT_EQ(why["gate"], "order") << why.dump();
+  // One that ends before held does may use it meanwhile.
+  int64_t quick = Submit("quick", 1, "10m");
+  EXPECT_FALSE(Cycle().full);
+  EXPECT_EQ(State(quick), "scheduled");
+}
+
+TEST_F(IncrementalCycleTest, NodeRuleAndTimeChangesMakeTheNextCycleFull) {
+  Node(1);
+  Submit("a", 1);
+  int64_t b = Submit("b", 1);
+  ASSERT_TRUE(Cycle().full);
+  ASSERT_FALSE(Cycle().full);
+
+  ASSERT_TRUE(cp_->Cordon("n1", "cordon", -1, kAdmin).ok());
+  EXPECT_EQ(Cycle().why, "a node changed");
+  ASSERT_FALSE(Cycle().full);
+  ASSERT_TRUE(cp_->Cordon("n1", "uncordon", -1, kAdmin).ok());
+  EXPECT_EQ(Cycle().why, "a node changed");
+
+  auto applied = cp_->Apply(
+      json::array({{{"kind", "queue"}, {"name", "research"}, {"quota", {{"gpus", 4}}}}}), kAdmin);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(Cycle().why, "queues, projects or classes changed");
+
+  ASSERT_FALSE(Cycle().full);
+  now_ += 61'000'000;
+  EXPECT_EQ(Cycle().why, "interval");
+  EXPECT_EQ(State(b), "queued");
+}
+
+TEST_F(IncrementalCycleTest, ADecisionFoundStaleMakesTheNextCycleFull) {
+  Node(2);
+  int64_t a = Submit("a", 2), b = Submit("b", 1), c = Submit("c", 1);
+  // Cancelled while the plan that binds it is made: the bind is not applied, and c was judged
+  // (and parked) on a cluster where a held both GPUs.
+  during_plan_ = [&] { ASSERT_TRUE(cp_->Cancel(a, kAdmin).ok()); };
+  Cycle();
+  EXPECT_EQ(State(a), "cancelled");
+  EXPECT_EQ(State(c), "queued");
+  CycleStats next = Cycle();
+  EXPECT_TRUE(next.full);
+  EXPECT_EQ(State(b), "scheduled");
+  EXPECT_EQ(State(c), "scheduled");
+}
+
+}  // namespace
+}  // namespace carve
