@@ -387,6 +387,8 @@ class ControlPlane {
   // preemptions, explanations); the rest wait for the next cycle. Returns what was scheduled.
   absl::Status PlanCycle(std::unique_lock<std::mutex>& lock, CyclePlan& plan, StoreBatch& batch);
   absl::Status PlanWork(std::unique_lock<std::mutex>& lock, CyclePlan& plan, StoreBatch& batch);
+  void Unpark(CyclePlan& plan, const Released& released) const;
+  bool Parked(const CyclePlan& plan, const JobRecord& job, uint64_t revision) const;
   void PlanJob(CyclePlan& plan, JobRecord& job, const std::map<std::string, std::string>& pools,
                const std::set<int64_t>& windows, StoreBatch& batch);
   // Between two slices of a long step of the cycle: commits what the step changed so far (the

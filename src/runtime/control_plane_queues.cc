@@ -142,16 +142,15 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   std::map<std::string, std::string> pools;
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
   const std::set<int64_t> windows = ScheduledWindows();
-  for (int64_t id : placed_) {
-    if (Stopping(jobs_.at(id))) plan.stopping.insert(id);
-  }
+  Released released;
   plan.full_why = memory_.FullCycleReason(now, options_.full_cycle_every_us, config_revision_,
-                                          plan.base, plan.held, plan.stopping);
+                                          plan.base, plan.held, released);
   if (int64_t r = memory_.reserved_job;
       plan.full_why.empty() && r > 0 && (!jobs_.count(r) || jobs_.at(r).state != "queued")) {
-    plan.full_why = "the job holding the reservation left the queue";  // the next one takes it
+    plan.full_why = "the reservation passed on";  // its holder left: the next one takes it
   }
   plan.incremental = plan.full_why.empty() && options_.full_cycle_every_us > 0;
+  if (plan.incremental && !released.empty()) Unpark(plan, released);
   // In slices: a cycle over 100,000 jobs lets calls in between (what a slice reads is checked
   // again when the plan is applied, as is all of it).
   const size_t slice = std::max<size_t>(options_.plan_slice, 1);
@@ -178,6 +177,27 @@ absl::Status ControlPlane::Breathe(std::unique_lock<std::mutex>& lock, StoreBatc
   return broken_ ? Broken() : absl::OkStatus();
 }
 
+// The queues whose parked jobs a release lets back in: those sharing a cohort with a queue
+// that got quota back; and the requests that fit a node that got devices back.
+void ControlPlane::Unpark(CyclePlan& plan, const Released& released) const {
+  std::set<std::string> cohorts;
+  for (const QueueSpec& q : plan.in.queues) {
+    if (released.queues.count(q.name) && !q.cohort.empty()) cohorts.insert(q.cohort);
+  }
+  plan.unparked_queues = released.queues;
+  for (const QueueSpec& q : plan.in.queues) {
+    if (cohorts.count(q.cohort)) plan.unparked_queues.insert(q.name);
+  }
+  plan.unparked_shapes = memory_.ShapesThatFit(plan.cluster, released);
+}
+
+bool ControlPlane::Parked(const CyclePlan& plan, const JobRecord& job, uint64_t revision) const {
+  auto it = memory_.parked.find(job.id);
+  return it != memory_.parked.end() && it->second.revision == revision &&
+         job.id != memory_.reserved_job && !plan.unparked_shapes.count(it->second.shape) &&
+         !(it->second.quota && plan.unparked_queues.count(job.spec.queue));
+}
+
 void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job,
                            const std::map<std::string, std::string>& pools,
                            const std::set<int64_t>& windows, StoreBatch& batch) {
@@ -193,8 +213,8 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job,
   if (job.state == "queued") {
     uint64_t planned = revision();
     if (job.not_before_us > now) return;  // a retry's backoff
-    if (plan.incremental && memory_.Parked(id, planned)) {
-      ++plan.parked;  // judged on what is still there: nothing was released since
+    if (plan.incremental && Parked(plan, job, planned)) {
+      ++plan.parked;  // judged on what is still there: nothing it could use was released since
       return;
     }
   }

@@ -86,8 +86,10 @@ struct CyclePlan {
   bool incremental = false;
   std::string full_why;
   size_t parked = 0;
-  std::set<int64_t> stopping;  // placed jobs that are stopping
-  size_t skipped = 0;          // binds and preemptions the application found stale
+  // Parked jobs a release lets back in: by queue, by request (SchedulerMemory::shapes).
+  std::set<std::string> unparked_queues;
+  std::set<size_t> unparked_shapes;
+  size_t skipped = 0;  // binds and preemptions the application found stale
   // Made without the lock from the core's decisions: why each job waits, and which of
   // decisions.waits must be recorded under the lock (a new or changed explanation, a replica's).
   std::shared_ptr<WaitMap> waits;

@@ -232,20 +232,35 @@ void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
     memory_.full_us = now_();
     memory_.full_took_us = memory_.full_us - plan.now;
     memory_.parked.clear();
+    memory_.shapes.clear();
+    memory_.shape_index.clear();
   }
   memory_.config_revision = plan.config_revision;
   for (const Bind& b : d.binds) {  // what the next cycle must find held, at least
     std::vector<ReplicaPlacement>& held = plan.held[b.job < 0 ? plan.work[-b.job - 1].job : b.job];
     held.insert(held.end(), b.replicas.begin(), b.replicas.end());
   }
-  memory_.held = std::move(plan.held);
-  memory_.stopping = std::move(plan.stopping);
+  memory_.held.clear();
+  for (auto& [id, placements] : plan.held) {
+    auto job = jobs_.find(id);
+    memory_.held[id] = {std::move(placements), job == jobs_.end() ? "" : job->second.spec.queue};
+  }
   memory_.base = std::move(plan.base);
+  memory_.full_next =
+      plan.incremental && d.reserved_job != memory_.reserved_job ? "the reservation passed on" : "";
   memory_.reserved_job = d.reserved_job;
+  std::unordered_map<int64_t, const PendingJob*> pending;
+  for (const PendingJob& p : plan.in.pending) pending[p.id] = &p;
   for (const WaitExplanation& w : d.waits) {
     if (w.job < 0) continue;
-    if (w.settled && Unchanged(plan, w.job)) {
-      memory_.parked[w.job] = revisions_.at(w.job);  // with its explanation recorded, if new
+    if (w.settled && Unchanged(plan, w.job)) {  // with its explanation recorded, if new
+      // d.waits were moved into the table just published.
+      const Waiting* why = waits_->Find(w.job);
+      bool fit = why != nullptr &&
+                 std::none_of(why->wait.gates.begin(), why->wait.gates.end(), [](const auto& g) {
+                   return g.gate == Gate::kPlacement || g.gate == Gate::kGang;
+                 });
+      memory_.Park(w.job, revisions_.at(w.job), pending.at(w.job)->request.replica, fit);
     } else {
       memory_.parked.erase(w.job);
     }

@@ -6,11 +6,12 @@
 namespace carve {
 namespace {
 
+using Piece = std::tuple<int64_t, int, int64_t, int64_t, int, int>;
+
 // What a job's placements take from the cluster (which node, device, slice and amount), in a
 // canonical order: a placement rebuilt from the job's record compares equal to the one planned.
-std::vector<std::tuple<int64_t, int, int64_t, int64_t, int, int>> Taken(
-    const std::vector<ReplicaPlacement>& placements) {
-  std::vector<std::tuple<int64_t, int, int64_t, int64_t, int, int>> out;
+std::vector<Piece> Taken(const std::vector<ReplicaPlacement>& placements) {
+  std::vector<Piece> out;
   for (const ReplicaPlacement& p : placements) {
     out.emplace_back(p.node.value(), -1, p.resources.cpu.units(), p.resources.memory.units(), -1,
                      -1);
@@ -23,27 +24,61 @@ std::vector<std::tuple<int64_t, int, int64_t, int64_t, int, int>> Taken(
   return out;
 }
 
+// The nodes where `before` held something that `after` does not.
+void ReleasedNodes(const std::vector<ReplicaPlacement>& before,
+                   const std::vector<ReplicaPlacement>& after, std::set<int64_t>& nodes) {
+  std::vector<Piece> was = Taken(before), is = Taken(after), gone;
+  std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(gone));
+  for (const Piece& p : gone) nodes.insert(std::get<0>(p));
+}
+
 }  // namespace
 
 std::string SchedulerMemory::FullCycleReason(
     int64_t now, int64_t every_us, uint64_t revision, const Cluster& nodes,
-    const std::map<int64_t, std::vector<ReplicaPlacement>>& now_held,
-    const std::set<int64_t>& now_stopping) const {
+    const std::map<int64_t, std::vector<ReplicaPlacement>>& now_held, Released& released) const {
   if (!valid) return "no earlier cycle to build on";
+  if (!full_next.empty()) return full_next;
   if (now - full_us >= std::max(every_us, 10 * full_took_us)) return "interval";
   if (revision != config_revision) return "queues, projects or classes changed";
   if (!base || !(*base == nodes)) return "a node changed";
-  // Released: a job that held devices holds less, or began to stop (its claimants may now use
-  // them). Jobs bound since hold more, which parks nothing wrongly.
-  for (const auto& [job, placements] : held) {
+  // Jobs bound since hold more, which parks nothing wrongly; what a job holds less of is released.
+  static const std::vector<ReplicaPlacement> kNothing;
+  for (const auto& [job, was] : held) {
     auto it = now_held.find(job);
-    if (it == now_held.end() ||
-        (it->second != placements && Taken(it->second) != Taken(placements))) {
-      return "a job released devices";
+    const std::vector<ReplicaPlacement>& is = it == now_held.end() ? kNothing : it->second;
+    if (is == was.placements) continue;
+    size_t before = released.nodes.size();
+    ReleasedNodes(was.placements, is, released.nodes);
+    if (released.nodes.size() > before || is.size() < was.placements.size()) {
+      released.queues.insert(was.queue);
     }
-    if (!stopping.count(job) && now_stopping.count(job)) return "a job began to stop";
   }
   return "";
+}
+
+std::set<size_t> SchedulerMemory::ShapesThatFit(const Cluster& cluster,
+                                                const Released& released) const {
+  std::set<size_t> fit;
+  for (size_t s = 0; s < shapes.size(); ++s) {
+    const ReplicaRequest& replica = shapes[s];
+    for (int64_t n : released.nodes) {
+      const Node& node = cluster.node(NodeId(n));
+      if (CheckNode(cluster, node, replica) != FitReason::kFits) continue;
+      if (replica.gpu.none() || !DeviceOptions(cluster, node, replica).empty()) {
+        fit.insert(s);
+        break;
+      }
+    }
+  }
+  return fit;
+}
+
+void SchedulerMemory::Park(int64_t job, uint64_t revision, const ReplicaRequest& request,
+                           bool quota) {
+  auto [it, fresh] = shape_index.try_emplace(request, shapes.size());
+  if (fresh) shapes.push_back(request);
+  parked[job] = {revision, it->second, quota};
 }
 
 }  // namespace carve

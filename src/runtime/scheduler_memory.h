@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "core/model/cluster.h"
 #include "core/sched/placement/fit.h"
+#include "core/sched/request.h"
 
 namespace carve {
 
@@ -26,42 +27,70 @@ struct CycleStats {
   size_t parked = 0;   // waiting jobs left out: nothing was released since they were judged
 };
 
+// What a cycle finds released since the last one: devices on these nodes (their indexes in the
+// cluster), quota in these queues.
+struct Released {
+  std::set<int64_t> nodes;
+  std::set<std::string> queues;
+  bool empty() const { return nodes.empty() && queues.empty(); }
+};
+
 // What the scheduler remembers from one cycle to the next (Kueue's inadmissible workloads, in
-// Carve's plan/apply): a waiting job whose verdict is settled (WaitExplanation::settled: it waits
-// on quota, placement or its gang, and no victims make it fit) keeps that verdict until something
-// is released. So a cycle in which nothing was released, no node changed, no rule changed and the
-// last full cycle is recent plans only new or changed jobs (and the job holding the backfill
-// reservation, so that new work still respects it); the parked ones keep their explanations.
-// Capacity within such a window only shrinks (binds, claims), so a parked job could not fit,
-// pass its quota or find victims in it either. Time alone (aging, windows, reservation
-// estimates) is caught by a full cycle at least every ControlPlane::Options::full_cycle_every_us,
-// or ten times as long as the last full cycle took, whichever is longer (so that full cycles take
-// at most a tenth of the scheduler's time).
-// Owned by the scheduler (under ControlPlane::schedule_mu_).
+// Carve's plan/apply). A waiting job whose verdict is settled (WaitExplanation::settled: it waits
+// on quota, placement or its gang, and no victims make it fit) is parked: later cycles leave it
+// out, with its explanation, until something it could use is released. Between two cycles, only
+// releases give capacity back (binds and claims take it), so a parked job comes back when
+//   - a job released devices on a node where one replica of its request fits now, or (for a job
+//     that fit the cluster and waited only on its quota) quota in a queue of its cohort
+//     (Released): the cycle plans it with the new work;
+//   - a node changed (registered, cordoned, uncordoned, a GPU quarantined or cleared), queues,
+//     projects or classes changed, a decision of the last cycle was found stale, or the last
+//     full cycle is old: the cycle is full, every job is planned.
+// The job holding the backfill reservation is planned in every cycle, so new work respects it;
+// when it starts or leaves, the next cycle is full, so the reservation goes to the first job in
+// order, parked or not.
+// What a release cannot bring back: a parked job that would now fit by preempting jobs on the
+// released node (it does not fit there as it is), or whose aged priority now outranks a running
+// job; a full cycle at least every ControlPlane::Options::full_cycle_every_us, or ten times as
+// long as the last full cycle took (so full cycles take at most a tenth of the scheduler's time),
+// catches those. Owned by the scheduler (under ControlPlane::schedule_mu_).
 struct SchedulerMemory {
   bool valid = false;   // false: the next cycle is full (first cycle, an error, a skipped decision)
   int64_t full_us = 0;  // when the last full cycle ended
   int64_t full_took_us = 0;  // and how long it took
   uint64_t config_revision = 0;
   std::optional<Cluster> base;  // the nodes as the last cycle saw them, without holdings
-  // What every placed job held once the last cycle's binds were applied, and which of them were
-  // stopping then.
-  std::map<int64_t, std::vector<ReplicaPlacement>> held;
-  std::set<int64_t> stopping;
-  absl::flat_hash_map<int64_t, uint64_t> parked;  // job -> the revision its verdict was made on
+  // What every placed job held, and in which queue, once the last cycle's binds were applied.
+  struct Held {
+    std::vector<ReplicaPlacement> placements;
+    std::string queue;
+  };
+  std::map<int64_t, Held> held;
+  // Parked jobs: the revision the verdict was made on, and the request it was made for.
+  struct Parked {
+    uint64_t revision = 0;
+    size_t shape = 0;    // in shapes
+    bool quota = false;  // it fit the cluster; only its queue's quota held it back
+  };
+  absl::flat_hash_map<int64_t, Parked> parked;
+  std::vector<ReplicaRequest> shapes;
+  absl::flat_hash_map<ReplicaRequest, size_t> shape_index;
   int64_t reserved_job = 0;
+  // Set when an incremental cycle passed the reservation on (its holder started or left): a
+  // parked job ahead of the new holder may be owed it, so the next cycle is full.
+  std::string full_next;
 
   // Why the cycle about to run must plan every job, given what it sees now; empty when it may
-  // plan only new or changed work.
+  // plan only new or changed work and the parked jobs that `released` lets back in.
   std::string FullCycleReason(int64_t now, int64_t every_us, uint64_t config_revision,
                               const Cluster& base,
                               const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
-                              const std::set<int64_t>& stopping) const;
-  // Whether `job` at `revision` stays out of an incremental cycle.
-  bool Parked(int64_t job, uint64_t revision) const {
-    auto it = parked.find(job);
-    return it != parked.end() && it->second == revision && job != reserved_job;
-  }
+                              Released& released) const;
+  // The parked shapes that one replica of which fits, in `cluster` as it is now, on a released
+  // node.
+  std::set<size_t> ShapesThatFit(const Cluster& cluster, const Released& released) const;
+  // Parks `job` (judged at `revision` for `request`; `quota`: only quota held it back).
+  void Park(int64_t job, uint64_t revision, const ReplicaRequest& request, bool quota);
 };
 
 }  // namespace carve

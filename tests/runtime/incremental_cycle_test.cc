@@ -85,28 +85,47 @@ TEST_F(IncrementalCycleTest, SettledWaitsStayParkedUntilSomethingIsReleased) {
   EXPECT_EQ(Explain(c)["judged"]["cycle"], "full");
   EXPECT_EQ(Cycle().parked, 2u);  // c and d
 
-  // a never started: cancelling it frees its GPU at once, and every waiting job is judged again.
+  // a never started: cancelling it frees its GPU at once, which lets back in every parked job
+  // that fits there. b takes it; the reservation passes on, so the next cycle is full.
   ASSERT_TRUE(cp_->Cancel(a, kAdmin).ok());
   CycleStats fourth = Cycle();
-  EXPECT_TRUE(fourth.full);
-  EXPECT_EQ(fourth.why, "a job released devices");
+  EXPECT_FALSE(fourth.full) << fourth.why;
+  EXPECT_EQ(fourth.planned, 3u);
   EXPECT_EQ(State(b), "scheduled");
-  EXPECT_EQ(Explain(c)["judged"]["cycle"], "full");
+  EXPECT_EQ(Explain(c)["judged"]["cycle"], "incremental");
+  EXPECT_EQ(Cycle().why, "the reservation passed on");
 }
 
-TEST_F(IncrementalCycleTest, AReleaseBringsBackTheParkedJobs) {
-  Node(2);
-  int64_t a = Submit("a", 2), b = Submit("b", 1), c = Submit("c", 1);
+// A release lets back in the parked jobs that could use it: those whose request fits the node
+// that got devices back (or whose queue's cohort got quota back); the others stay parked.
+TEST_F(IncrementalCycleTest, AReleaseBringsBackTheParkedJobsThatCanUseIt) {
+  RegisterH200Node("n1", 1, kAdmin);
+  RegisterH200Node("n2", 2, kAdmin);
+  int64_t two = Submit("two", 2), one = Submit("one", 1);
   ASSERT_TRUE(Cycle().full);
-  ASSERT_EQ(State(a), "scheduled");
+  ASSERT_EQ(State(two), "scheduled");  // only n2 takes it
+  ASSERT_EQ(State(one), "scheduled");
+  int64_t r = Submit("r", 2), big = Submit("big", 2), small = Submit("small", 1);
+  Cycle();
+  Cycle();  // the reservation was taken in an incremental cycle: this one is full
   CycleStats parked = Cycle();
-  ASSERT_FALSE(parked.full);
-  ASSERT_EQ(parked.parked, 1u);  // c; b holds the reservation
-  ASSERT_TRUE(cp_->Cancel(a, kAdmin).ok());
+  ASSERT_FALSE(parked.full) << parked.why;
+  ASSERT_EQ(parked.parked, 2u);  // big, small; r holds the reservation
+  ASSERT_TRUE(Explain(r)["reserved"].get<bool>());
+
+  ASSERT_TRUE(cp_->Cancel(one, kAdmin).ok());  // n1's GPU: one GPU, never two
   CycleStats next = Cycle();
-  EXPECT_EQ(next.why, "a job released devices");
-  EXPECT_EQ(State(b), "scheduled");
-  EXPECT_EQ(State(c), "scheduled");  // parked until the release
+  EXPECT_FALSE(next.full) << next.why;
+  EXPECT_EQ(next.parked, 1u);  // big
+  EXPECT_EQ(State(small), "scheduled");
+  EXPECT_EQ(Explain(big)["judged"]["cycle"], "full");
+
+  ASSERT_TRUE(cp_->Cancel(two, kAdmin).ok());  // n2's two GPUs: r and big fit there
+  next = Cycle();
+  EXPECT_FALSE(next.full) << next.why;
+  EXPECT_EQ(next.parked, 0u);
+  EXPECT_EQ(State(r), "scheduled");
+  EXPECT_EQ(Explain(big)["judged"]["cycle"], "incremental");
 }
 
 TEST_F(IncrementalCycleTest, NewWorkStillRespectsTheReservation) {
@@ -117,6 +136,7 @@ TEST_F(IncrementalCycleTest, NewWorkStillRespectsTheReservation) {
   int64_t big = Submit("big", 2);
   Cycle();
   ASSERT_TRUE(Explain(big)["reserved"].get<bool>()) << Explain(big).dump();
+  ASSERT_EQ(Cycle().why, "the reservation passed on");
 
   // One GPU is free, but a job without a max runtime there would delay big past held's end.
   int64_t small = Submit("small", 1);
