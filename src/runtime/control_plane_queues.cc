@@ -269,11 +269,14 @@ void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
       plan.explain.push_back(i);
       continue;
     }
-    std::string summary = w.Summary();
+    // Recorded (the job's record, a job.waiting event) when the reason changes, not its counts:
+    // a bind elsewhere changes how many nodes are full for every waiting job.
+    std::string summary = w.Summary(), signature = w.Signature();
     const Waiting* last = last_waits_->Find(w.job);
-    if (last == nullptr || last->summary != summary) plan.explain.push_back(i);
-    plan.waits->insert_or_assign(w.job, Waiting{std::move(w), std::move(summary), json::object(),
-                                                plan.now, !plan.incremental, planned});
+    if (last == nullptr || last->signature != signature) plan.explain.push_back(i);
+    plan.waits->insert_or_assign(
+        w.job, Waiting{std::move(w), std::move(summary), std::move(signature), json::object(),
+                       plan.now, !plan.incremental, planned});
   }
 }
 

@@ -30,7 +30,8 @@ struct ReplicaWork {
 // scheduler compares the next cycle's explanations with it without the lock.
 struct Waiting {
   WaitExplanation wait;
-  std::string summary;                              // wait.Summary(), what the job's record says
+  std::string summary;    // wait.Summary(), what the job's record says
+  std::string signature;  // wait.Signature(): a new one is recorded, new counts alone are not
   nlohmann::json extra = nlohmann::json::object();  // a replica's: explanation, replica, slot
   // The cycle that judged it: when, whether it planned every job, and how many it ordered
   // (wait.position is the place among those).

@@ -223,7 +223,8 @@ absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePl
 }
 
 void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
-  last_cycle_ = {plan.now, !plan.incremental, plan.full_why, plan.in.pending.size(), plan.parked};
+  last_cycle_ = {plan.now,    !plan.incremental,  plan.full_why, plan.in.pending.size(),
+                 plan.parked, plan.explain.size()};
   // A decision found stale (a job cancelled, a node cordoned meanwhile) left the cluster other
   // than the waiting jobs were judged on: the next cycle judges them all again.
   memory_.valid = plan.skipped == 0;

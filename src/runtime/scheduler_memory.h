@@ -23,8 +23,9 @@ struct CycleStats {
   // parked (SchedulerMemory). `why` names what made a cycle full.
   bool full = true;
   std::string why;
-  size_t planned = 0;  // pending jobs and replicas the core ordered and judged
-  size_t parked = 0;   // waiting jobs left out: nothing was released since they were judged
+  size_t planned = 0;    // pending jobs and replicas the core ordered and judged
+  size_t parked = 0;     // waiting jobs left out: nothing was released since they were judged
+  size_t explained = 0;  // new or changed explanations recorded (each a record and an event)
 };
 
 // What a cycle finds released since the last one: devices on these nodes (their indexes in the

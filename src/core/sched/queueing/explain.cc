@@ -86,6 +86,31 @@ std::string WaitExplanation::Summary() const {
   return absl::StrJoin(parts, "; ");
 }
 
+std::string WaitExplanation::Signature() const {
+  std::string out = reserved ? "reserved" : "";
+  for (const GateFacts& g : gates) {
+    absl::StrAppend(&out, "|", ToString(g.gate));
+    switch (g.gate) {
+      case Gate::kQuota:
+        absl::StrAppend(&out, ":", g.queue, ":", g.quota.resource);
+        break;
+      case Gate::kGang:
+        absl::StrAppend(&out, ":", g.needed);
+        break;
+      case Gate::kPlacement:
+        for (const auto& [reason, count] : g.reasons) absl::StrAppend(&out, ":", reason);
+        break;
+      case Gate::kOrder:
+        absl::StrAppend(&out, ":", g.reserved_job);
+        break;
+      case Gate::kPreemption:
+        for (int64_t v : g.victims) absl::StrAppend(&out, ":", v);
+        break;
+    }
+  }
+  return out;
+}
+
 GateFacts PlacementGate(const Cluster& cluster, const FitReport& report) {
   GateFacts g;
   g.gate = Gate::kPlacement;

@@ -65,6 +65,11 @@ struct WaitExplanation {
   bool settled = false;
 
   std::string Summary() const;  // the gates' summaries joined by "; "
+  // The reason without its counts: the gates, which resource or queue, which kinds of node
+  // failure, which job holds the reservation or stops for it. Two cycles that give a job the same
+  // signature keep it waiting for the same reason, even where counts (nodes per failure, quota
+  // used) moved.
+  std::string Signature() const;
 };
 
 // The placement gate's facts from a failed placement: per-reason counts, with nodes that are
