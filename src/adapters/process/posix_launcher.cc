@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sanitizer/asan_interface.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -290,7 +291,12 @@ class ChildStack {
     if (mprotect(base_, page, PROT_NONE) != 0) err_ = errno;
   }
   ~ChildStack() {
-    if (base_ != nullptr) munmap(base_, bytes_);
+    if (base_ == nullptr) return;
+    // The child's frames never returned (it exec'd or _exit'ed): under AddressSanitizer their
+    // redzones stay poisoned in the shadow it shares with us, and the next stack mapped here
+    // would inherit them. A no-op in other builds.
+    ASAN_UNPOISON_MEMORY_REGION(base_, bytes_);
+    munmap(base_, bytes_);
   }
   ChildStack(const ChildStack&) = delete;
   ChildStack& operator=(const ChildStack&) = delete;
