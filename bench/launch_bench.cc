@@ -100,7 +100,7 @@ void BM_LaunchTrueInCgroup(benchmark::State& state) {
   std::ifstream mounts("/proc/self/mounts");
   std::string device, mount, type, rest;
   while (mounts >> device >> mount >> type && std::getline(mounts, rest)) {
-    if (type == "cgroup" || type == "cgroup2") rmdir((mount + "/" + root).c_str());
+    if (type == "cgroup" || type == "cgroup2") rmdir(absl::StrCat(mount, "/", root).c_str());
   }
 }
 
