@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,8 +58,7 @@ absl::Status MakeDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
-// What a spawned child gets, prepared before fork (the child of a threaded process may not
-// allocate): argv and the environment (the agent's, with `env` over it).
+// What a spawned child gets: argv and the environment (the agent's, with `env` over it).
 struct ExecArgs {
   std::vector<std::string> storage;
   std::vector<char*> argv, envp;
@@ -78,20 +78,30 @@ struct ExecArgs {
   }
 };
 
-[[noreturn]] void ExecChild(ExecArgs& a, int in, int out) {
-  ::setpgid(0, 0);
-  sigset_t none;  // the agent blocks the signals it waits for; the daemon must not inherit that
+// Starts `a` in a process group of its own, with `in` as its standard input and `out` as its
+// standard output and error, and no signal blocked (the agent blocks the signals it waits for; the
+// daemon must not inherit that). posix_spawnp, not fork: the agent may be the large `carve dev`
+// server, whose page tables a fork copies. Returns the pid, or the error (errno) of the spawn,
+// the command's exec included.
+absl::StatusOr<pid_t> SpawnChild(ExecArgs& a, int in, int out) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in, 0);
+  posix_spawn_file_actions_adddup2(&actions, out, 1);
+  posix_spawn_file_actions_adddup2(&actions, out, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
   sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (in >= 0) ::dup2(in, 0);
-  if (out >= 0) {
-    ::dup2(out, 1);
-    ::dup2(out, 2);
-  }
-  ::execvpe(a.argv[0], a.argv.data(), a.envp.data());
-  static const char kWhy[] = "cannot run the MPS control program: exec failed\n";
-  (void)!::write(2, kWhy, sizeof(kWhy) - 1);
-  ::_exit(127);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  int err = ::posix_spawnp(&pid, a.argv[0], &actions, &attr, a.argv.data(), a.envp.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) return absl::UnavailableError(std::strerror(err));
+  return pid;
 }
 
 // Runs `argv` to its end (at most `timeout_ms`) with `input` on its standard input; returns its
@@ -107,11 +117,16 @@ std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv,
     return {-1, std::strerror(errno)};
   }
   ExecArgs args(argv, env);
-  pid_t pid = ::fork();
-  if (pid == 0) ExecChild(args, in[0], out[1]);
+  absl::StatusOr<pid_t> spawned = SpawnChild(args, in[0], out[1]);
   ::close(in[0]);
   ::close(out[1]);
-  if (pid > 0 && !input.empty()) {
+  if (!spawned.ok()) {
+    ::close(in[1]);
+    ::close(out[0]);
+    return {127, absl::StrCat("cannot run the MPS control program: ", spawned.status().message())};
+  }
+  const pid_t pid = *spawned;
+  if (!input.empty()) {
     // A command that exits without reading must not raise SIGPIPE in the agent.
     sigset_t pipe_signal, old;
     sigemptyset(&pipe_signal);
@@ -128,7 +143,7 @@ std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv,
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   char buf[4096];
   int status = 0;
-  bool exited = pid < 0;
+  bool exited = false;
   // Until the output ends or the command exits (a daemon it left may hold the pipe open).
   while (!exited && std::chrono::steady_clock::now() < until) {
     pollfd p{out[0], POLLIN, 0};
@@ -147,7 +162,6 @@ std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv,
     output.append(buf, static_cast<size_t>(n));
   }
   ::close(out[0]);
-  if (pid < 0) return {-1, std::strerror(errno)};
   if (!exited && ::waitpid(pid, &status, WNOHANG) != pid) {
     ::kill(-pid, SIGKILL);
     ::waitpid(pid, &status, 0);

@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -633,6 +635,135 @@ TEST_F(PosixLauncherTest, AdoptsAProcessItDidNotStart) {
   EXPECT_FALSE((*polled)->exited);  // unknown: the status went to its parent
   EXPECT_EQ((*polled)->signal, 0);
   EXPECT_TRUE(restarted->Cleanup(adopted).ok());
+}
+
+// The child moves itself into every directory of its cgroup before it execs: the command's first
+// look at /proc/self/cgroup already shows the group, in each hierarchy the launcher uses (v1
+// controllers and the unified cgroup2 mount here, the one cgroup2 directory on a pure v2 node).
+TEST_F(PosixLauncherTest, TheCommandStartsInsideItsCgroup) {
+  ProcessHandle handle = Launch(Spec({"cat", "/proc/self/cgroup"}, "joined"));
+  ASSERT_TRUE(PollUntilEnded(*launcher_, handle).has_value());
+  if (handle.group_path.empty()) GTEST_SKIP() << "no cgroup here: " << handle.enforcement.detail;
+  std::vector<std::string> dirs = Cgroups::Detect(root_)->DirsOf(handle.group_path);
+  ASSERT_FALSE(dirs.empty());
+  const std::string log = ReadAll(dir_ + "/joined.log");
+  size_t in_group = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    if (absl::EndsWith(line, ":/" + root_ + "/joined")) ++in_group;
+  }
+  EXPECT_EQ(in_group, dirs.size()) << log;
+  if (handle.enforcement.mechanism == "cgroup-v2") {
+    EXPECT_THAT(log, HasSubstr("0::/" + root_ + "/joined\n"));
+  }
+}
+
+// A cgroup the child cannot enter (here a hierarchy laid out in plain files, whose group has no
+// cgroup.procs) is reported by the child before it execs; the launcher removes the group and
+// starts the replica again without one, saying why.
+TEST_F(PosixLauncherTest, AFailedJoinIsReportedAndTheReplicaRunsWithoutACgroup) {
+  const std::string mount = dir_ + "/fake-v2";
+  std::filesystem::create_directories(mount + "/carve");
+  std::ofstream(mount + "/cgroup.controllers") << "cpuset cpu io memory pids\n";
+  std::ofstream(mount + "/cgroup.subtree_control") << "cpu memory\n";
+  std::ofstream(mount + "/carve/cgroup.subtree_control") << "cpu memory\n";
+  auto cgroups = Cgroups::DetectFromMounts("carve", "cgroup2 " + mount + " cgroup2 rw 0 0\n");
+  ASSERT_EQ(cgroups->mechanism(), "cgroup-v2") << cgroups->summary();
+  std::unique_ptr<ProcessLauncher> launcher = MakePosixLauncherWithCgroups(std::move(cgroups));
+
+  LaunchSpec spec = Spec({"sh", "-c", "echo ran; cat /proc/self/cgroup"}, "unjoinable");
+  absl::StatusOr<ProcessHandle> handle = launcher->Launch(spec);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  launched_.push_back(*handle);
+  ASSERT_TRUE(PollUntilEnded(*launcher, *handle).has_value());
+  EXPECT_EQ(handle->enforcement.mechanism, "none");
+  EXPECT_EQ(handle->enforcement.detail,
+            absl::StrCat("none: cgroup-v2 available but joining the group failed: open ", mount,
+                         "/carve/unjoinable/cgroup.procs: No such file or directory"));
+  EXPECT_TRUE(handle->group_path.empty());
+  EXPECT_FALSE(std::filesystem::exists(mount + "/carve/unjoinable"));
+  EXPECT_THAT(ReadAll(spec.log_path), StartsWith("ran\n"));
+}
+
+// Launches from several threads at once: each child shares the agent's memory until its exec,
+// and each launch gets its own child's outcome (a pid that ran its command, or its own error).
+TEST_F(PosixLauncherTest, ConcurrentLaunchesEachGetTheirOwnOutcome) {
+  constexpr int kThreads = 4;
+  constexpr int kEach = 8;
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::vector<ProcessHandle>> handles(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const std::string name = absl::StrCat("concurrent-", t, "-", i);
+        if (i % 2 == 1) {
+          absl::StatusOr<ProcessHandle> missing =
+              launcher_->Launch(Spec({absl::StrCat("carve-missing-", t, "-", i)}, name));
+          if (missing.ok() ||
+              !absl::StrContains(missing.status().message(), absl::StrCat("missing-", t, "-", i))) {
+            absl::StrAppend(&failures[t], name, ": ", missing.status().ToString(), "\n");
+          }
+          continue;
+        }
+        absl::StatusOr<ProcessHandle> handle =
+            launcher_->Launch(Spec({"sh", "-c", "echo $$"}, name));
+        if (!handle.ok()) {
+          absl::StrAppend(&failures[t], name, ": ", handle.status().ToString(), "\n");
+          continue;
+        }
+        handles[t].push_back(*handle);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(failures[t], "");
+    for (size_t i = 0; i < handles[t].size(); ++i) {
+      const ProcessHandle& handle = handles[t][i];
+      launched_.push_back(handle);
+      ASSERT_TRUE(PollUntilEnded(*launcher_, handle).has_value());
+      EXPECT_EQ(ReadAll(absl::StrCat(dir_, "/concurrent-", t, "-", 2 * i, ".log")),
+                absl::StrCat(handle.pid, "\n"));
+    }
+  }
+}
+
+// As root, from an agent with other threads: the replica gets its user while every thread of the
+// agent keeps its own (glibc's set*id calls would have changed them all; the child makes the
+// system calls, as posix_spawn does).
+TEST_F(PosixLauncherTest, SwitchingTheReplicasUserLeavesTheAgentsThreadsAlone) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  pid_t helper_tid = 0;
+  std::thread helper([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    helper_tid = gettid();
+    cv.notify_all();
+    cv.wait(lock, [&] { return done; });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return helper_tid != 0; });
+  }
+  LaunchSpec spec = Spec({"id", "-u"}, "as-user-threaded");
+  spec.uid = 4242;
+  ProcessHandle handle = Launch(spec);
+  ASSERT_TRUE(PollUntilEnded(*launcher_, handle).has_value());
+  EXPECT_EQ(ReadAll(spec.log_path), "4242\n");
+  for (pid_t tid : {gettid(), helper_tid}) {
+    std::string status = ReadAll(absl::StrCat("/proc/self/task/", tid, "/status"));
+    EXPECT_THAT(status, HasSubstr("\nUid:\t0\t0\t0\t0\n")) << tid;
+    EXPECT_THAT(status, HasSubstr("\nGid:\t0\t0\t0\t0\n")) << tid;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  helper.join();
 }
 
 TEST_F(PosixLauncherTest, RunsUnconfinedWhenNoCgroupIsUsable) {

@@ -1,14 +1,22 @@
 // Replicas as POSIX process groups, each in its own session and (where the machine allows) its
-// own cgroup. The child is held between fork and exec until the agent has moved it into its
-// cgroup, so a replica never runs a single instruction of its command outside its limits.
+// own cgroup. The child is started as glibc's posix_spawn starts one: clone(CLONE_VM |
+// CLONE_VFORK) on a small stack of its own, so that it shares the agent's memory until exec
+// instead of copying its page tables (the agent may be the whole `carve dev` server: fork() of it
+// cost more than anything else a launch did). The agent's thread waits until the child has
+// exec'd or exited. Before exec, still privileged, the child moves itself into its cgroup, so a
+// replica never runs a single instruction of its command outside its limits.
 #include "adapters/process/posix_launcher.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sanitizer/asan_interface.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,13 +50,16 @@ constexpr int kStatusFd = 3;
 constexpr milliseconds kPollStep(10);
 constexpr milliseconds kKillWait(2000);     // after SIGKILL, how long Stop waits for the group
 constexpr milliseconds kCleanupWait(1000);  // how long Cleanup waits for a cgroup to drain
+// The child's stack between clone and exec: it needs a few KiB; a sanitizer build more. Only the
+// pages it touches are ever allocated.
+constexpr size_t kChildStackBytes = 256 * 1024;
 
 std::string ErrnoText(int err) {
   char buf[128];
   return strerror_r(err, buf, sizeof(buf));  // the GNU variant: returns the message
 }
 
-// Where a child failed between fork and exec; sent to the agent over the socket, which closes
+// Where a child failed between clone and exec; sent to the agent over the socket, which closes
 // on a successful exec (SOCK_CLOEXEC), so "nothing read" means "running the command".
 enum ChildStage : int {
   kSetsid = 1,
@@ -60,15 +71,19 @@ enum ChildStage : int {
   kGroups,
   kGid,
   kUid,
-  kNoNewPrivs
+  kNoNewPrivs,
+  kJoinOpen,   // opening <dir>/cgroup.procs of the cgroup's dir number `dir`
+  kJoinWrite,  // writing "0" to it
 };
 struct ChildError {
   int stage = 0;
   int err = 0;
+  int dir = 0;
 };
 
-// Everything the child uses, built before fork: the child of a multithreaded agent may only make
-// async-signal-safe calls, so it must not allocate.
+// Everything the child uses, built before the clone and alive until the agent's thread resumes:
+// the child runs in the agent's memory beside its other threads, so it may only make
+// async-signal-safe calls, must not allocate, and writes nothing but its own stack (and errno).
 struct ChildPlan {
   std::string command;  // argv[0], for messages
   std::string path;     // PATH searched, for messages
@@ -82,6 +97,9 @@ struct ChildPlan {
   std::string status_path;
   int64_t uid = -1;
   int64_t gid = -1;
+  // "<dir>/cgroup.procs" of every directory of the replica's cgroup, the primary one first;
+  // empty: no cgroup.
+  std::vector<std::string> procs_files;
 };
 
 absl::StatusOr<ChildPlan> MakePlan(const LaunchSpec& spec) {
@@ -129,11 +147,23 @@ absl::StatusOr<ChildPlan> MakePlan(const LaunchSpec& spec) {
   return plan;
 }
 
-[[noreturn]] void ReportAndExit(int sock, int stage, int err) {
+// The child's open, write and close: the system calls themselves. glibc's are cancellation
+// points, which in a multithreaded process flip the calling thread's cancellation state: the
+// agent's thread's, in the agent's memory.
+int ChildOpen(const char* path, int flags, mode_t mode = 0) {
+  return static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, flags, mode));
+}
+ssize_t ChildWrite(int fd, const void* data, size_t size) {
+  return syscall(SYS_write, fd, data, size);
+}
+void ChildClose(int fd) { syscall(SYS_close, fd); }
+
+[[noreturn]] void ReportAndExit(int sock, int stage, int err, int dir = 0) {
   ChildError error;
   error.stage = stage;
   error.err = err;
-  ssize_t ignored = write(sock, &error, sizeof(error));
+  error.dir = dir;
+  ssize_t ignored = ChildWrite(sock, &error, sizeof(error));
   (void)ignored;
   _exit(127);
 }
@@ -145,19 +175,41 @@ bool MoveTo(int fd, int target) {
 }
 
 // The replica's user, with no supplementary groups, and no way to gain privileges by exec
-// (setuid binaries, file capabilities). Async-signal-safe calls only.
+// (setuid binaries, file capabilities). Async-signal-safe calls only. The raw system calls, as
+// posix_spawn makes them: glibc's setgroups/setresgid/setresuid in a multithreaded process
+// change every thread's ids (they signal each thread listed in the agent's memory, which the
+// child shares); the system call changes the calling task's alone.
 void DropPrivileges(const ChildPlan& plan, int sock) {
   if (plan.uid >= 0) {
-    if (setgroups(0, nullptr) != 0) ReportAndExit(sock, kGroups, errno);
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) ReportAndExit(sock, kGroups, errno);
     gid_t gid = static_cast<gid_t>(plan.gid >= 0 ? plan.gid : plan.uid);
-    if (setresgid(gid, gid, gid) != 0) ReportAndExit(sock, kGid, errno);
+    if (syscall(SYS_setresgid, gid, gid, gid) != 0) ReportAndExit(sock, kGid, errno);
     uid_t uid = static_cast<uid_t>(plan.uid);
-    if (setresuid(uid, uid, uid) != 0) ReportAndExit(sock, kUid, errno);
+    if (syscall(SYS_setresuid, uid, uid, uid) != 0) ReportAndExit(sock, kUid, errno);
   }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ReportAndExit(sock, kNoNewPrivs, errno);
 }
 
-// The child between fork and exec. Async-signal-safe calls only.
+// Moves the calling process into every directory of its cgroup ("0" is the writer itself, on
+// cgroup v1 and v2 alike). Async-signal-safe calls only.
+void JoinCgroup(const ChildPlan& plan, int sock) {
+  for (size_t i = 0; i < plan.procs_files.size(); ++i) {
+    const int dir = static_cast<int>(i);
+    int fd = ChildOpen(plan.procs_files[i].c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) ReportAndExit(sock, kJoinOpen, errno, dir);
+    ssize_t n;
+    do {
+      n = ChildWrite(fd, "0", 1);
+    } while (n < 0 && errno == EINTR);
+    int err = n < 0 ? errno : EIO;
+    ChildClose(fd);
+    if (n != 1) ReportAndExit(sock, kJoinWrite, err, dir);
+  }
+}
+
+// The child between clone and exec, on its own stack in the agent's memory, the agent's thread
+// suspended (the other threads run on). Async-signal-safe calls only. Every signal is blocked
+// on entry (the agent blocked them around the clone): no handler of the agent's may run here.
 [[noreturn]] void RunChild(const ChildPlan& plan, int sock) {
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
@@ -167,30 +219,23 @@ void DropPrivileges(const ChildPlan& plan, int sock) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
   if (setsid() < 0) ReportAndExit(sock, kSetsid, errno);
-  // Held here until the agent has put us into the cgroup; anything but the byte means the agent
-  // gave up on this child.
-  char go = 0;
-  ssize_t n;
-  do {
-    n = read(sock, &go, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) _exit(127);
+  JoinCgroup(plan, sock);
 
-  int null_fd = open("/dev/null", O_RDONLY);
+  int null_fd = ChildOpen("/dev/null", O_RDONLY);
   if (null_fd < 0 || !MoveTo(null_fd, STDIN_FILENO)) ReportAndExit(sock, kStdin, errno);
-  if (null_fd > STDERR_FILENO) close(null_fd);
+  if (null_fd > STDERR_FILENO) ChildClose(null_fd);
   // Opened before chdir: a relative log path is relative to the agent, like every other path.
-  int log_fd = open(plan.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
+  int log_fd = ChildOpen(plan.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
   if (log_fd < 0 || !MoveTo(log_fd, STDOUT_FILENO) || !MoveTo(log_fd, STDERR_FILENO)) {
     ReportAndExit(sock, kLog, errno);
   }
-  if (log_fd > STDERR_FILENO) close(log_fd);
+  if (log_fd > STDERR_FILENO) ChildClose(log_fd);
   int keep = STDERR_FILENO;
   if (!plan.status_path.empty()) {
-    int status_fd =
-        open(plan.status_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int status_fd = ChildOpen(plan.status_path.c_str(),
+                              O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (status_fd < 0 || !MoveTo(status_fd, kStatusFd)) ReportAndExit(sock, kStatus, errno);
-    if (status_fd != kStatusFd) close(status_fd);
+    if (status_fd != kStatusFd) ChildClose(status_fd);
     fcntl(kStatusFd, F_SETFD, 0);  // dup2 cleared O_CLOEXEC, an fd opened as 3 still has it
     keep = kStatusFd;
   }
@@ -217,6 +262,88 @@ void DropPrivileges(const ChildPlan& plan, int sock) {
     break;  // found but not runnable (ENOEXEC, E2BIG, ...): as execvp, stop here
   }
   ReportAndExit(sock, kExec, denied && (err == ENOENT || err == ENOTDIR) ? EACCES : err);
+}
+
+struct ChildArgs {
+  const ChildPlan* plan;
+  int sock;
+};
+
+int ChildMain(void* arg) {
+  const ChildArgs* args = static_cast<const ChildArgs*>(arg);
+  RunChild(*args->plan, args->sock);
+}
+
+// The child's stack: mapped for one launch, with an inaccessible page below it, so that an
+// overflow faults instead of writing into whatever the agent mapped there.
+class ChildStack {
+ public:
+  ChildStack() {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    bytes_ = kChildStackBytes + page;
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+      err_ = errno;
+      return;
+    }
+    base_ = static_cast<char*>(base);
+    if (mprotect(base_, page, PROT_NONE) != 0) err_ = errno;
+  }
+  ~ChildStack() {
+    if (base_ == nullptr) return;
+    // The child's frames never returned (it exec'd or _exit'ed): under AddressSanitizer their
+    // redzones stay poisoned in the shadow it shares with us, and the next stack mapped here
+    // would inherit them. A no-op in other builds.
+    ASAN_UNPOISON_MEMORY_REGION(base_, bytes_);
+    munmap(base_, bytes_);
+  }
+  ChildStack(const ChildStack&) = delete;
+  ChildStack& operator=(const ChildStack&) = delete;
+
+  int error() const { return err_; }
+  void* top() const { return base_ + bytes_; }  // the stack grows down, on every Linux we run on
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  int err_ = 0;
+};
+
+// The child's process while it shares the agent's memory: clone(CLONE_VM | CLONE_VFORK), which
+// returns once the child has exec'd or exited. Every signal is blocked in the agent's thread
+// around the clone, so the child starts with them blocked and resets their handlers before it
+// takes any. The child writes errno, which is this thread's: read it only when clone failed.
+absl::StatusOr<pid_t> CloneChild(const ChildPlan& plan, int sock) {
+  ChildStack stack;
+  if (stack.error() != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("mmap the child's stack: ", ErrnoText(stack.error())));
+  }
+  ChildArgs args{&plan, sock};
+  sigset_t all;
+  sigset_t old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  pid_t pid = clone(ChildMain, stack.top(), CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  int err = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return absl::UnavailableError(absl::StrCat("clone: ", ErrnoText(err)));
+  return pid;
+}
+
+// Why the child could not enter its cgroup, in the words of Cgroups::Join.
+absl::Status JoinErrorStatus(const ChildPlan& plan, const ChildError& error) {
+  std::string path = error.dir >= 0 && static_cast<size_t>(error.dir) < plan.procs_files.size()
+                         ? plan.procs_files[static_cast<size_t>(error.dir)]
+                         : std::string("cgroup.procs");
+  std::string message = absl::StrCat(error.stage == kJoinOpen ? "open " : "write \"0\" to ", path,
+                                     ": ", ErrnoText(error.err));
+  if (error.err == ENOENT) return absl::NotFoundError(message);
+  if (error.err == EACCES || error.err == EPERM || error.err == EROFS) {
+    return absl::PermissionDeniedError(message);
+  }
+  return absl::UnavailableError(message);
 }
 
 absl::Status ChildErrorStatus(const ChildPlan& plan, const ChildError& error) {
@@ -258,6 +385,9 @@ absl::Status ChildErrorStatus(const ChildPlan& plan, const ChildError& error) {
           absl::StrCat("cannot switch to uid ", plan.uid, ": ", why));
     case kNoNewPrivs:
       return absl::InternalError(absl::StrCat("prctl(PR_SET_NO_NEW_PRIVS): ", why));
+    case kJoinOpen:
+    case kJoinWrite:
+      return JoinErrorStatus(plan, error);
     default:
       return absl::InternalError(absl::StrCat("setsid failed: ", why));
   }
@@ -372,8 +502,12 @@ class PosixLauncher final : public ProcessLauncher {
       absl::StatusOr<CgroupGroup> group = cgroups_->Create(
           name, spec.limits, spec.restrict_devices ? &spec.allowed_devices : nullptr);
       if (group.ok()) {
+        for (const std::string& dir : group->dirs) {
+          plan->procs_files.push_back(dir + "/cgroup.procs");
+        }
         absl::Status join_error;
-        absl::StatusOr<pid_t> pid = Spawn(*plan, &*group, &join_error);
+        absl::StatusOr<pid_t> pid = Spawn(*plan, &join_error);
+        plan->procs_files.clear();
         if (pid.ok()) {
           ProcessHandle handle{*pid, group->dirs.front(), group->enforcement};
           handle.enforcement.identity = Identity(spec);
@@ -392,7 +526,7 @@ class PosixLauncher final : public ProcessLauncher {
                          " available but creating the group failed: ", group.status().message());
       }
     }
-    absl::StatusOr<pid_t> pid = Spawn(*plan, nullptr, nullptr);
+    absl::StatusOr<pid_t> pid = Spawn(*plan, nullptr);
     if (!pid.ok()) return pid.status();
     unconfined.identity = Identity(spec);
     if (spec.restrict_devices) {
@@ -487,45 +621,24 @@ class PosixLauncher final : public ProcessLauncher {
  private:
   enum class ChildState { kRunning, kEnded, kNotChild };
 
-  // Forks the child, places it into `group` (when given) and lets it exec. Join failures come
-  // back in `join_error` too, so the caller can retry without a cgroup.
-  absl::StatusOr<pid_t> Spawn(const ChildPlan& plan, const CgroupGroup* group,
-                              absl::Status* join_error) {
+  // Starts the child, which joins the cgroup of `plan.procs_files` (when any) and execs. Join
+  // failures come back in `join_error` too, so the caller can retry without a cgroup.
+  absl::StatusOr<pid_t> Spawn(const ChildPlan& plan, absl::Status* join_error) {
     int fds[2];
     if (absl::Status s = MakeSocketPair(fds); !s.ok()) return s;
     const int agent_end = fds[0];
     const int child_end = fds[1];
-    pid_t pid = fork();
-    if (pid < 0) {
-      int err = errno;
-      close(agent_end);
-      close(child_end);
-      return absl::UnavailableError(absl::StrCat("fork: ", ErrnoText(err)));
-    }
-    if (pid == 0) {
-      close(agent_end);
-      RunChild(plan, child_end);
-    }
+    // Returns once the child has exec'd (its copies of both ends close with the exec) or exited.
+    absl::StatusOr<pid_t> pid = CloneChild(plan, child_end);
     close(child_end);
+    if (!pid.ok()) {
+      close(agent_end);
+      return pid.status();
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ended_.erase(pid);  // a pid seen before belongs to this child now
+      ended_.erase(*pid);  // a pid seen before belongs to this child now
     }
-    if (group != nullptr) {
-      if (absl::Status s = Cgroups::Join(*group, pid); !s.ok()) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-        close(agent_end);
-        if (join_error != nullptr) *join_error = s;
-        return s;
-      }
-    }
-    const char go = 'g';
-    ssize_t sent;
-    do {
-      sent = send(agent_end, &go, 1, MSG_NOSIGNAL);
-    } while (sent < 0 && errno == EINTR);
-
     ChildError error;
     size_t got = 0;
     while (got < sizeof(error)) {
@@ -536,9 +649,13 @@ class PosixLauncher final : public ProcessLauncher {
     }
     close(agent_end);
     if (got < sizeof(error)) return pid;  // exec succeeded: the socket closed with it
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    while (waitpid(*pid, nullptr, 0) < 0 && errno == EINTR) {
     }
-    return ChildErrorStatus(plan, error);
+    absl::Status status = ChildErrorStatus(plan, error);
+    if ((error.stage == kJoinOpen || error.stage == kJoinWrite) && join_error != nullptr) {
+      *join_error = status;
+    }
+    return status;
   }
 
   // Reaps `pid` when it is our child and has ended, keeping its status for Poll.
