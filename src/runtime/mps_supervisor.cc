@@ -227,6 +227,9 @@ absl::Status MpsSupervisor::Launch(Daemon& d) {
   for (const std::string& dir : {options_.root, d.pipe_dir, d.log_dir}) {
     if (absl::Status s = MakeDir(dir); !s.ok()) return s;
   }
+  if (options_.simulated) {  // the simulated daemon lives as long as the agent that supervises it
+    std::ofstream(d.pipe_dir + "/supervisor.pid") << ::getpid() << "\n";
+  }
   d.pid = ReadPid(d);
   if (Alive(d)) return absl::OkStatus();  // adopted: it outlived an agent restart
   std::error_code ec;
@@ -446,8 +449,16 @@ int SimulatedMpsControl(bool daemon) {
   std::string log = logs + "/control.log";
   std::ofstream(log, std::ios::app) << "simulated MPS control daemon " << ::getpid()
                                     << " started for " << Env("CUDA_VISIBLE_DEVICES") << "\n";
-  // The simulation ends with the agent that started it, so that tests leave nothing running.
-  while (supervisor <= 0 || ProcessAlive(supervisor)) {
+  // The simulation ends with its agent, so that tests leave nothing running: when its pipe
+  // directory or pid file is gone, or no agent has supervised it for 10 s. An agent that restarts
+  // adopts it, as a real daemon, and names itself in supervisor.pid.
+  int64_t unsupervised_ms = 0;
+  while (unsupervised_ms < 10'000) {
+    int64_t named = 0;
+    std::ifstream(pid_file) >> named;
+    if (named != ::getpid()) break;
+    std::ifstream(pipe + "/supervisor.pid") >> supervisor;
+    unsupervised_ms = supervisor <= 0 || ProcessAlive(supervisor) ? 0 : unsupervised_ms + 100;
     EnforceCaps(device, pipe, log);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
