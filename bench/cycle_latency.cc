@@ -4,11 +4,12 @@
 // cycles cost.
 //   carve_latency_bench [--nodes 5000] [--queues 200] [--pending 100000] [--clients 8]
 //                       [--seconds 20] [--dir DIR]
-//   carve_latency_bench --cycles K [--submit-per-cycle M] [--priorities 3] [...]
+//   carve_latency_bench --cycles K [--submit-per-cycle M] [--priorities 3] [--preemptible 1] [...]
 // The second form runs K cycles directly after the first, with M one-GPU submissions before
 // each (the steady state: the cluster full, a trickle of new work), and prints each cycle's
 // wall time and the percentiles over the K; no clients, no HTTP. The queued jobs have priorities
-// 0, 100, ... (--priorities of them; with more than one, higher ones preempt lower ones).
+// 0, 100, ... (--priorities of them; with more than one, higher ones preempt lower ones), and
+// with --preemptible 0 none of them may be preempted (no reclaim across queues either).
 // The store is SQLite in DIR (default: the temp directory), fsync'd as in production.
 #include <unistd.h>
 
@@ -43,7 +44,7 @@ const Principal kAdmin{"bench", "admin"};
 
 // `pending` queued jobs of 1, 2, 4 or 8 GPUs spread over the queues, written straight into the
 // store as a server stores them (submitting 100,000 through the API takes minutes here).
-void FillQueued(Store& store, int pending, int queues, int priorities) {
+void FillQueued(Store& store, int pending, int queues, int priorities, bool preemptible) {
   std::mt19937_64 rng(7);
   StoreBatch batch;
   for (int i = 1; i <= pending; ++i) {
@@ -54,6 +55,7 @@ void FillQueued(Store& store, int pending, int queues, int priorities) {
                                  {"queue", absl::StrCat("q", rng() % queues)},
                                  {"priority", static_cast<int>(rng() % priorities) * 100},
                                  {"max_runtime", "2h"},
+                                 {"preemptible", preemptible},
                                  {"command", {"sleep", "3600"}},
                                  {"resources", {{"gpus", gpus}, {"gpu_model", {"H200"}}}}});
     job.state = "queued";
@@ -141,10 +143,10 @@ void SteadyCycles(ControlPlane& cp, int queues, int cycles, int per_cycle) {
 }
 
 void Run(const std::string& dir, int nodes, int queues, int pending, int clients, int seconds,
-         int steady, int per_cycle, int priorities) {
+         int steady, int per_cycle, int priorities, bool preemptible) {
   GpuCatalog catalog = GpuCatalog::BuiltIn();
   std::unique_ptr<Store> store = *OpenSqliteStore(dir + "/latency.db");
-  FillQueued(*store, pending, queues, std::max(priorities, 1));
+  FillQueued(*store, pending, queues, std::max(priorities, 1), preemptible);
   ControlPlane::Options options;
   options.log_dir = dir + "/logs";
   options.node_timeout_us = int64_t{3600} * 1'000'000;  // the nodes never heartbeat
@@ -216,7 +218,8 @@ int main(int argc, char** argv) {
       dir, carve::Flag(argc, argv, "--nodes", 5000), carve::Flag(argc, argv, "--queues", 200),
       carve::Flag(argc, argv, "--pending", 100000), carve::Flag(argc, argv, "--clients", 8),
       carve::Flag(argc, argv, "--seconds", 20), carve::Flag(argc, argv, "--cycles", 0),
-      carve::Flag(argc, argv, "--submit-per-cycle", 8), carve::Flag(argc, argv, "--priorities", 3));
+      carve::Flag(argc, argv, "--submit-per-cycle", 8), carve::Flag(argc, argv, "--priorities", 3),
+      carve::Flag(argc, argv, "--preemptible", 1) != 0);
   std::filesystem::remove_all(dir);
   return 0;
 }
