@@ -284,7 +284,8 @@ void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
 // keep their explanations).
 std::shared_ptr<const WaitTable> ControlPlane::Publish(CyclePlan& plan) const {
   auto table = std::make_shared<WaitTable>();
-  if (!plan.incremental) {
+  // An incremental cycle that left nothing parked judged every waiting job, as a full one does.
+  if (!plan.incremental || plan.parked == 0) {
     table->base = std::move(plan.waits);
     return table;
   }
