@@ -331,6 +331,7 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
       continue;
     }
     BindJob(jobs_.at(b.job), b.replicas, plan.cluster, b.backfilled, plan.now, batch);
+    plan.dropped.push_back(b.job);  // an earlier cycle's explanation no longer holds
   }
   for (const Preemption& p : d.preemptions) {
     if (!Unchanged(plan, p.victim) || !Unchanged(plan, p.preemptor)) {

@@ -97,7 +97,7 @@ struct CyclePlan {
   std::vector<size_t> explain;
   std::set<int64_t> explained_work;           // services whose first waiting replica was recorded
   std::shared_ptr<const WaitTable> replaced;  // the table this plan's replaced, freed with it
-  std::vector<int64_t> dropped;               // jobs whose explanation was not recorded
+  std::vector<int64_t> dropped;               // jobs bound, or whose explanation was not recorded
 };
 
 }  // namespace carve

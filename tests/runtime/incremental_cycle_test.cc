@@ -190,5 +190,43 @@ TEST_F(IncrementalCycleTest, ADecisionFoundStaleMakesTheNextCycleFull) {
   EXPECT_EQ(State(c), "scheduled");
 }
 
+// A job bound in an incremental cycle keeps no explanation: requeued later and judged to wait
+// for the same reason as before it was bound, its record says so again (a job.waiting event).
+TEST_F(IncrementalCycleTest, ARequeuedJobIsExplainedAgain) {
+  RegisterH200Node("n1", 1, kAdmin);
+  RegisterH200Node("n2", 2, kAdmin);
+  int64_t two = Submit("two", 2), one = Submit("one", 1);
+  ASSERT_TRUE(Cycle().full);
+  int64_t r = Submit("r", 2), small = Submit("small", 1);
+  Cycle();
+  Cycle();  // the reservation was taken in an incremental cycle: this one is full
+  ASSERT_FALSE(Cycle().full);
+  ASSERT_TRUE(Explain(r)["reserved"].get<bool>());
+  ASSERT_EQ(Explain(small)["judged"]["cycle"], "full");
+  ASSERT_TRUE(cp_->Cancel(one, kAdmin).ok());
+  ASSERT_FALSE(Cycle().full);
+  ASSERT_EQ(State(small), "scheduled");
+  ASSERT_EQ(State(two), "scheduled");
+
+  // A job of higher priority preempts small before it started: small is queued again at once,
+  // and waits for the same reason as when the full cycle judged it.
+  json urgent = {{"name", "urgent"},
+                 {"command", {"sleep", "600"}},
+                 {"priority", 1000},
+                 {"resources", {{"gpus", 1}}}};
+  auto u = cp_->Submit(urgent, "", kAdmin);
+  ASSERT_TRUE(u.ok()) << u.status();
+  CycleStats pre = Cycle();
+  ASSERT_FALSE(pre.full) << pre.why;
+  ASSERT_EQ(State(small), "queued");
+  CycleStats st = Cycle();
+  ASSERT_FALSE(st.full) << st.why;
+  ASSERT_EQ(State((*u)["id"].get<int64_t>()), "scheduled");
+  json job = *cp_->GetJob(small);
+  EXPECT_EQ(job["state"], "queued");
+  EXPECT_FALSE(job["explanation"].get<std::string>().empty()) << job.dump();
+  EXPECT_EQ(Explain(small)["judged"]["at_us"], st.at_us) << Explain(small).dump();
+}
+
 }  // namespace
 }  // namespace carve
