@@ -142,9 +142,13 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   std::map<std::string, std::string> pools;
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
   const std::set<int64_t> windows = ScheduledWindows();
+  for (const auto& [id, where] : plan.held) {
+    const JobRecord& job = jobs_.at(id);
+    if (Stopping(job) && !absl::StartsWith(job.displaced, kPreemptedBy)) plan.stopping.insert(id);
+  }
   Released released;
   plan.full_why = memory_.FullCycleReason(now, options_.full_cycle_every_us, config_revision_,
-                                          plan.base, plan.held, released);
+                                          plan.base, plan.held, plan.stopping, released);
   if (int64_t r = memory_.reserved_job;
       plan.full_why.empty() && r > 0 && (!jobs_.count(r) || jobs_.at(r).state != "queued")) {
     plan.full_why = "the reservation passed on";  // its holder left: the next one takes it

@@ -71,6 +71,7 @@ struct CyclePlan {
   Cluster cluster;  // base plus every active job's holdings: what the core plans on
   std::map<std::string, NodeId> ids;
   std::map<int64_t, std::vector<ReplicaPlacement>> held;  // what each active job holds
+  std::set<int64_t> stopping;  // of those, told to stop and claimed by no preemptor
   std::unique_ptr<PlacementPolicy> policy;
   CycleInput in;
   std::vector<ReplicaWork> work;  // entry -1 - i of in.pending is work[i]

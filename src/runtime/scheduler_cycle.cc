@@ -237,6 +237,7 @@ void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
     memory_.shape_index.clear();
   }
   memory_.config_revision = plan.config_revision;
+  memory_.stopping = std::move(plan.stopping);
   for (const Bind& b : d.binds) {  // what the next cycle must find held, at least
     std::vector<ReplicaPlacement>& held = plan.held[b.job < 0 ? plan.work[-b.job - 1].job : b.job];
     held.insert(held.end(), b.replicas.begin(), b.replicas.end());

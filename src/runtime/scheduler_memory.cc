@@ -36,12 +36,16 @@ void ReleasedNodes(const std::vector<ReplicaPlacement>& before,
 
 std::string SchedulerMemory::FullCycleReason(
     int64_t now, int64_t every_us, uint64_t revision, const Cluster& nodes,
-    const std::map<int64_t, std::vector<ReplicaPlacement>>& now_held, Released& released) const {
+    const std::map<int64_t, std::vector<ReplicaPlacement>>& now_held,
+    const std::set<int64_t>& now_stopping, Released& released) const {
   if (!valid) return "no earlier cycle to build on";
   if (!full_next.empty()) return full_next;
   if (now - full_us >= std::max(every_us, 10 * full_took_us)) return "interval";
   if (revision != config_revision) return "queues, projects or classes changed";
   if (!base || !(*base == nodes)) return "a node changed";
+  if (!std::includes(stopping.begin(), stopping.end(), now_stopping.begin(), now_stopping.end())) {
+    return "a running job began stopping";
+  }
   // Jobs bound since hold more, which parks nothing wrongly; what a job holds less of is released.
   static const std::vector<ReplicaPlacement> kNothing;
   for (const auto& [job, was] : held) {

@@ -44,9 +44,11 @@ struct Released {
 //   - a job released devices on a node where one replica of its request fits now, or (for a job
 //     that fit the cluster and waited only on its quota) quota in a queue of its cohort
 //     (Released): the cycle plans it with the new work;
-//   - a node changed (registered, cordoned, uncordoned, a GPU quarantined or cleared), queues,
-//     projects or classes changed, a decision of the last cycle was found stale, or the last
-//     full cycle is old: the cycle is full, every job is planned.
+//   - a node changed (registered, cordoned, uncordoned, a GPU quarantined or cleared), a running
+//     job began stopping unclaimed (cancelled, lease expired: a job that fits once it is gone
+//     claims its room before it is released), queues, projects or classes changed, a decision of
+//     the last cycle was found stale, or the last full cycle is old: the cycle is full, every job
+//     is planned.
 // The job holding the backfill reservation is planned in every cycle, so new work respects it;
 // when it starts or leaves, the next cycle is full, so the reservation goes to the first job in
 // order, parked or not.
@@ -77,6 +79,10 @@ struct SchedulerMemory {
   std::vector<ReplicaRequest> shapes;
   absl::flat_hash_map<ReplicaRequest, size_t> shape_index;
   int64_t reserved_job = 0;
+  // Running jobs told to stop (cancelled, drained, lease expired) that no preemptor claimed: a
+  // waiting job that fits once one is gone claims its room in a full cycle (no later job takes
+  // it meanwhile), so one that begins stopping makes the next cycle full.
+  std::set<int64_t> stopping;
   // Set when an incremental cycle passed the reservation on (its holder started or left): a
   // parked job ahead of the new holder may be owed it, so the next cycle is full.
   std::string full_next;
@@ -86,7 +92,7 @@ struct SchedulerMemory {
   std::string FullCycleReason(int64_t now, int64_t every_us, uint64_t config_revision,
                               const Cluster& base,
                               const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
-                              Released& released) const;
+                              const std::set<int64_t>& stopping, Released& released) const;
   // The parked shapes that one replica of which fits, in `cluster` as it is now, on a released
   // node.
   std::set<size_t> ShapesThatFit(const Cluster& cluster, const Released& released) const;

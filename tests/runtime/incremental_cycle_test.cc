@@ -228,5 +228,50 @@ TEST_F(IncrementalCycleTest, ARequeuedJobIsExplainedAgain) {
   EXPECT_EQ(Explain(small)["judged"]["at_us"], st.at_us) << Explain(small).dump();
 }
 
+// A running job told to stop (cancelled) releases nothing yet, but a full cycle lets a waiting
+// job that fits once it is gone claim what it will need (no later job takes that meanwhile):
+// the parked job must be judged again, before new work takes its room.
+TEST_F(IncrementalCycleTest, ARunningJobStoppingBringsBackTheJobsThatWaitForIt) {
+  RegisterH200Node("n1", 2, kAdmin);
+  RegisterH200Node("n2", 4, kAdmin);
+  auto submit = [&](const std::string& name, int gpus, int priority, bool preemptible,
+                    const std::string& max_runtime) {
+    json spec = {{"name", name},
+                 {"command", {"sleep", "600"}},
+                 {"priority", priority},
+                 {"preemptible", preemptible},
+                 {"resources", {{"gpus", gpus}}}};
+    if (!max_runtime.empty()) spec["max_runtime"] = max_runtime;
+    auto job = cp_->Submit(spec, "", kAdmin);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? (*job)["id"].get<int64_t>() : 0;
+  };
+  int64_t y = submit("y", 4, 100, false, "1h");
+  Cycle();
+  ASSERT_EQ(State(y), "scheduled");
+  int64_t x = submit("x", 1, 100, false, "");
+  Cycle();
+  ASSERT_EQ(State(x), "scheduled");
+  json running = {
+      {"job", x}, {"replica", 0}, {"state", "running"}, {"pid", 1}, {"started_us", kT0}};
+  ASSERT_TRUE(cp_->Heartbeat({{"node", "n1"}, {"replicas", {running}}}, kAdmin).ok());
+  ASSERT_EQ(State(x), "running");
+  // r holds the reservation (on n2); p fits n1 only once x is gone, and nothing preemptible
+  // stands in its way: it is parked.
+  int64_t r = submit("r", 3, 150, true, ""), p = submit("p", 2, 100, true, "");
+  Cycle();
+  Cycle();
+  CycleStats st = Cycle();
+  ASSERT_FALSE(st.full) << st.why;
+  ASSERT_EQ(st.parked, 1u);
+  ASSERT_TRUE(Explain(r)["reserved"].get<bool>());
+  ASSERT_EQ(Explain(p)["gate"], "placement");
+
+  ASSERT_TRUE(cp_->Cancel(x, kAdmin).ok());  // it ran: its devices come back with the evidence
+  int64_t l = submit("l", 1, 100, true, "10m");
+  EXPECT_EQ(Cycle().why, "a running job began stopping");
+  EXPECT_EQ(State(l), "queued") << Explain(l).dump();  // n1's free GPU is p's
+}
+
 }  // namespace
 }  // namespace carve
