@@ -275,12 +275,12 @@ void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
     }
     // Recorded (the job's record, a job.waiting event) when the reason changes, not its counts:
     // a bind elsewhere changes how many nodes are full for every waiting job.
+    const int64_t id = w.job;
     std::string summary = w.Summary(), signature = w.Signature();
-    const Waiting* last = last_waits_->Find(w.job);
+    const Waiting* last = last_waits_->Find(id);
     if (last == nullptr || last->signature != signature) plan.explain.push_back(i);
-    plan.waits->insert_or_assign(
-        w.job, Waiting{std::move(w), std::move(summary), std::move(signature), json::object(),
-                       plan.now, !plan.incremental, planned});
+    plan.waits->insert_or_assign(id, Waiting{std::move(w), std::move(summary), std::move(signature),
+                                             json::object(), plan.now, !plan.incremental, planned});
   }
 }
 
