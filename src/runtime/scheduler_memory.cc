@@ -24,12 +24,13 @@ std::vector<Piece> Taken(const std::vector<ReplicaPlacement>& placements) {
   return out;
 }
 
-// The nodes where `before` held something that `after` does not.
-void ReleasedNodes(const std::vector<ReplicaPlacement>& before,
+// Adds the nodes where `before` held something that `after` does not; whether there was any.
+bool ReleasedNodes(const std::vector<ReplicaPlacement>& before,
                    const std::vector<ReplicaPlacement>& after, std::set<int64_t>& nodes) {
   std::vector<Piece> was = Taken(before), is = Taken(after), gone;
   std::set_difference(was.begin(), was.end(), is.begin(), is.end(), std::back_inserter(gone));
   for (const Piece& p : gone) nodes.insert(std::get<0>(p));
+  return !gone.empty();
 }
 
 }  // namespace
@@ -52,11 +53,8 @@ std::string SchedulerMemory::FullCycleReason(
     auto it = now_held.find(job);
     const std::vector<ReplicaPlacement>& is = it == now_held.end() ? kNothing : it->second;
     if (is == was.placements) continue;
-    size_t before = released.nodes.size();
-    ReleasedNodes(was.placements, is, released.nodes);
-    if (released.nodes.size() > before || is.size() < was.placements.size()) {
-      released.queues.insert(was.queue);
-    }
+    // What it gave back was also charged to its queue's quota.
+    if (ReleasedNodes(was.placements, is, released.nodes)) released.queues.insert(was.queue);
   }
   return "";
 }
