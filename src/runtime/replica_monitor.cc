@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,6 +86,9 @@ int MonitorReplica(const std::string& status_file, const std::vector<std::string
     return 127;
   }
   if (status_fd >= 0) ::fcntl(status_fd, F_SETFD, FD_CLOEXEC);  // the command never holds it
+  // The command runs as our uid: not dumpable, we cannot be ptraced by it (nor our /proc read),
+  // so it cannot write through the status fd or forge its outcome. exec makes it dumpable again.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_IGN);
   pid_t child = fork();
   if (child < 0) {
@@ -92,7 +96,8 @@ int MonitorReplica(const std::string& status_file, const std::vector<std::string
     return 127;
   }
   if (child == 0) {
-    for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_DFL);
+    // carve ignores SIGPIPE for itself (main.cc); the command gets every default back.
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
     ApplyDeferredEnv();
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -249,6 +249,18 @@ TEST_F(IsolationTest, JobsGetACleanEnvironmentAndTheirPreloadOnlyReachesTheComma
   EXPECT_THAT(out, Not(HasSubstr("preload-probe loaded into carve"))) << out;
 }
 
+// The command starts with every signal at its default (carve ignores SIGPIPE for itself), and
+// its monitor (`carve internal-run`, same uid) is not dumpable: its /proc entries are root's, so
+// the job cannot ptrace it to write through the status file it holds (a red-team finding).
+TEST_F(IsolationTest, TheCommandCannotReachItsMonitorAndStartsWithDefaultSignals) {
+  std::string out = Run("acme",
+                        "echo sigpipe-ignored=$(( 0x$(grep SigIgn /proc/self/status | cut -f2) & "
+                        "0x1000 )); echo monitor-owner=$(stat -c %u /proc/$PPID/environ)");
+  EXPECT_EQ(last_["state"], "succeeded") << last_.dump(2) << out;
+  EXPECT_THAT(out, HasSubstr("sigpipe-ignored=0\n")) << out;
+  EXPECT_THAT(out, HasSubstr("monitor-owner=0\n")) << out;
+}
+
 // A tenant document's uid/gid is the user its jobs run as; root and non-integers are refused,
 // changing nothing.
 TEST_F(IsolationTest, ATenantDocumentNamesItsUnixUser) {
