@@ -130,12 +130,13 @@ void SteadyCycles(ControlPlane& cp, int queues, int cycles, int per_cycle) {
     if (!cp.ScheduleOnce().ok()) std::abort();
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - c0).count());
     CycleStats st = cp.LastCycle();
-    std::cout
-        << absl::StrFormat(
-               "cycle %d: %.1f ms, %s (%s), %d planned, %d parked, %d explanations recorded\n",
-               k + 1, ms.back(), st.full ? "full" : "incremental", st.why, st.planned, st.parked,
-               st.explained)
-        << std::flush;
+    std::cout << absl::StrFormat(
+                     "cycle %d: %.1f ms, %s (%s), %d planned, %d parked, %d explanations recorded, "
+                     "cluster %s (drift %d)\n",
+                     k + 1, ms.back(), st.full ? "full" : "incremental", st.why, st.planned,
+                     st.parked, st.explained, st.cluster_kept ? "kept" : "rebuilt",
+                     st.cluster_drift)
+              << std::flush;
   }
   std::sort(ms.begin(), ms.end());
   std::cout << absl::StrFormat("steady cycles: %d, p50 %.1f ms, p90 %.1f ms, max %.1f ms\n",

@@ -133,6 +133,7 @@ struct ServerSettings {
   std::string tls_key;
   std::string log_level = "info";
   bool insecure = false;  // plain HTTP on a non-loopback address
+  bool check_scheduler_state = false;
   int64_t schedule_interval_ms = 200;
   int64_t node_timeout_ms = 10000;
   int64_t lost_after_ms = 10000;
@@ -220,6 +221,9 @@ void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
                   "A reclaim not reported this long after its job ended quarantines its devices")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--check-scheduler-state", s.check_scheduler_state,
+                "Check in every cycle that the cluster the scheduler keeps between cycles matches "
+                "the job records (a difference is logged as an error); slower, for tests");
   AddLogLevelFlag(cmd, s.log_level);
   cmd->add_option("--max-log-bytes", s.max_log_bytes,
                   "Output stored per replica (64Mi, 65536, ...); later output is dropped and the "
@@ -339,6 +343,7 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   options.lost_after_us = s.lost_after_ms * 1000;
   options.reclaim_timeout_us = s.reclaim_timeout_ms * 1000;
   options.max_log_bytes = max_log_bytes;
+  options.check_kept_cluster = s.check_scheduler_state;
   auto control = ControlPlane::Open(c->store.get(), &c->catalog, options, NowUs);
   if (!control.ok()) Die(control.status());
   c->control = *std::move(control);

@@ -106,22 +106,53 @@ void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) {
     batch.puts.push_back({"job", id, job.ToJson().dump()});
   }
   Index(job);
-  if (!IsFinal(job.state)) revisions_[job.id] = ++next_revision_;
 }
 
 void ControlPlane::Index(const JobRecord& job) {
   if (IsFinal(job.state)) {
     active_.erase(job.id);
     placed_.erase(job.id);
-    revisions_.erase(job.id);
+    requests_.erase(job.id);
     return;
   }
-  active_.insert(job.id);
+  auto stored = jobs_.find(job.id);  // Submit and Load index a job once it is in jobs_
+  if (stored == jobs_.end()) return;
+  LiveJob live{&stored->second, ++next_revision_};
+  active_[job.id] = live;
   if (job.state == "queued") {  // a queued job holds no replica (Recover clears them)
     placed_.erase(job.id);
   } else {
-    placed_.insert(job.id);
+    placed_[job.id] = live;
   }
+}
+
+uint64_t ControlPlane::Revision(int64_t job) const {
+  auto it = active_.find(job);
+  return it == active_.end() ? 0 : it->second.revision;
+}
+
+const JobRequest* ControlPlane::RequestOf(const JobRecord& job) const {
+  auto it = requests_.find(job.id);
+  if (it == requests_.end() || it->second.replicas != job.spec.replicas) {
+    auto request = ToJobRequest(job.spec, *catalog_);
+    if (!request.ok()) return nullptr;
+    it = requests_.insert_or_assign(job.id, *std::move(request)).first;
+  }
+  return &it->second;
+}
+
+std::vector<int64_t> ControlPlane::ActiveIds() const {
+  std::vector<int64_t> ids;
+  ids.reserve(active_.size());
+  for (const auto& entry : active_) ids.push_back(entry.first);
+  return ids;
+}
+
+std::vector<JobRecord*> ControlPlane::Placed() const {
+  std::vector<JobRecord*> jobs;
+  jobs.reserve(placed_.size());
+  for (const auto& entry : placed_) jobs.push_back(entry.second.job);
+  return jobs;
 }
 
 void ControlPlane::CountWorkload(const JobSpec& spec) {
@@ -267,7 +298,9 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
          {"queue", job.spec.queue}});
   json out = job.ToJson();
   CountWorkload(job.spec);
-  jobs_[job.id] = std::move(job);
+  const int64_t id = job.id;
+  jobs_[id] = std::move(job);
+  Index(jobs_.at(id));  // Touch could not: it was not in jobs_ yet
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return out;
 }

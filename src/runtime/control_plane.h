@@ -13,7 +13,9 @@
 #include <string>
 #include <tuple>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/model/cluster.h"
 #include "core/model/gpu_catalog.h"
@@ -62,6 +64,9 @@ class ControlPlane {
     // again at least this often (aging, maintenance windows, reservation estimates move with
     // time). 0: every cycle plans every job.
     int64_t full_cycle_every_us = 5'000'000;
+    // Checks the cluster kept from the last cycle against one rebuilt from every record in each
+    // cycle (tests), not only in full cycles due to the interval (CycleStats::cluster_drift).
+    bool check_kept_cluster = false;
     // Tests: called each time the cycle has let go of the lock between slices ("plan",
     // "explain").
     std::function<void(const std::string& step)> between_slices;
@@ -218,7 +223,8 @@ class ControlPlane {
   // Stores `job` in `batch` and keeps active_ in step with its state (every change of a job's
   // state is stored through here).
   void Touch(const JobRecord& job, StoreBatch& batch);
-  // Keeps active_, placed_ and revisions_ in step with the job's state (Touch, Load).
+  // Keeps active_ and placed_ in step with the job's state, and raises its revision (Touch,
+  // Load).
   void Index(const JobRecord& job);
   // Finished jobs (control_plane_history.cc). A job in a final state is stored as kind job.done
   // (its live record, kind job, deleted) and leaves memory once that commit is in (Forget).
@@ -247,10 +253,11 @@ class ControlPlane {
   // Finish stores, kind usage, ids by UsageRowId).
   std::vector<nlohmann::json> UsageRows(const JobRecord& job, int64_t now) const;
   // The ids of jobs not in a final state, copied: a loop over them may Touch.
-  std::vector<int64_t> ActiveIds() const { return {active_.begin(), active_.end()}; }
-  // The ids of active jobs past the queue (scheduled, running, reclaiming): the ones that hold
-  // or held replicas on nodes, copied. What heartbeats, liveness and timers walk.
-  std::vector<int64_t> PlacedIds() const { return {placed_.begin(), placed_.end()}; }
+  std::vector<int64_t> ActiveIds() const;
+  // The active jobs past the queue (scheduled, running, reclaiming): the ones that hold or held
+  // replicas on nodes, in id order, copied (a loop over them may Touch, which re-indexes; none
+  // leaves jobs_ before Forget). What heartbeats, liveness and timers walk.
+  std::vector<JobRecord*> Placed() const;
   // Adds a submitted job's replica request to the placement policy's workload model.
   void CountWorkload(const JobSpec& spec);
   void Event(StoreBatch& batch, const std::string& actor, const std::string& type,
@@ -386,11 +393,24 @@ class ControlPlane {
   // the lock again: each decision whose job and nodes are as planned is recorded (binds,
   // preemptions, explanations); the rest wait for the next cycle. Returns what was scheduled.
   absl::Status PlanCycle(std::unique_lock<std::mutex>& lock, CyclePlan& plan, StoreBatch& batch);
-  absl::Status PlanWork(std::unique_lock<std::mutex>& lock, CyclePlan& plan, StoreBatch& batch);
+  // plan.cluster with every placed job's holdings, and plan.held: the last cycle's cluster (on
+  // the same nodes) with the changes since, or `nodes` with every holding; `released` gets what
+  // jobs gave back since the last cycle.
+  void ReadHoldings(CyclePlan& plan, Cluster nodes, Released& released);
+  void CheckKeptCluster(CyclePlan& plan);
+  // What `job`'s record says it holds, as placements on plan's nodes.
+  std::vector<ReplicaPlacement> HeldBy(const CyclePlan& plan, const JobRecord& job) const;
+  // The job's request as the core takes it (ToJobRequest), kept per job: a spec changes only
+  // when a service is scaled (its replica count, compared here). Null for a spec the catalog
+  // refuses (validated at submission).
+  const JobRequest* RequestOf(const JobRecord& job) const;
+  absl::Status PlanWork(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
+                        const Released& released, StoreBatch& batch);
   void Unpark(CyclePlan& plan, const Released& released) const;
   bool Parked(const CyclePlan& plan, const JobRecord& job, uint64_t revision) const;
-  void PlanJob(CyclePlan& plan, JobRecord& job, const std::map<std::string, std::string>& pools,
-               const std::set<int64_t>& windows, StoreBatch& batch);
+  void PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
+               const std::map<std::string, std::string>& pools, const std::set<int64_t>& windows,
+               StoreBatch& batch);
   // Between two slices of a long step of the cycle: commits what the step changed so far (the
   // journal must get changes in the order memory made them), lets go of the lock so that calls
   // are answered, and takes it again.
@@ -434,15 +454,21 @@ class ControlPlane {
   mutable std::mutex mu_;
   std::mutex schedule_mu_;  // one ScheduleOnce at a time; taken before mu_
   std::map<int64_t, JobRecord> jobs_;
-  // A revision per active job, raised by every Touch: a plan applies only to jobs it saw as they
-  // are. config_revision_ is raised by every applied queue, project, class or tenant document.
-  absl::flat_hash_map<int64_t, uint64_t> revisions_;
+  // config_revision_ is raised by every applied queue, project, class or tenant document.
   uint64_t next_revision_ = 0;
   uint64_t config_revision_ = 0;
   // Jobs not in a final state: what heartbeats, timers and the scheduling cycle walk, so their
   // cost follows live work, not every job ever submitted.
-  std::set<int64_t> active_;
-  std::set<int64_t> placed_;  // active_ less the queued jobs
+  // Each points into jobs_, whose elements stay put until Forget erases a final job (which
+  // Index has taken out of both by then): a walk needs no look-up per job. A revision per active
+  // job, raised by every Touch: a plan applies only to jobs it saw as they are.
+  struct LiveJob {
+    JobRecord* job = nullptr;
+    uint64_t revision = 0;
+  };
+  absl::btree_map<int64_t, LiveJob> active_;
+  absl::btree_map<int64_t, LiveJob> placed_;  // active_ less the queued jobs
+  uint64_t Revision(int64_t job) const;       // 0 for a job not active
   // Work pushed to agents (WaitForWork): a version per node, and the work it covers.
   std::map<std::string, int64_t> work_version_;
   std::map<std::string, std::set<std::tuple<int64_t, int, bool>>> work_signalled_;
@@ -464,8 +490,10 @@ class ControlPlane {
   // the scheduler keeps its own pointer to read it without the lock (schedule_mu_).
   std::shared_ptr<const WaitTable> waits_ = std::make_shared<WaitTable>();
   std::shared_ptr<const WaitTable> last_waits_ = waits_;
-  SchedulerMemory memory_;                // the scheduler's own (under schedule_mu_)
-  CycleStats last_cycle_;                 // under mu_
+  SchedulerMemory memory_;          // the scheduler's own (under schedule_mu_)
+  int64_t kept_cluster_drift_ = 0;  // under schedule_mu_ (CheckKeptCluster)
+  mutable absl::node_hash_map<int64_t, JobRequest> requests_;  // RequestOf, under mu_
+  CycleStats last_cycle_;                                      // under mu_
   std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   // Finished jobs: those still in memory until their final record is committed, and what the

@@ -391,8 +391,9 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     }
   }
   json assignments = json::array();
-  for (int64_t id : PlacedIds()) {
-    JobRecord& job = jobs_.at(id);
+  for (JobRecord* placed : Placed()) {
+    JobRecord& job = *placed;
+    const int64_t id = job.id;
     if (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty()) continue;
     bool handed = false;
     for (size_t r = 0; r < job.replicas.size(); ++r) {
@@ -452,8 +453,8 @@ void ControlPlane::EndWaits() {
 void ControlPlane::SignalNodes() {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, std::set<std::tuple<int64_t, int, bool>>> work;
-  for (int64_t id : placed_) {
-    const JobRecord& job = jobs_.at(id);
+  for (const auto& [id, placed] : placed_) {
+    const JobRecord& job = *placed.job;
     bool stopping = job.cancel_requested || !job.displaced.empty();
     for (size_t r = 0; r < job.replicas.size(); ++r) {
       const ReplicaRecord& rep = job.replicas[r];

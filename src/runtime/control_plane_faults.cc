@@ -107,8 +107,9 @@ absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Pr
 
 void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
   std::string fault = absl::StrCat("node ", node.name, " stopped heartbeating");
-  for (int64_t id : PlacedIds()) {
-    JobRecord& job = jobs_.at(id);
+  for (JobRecord* placed : Placed()) {
+    JobRecord& job = *placed;
+    const int64_t id = job.id;
     if (IsFinal(job.state)) continue;
     bool touched = false;
     for (const ReplicaRecord& r : job.replicas) {

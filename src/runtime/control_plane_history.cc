@@ -136,7 +136,7 @@ json ControlPlane::ListJobs(bool all) const {
     if (all) {
       for (const auto& [id, job] : jobs_) live[id] = job.ToJson();
     } else {
-      for (int64_t id : active_) live[id] = jobs_.at(id).ToJson();
+      for (const auto& [id, live_job] : active_) live[id] = live_job.job->ToJson();
     }
   }
   json out = json::array();
@@ -203,9 +203,8 @@ absl::Status ControlPlane::LoadJobs() {
     if (!job->idempotency_key.empty() && !job->idempotency_scope.empty()) {
       idempotency_[IdempotencyId(*job)] = job->id;
     }
-    Index(*job);
     CountWorkload(job->spec);
-    jobs_[job->id] = *std::move(job);
+    Index(jobs_[job->id] = *std::move(job));
   }
   if (!migrate.empty()) {
     PutCounters(migrate);

@@ -156,8 +156,8 @@ void ControlPlane::AdvanceRelayouts(NodeRecord& node, const json& report, StoreB
     std::string phase = r.value("phase", "");
     if (phase == "draining") {
       // (index = gpu: clang 14, which builds scripts/fuzz, cannot capture a binding.)
-      bool busy = std::any_of(active_.begin(), active_.end(), [&, index = gpu](int64_t id) {
-        return jobs_.at(id).Uses(node.name, index);
+      bool busy = std::any_of(active_.begin(), active_.end(), [&, index = gpu](const auto& job) {
+        return job.second.job->Uses(node.name, index);
       });
       if (busy) continue;  // its jobs are still stopping or their evidence is not in
       if (node.quarantined.count(gpu)) {

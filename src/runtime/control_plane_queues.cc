@@ -133,7 +133,7 @@ absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body,
 }
 
 absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
-                                    StoreBatch& batch) {
+                                    const Released& released, StoreBatch& batch) {
   const int64_t now = plan.now;
   CycleInput& in = plan.in;
   in.seed = static_cast<uint64_t>(now);
@@ -143,12 +143,11 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
   const std::set<int64_t> windows = ScheduledWindows();
   for (const auto& [id, where] : plan.held) {
-    const JobRecord& job = jobs_.at(id);
+    const JobRecord& job = *placed_.at(id).job;
     if (Stopping(job) && !absl::StartsWith(job.displaced, kPreemptedBy)) plan.stopping.insert(id);
   }
-  Released released;
   plan.full_why = memory_.FullCycleReason(now, options_.full_cycle_every_us, config_revision_,
-                                          plan.base, plan.held, plan.stopping, released);
+                                          plan.nodes_changed, plan.stopping);
   if (int64_t r = memory_.reserved_job;
       plan.full_why.empty() && r > 0 && (!jobs_.count(r) || jobs_.at(r).state != "queued")) {
     plan.full_why = "the reservation passed on";  // its holder left: the next one takes it
@@ -160,10 +159,10 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   const size_t slice = std::max<size_t>(options_.plan_slice, 1);
   for (auto it = active_.begin();;) {
     for (size_t n = 0; it != active_.end() && n < slice; ++it, ++n) {
-      PlanJob(plan, jobs_.at(*it), pools, windows, batch);
+      PlanJob(plan, *it->second.job, it->second.revision, pools, windows, batch);
     }
     if (it == active_.end()) return absl::OkStatus();
-    int64_t next = *it;
+    int64_t next = it->first;
     if (absl::Status s = Breathe(lock, batch, "plan"); !s.ok()) return s;
     it = active_.lower_bound(next);
   }
@@ -202,28 +201,22 @@ bool ControlPlane::Parked(const CyclePlan& plan, const JobRecord& job, uint64_t 
          !(it->second.quota && plan.unparked_queues.count(job.spec.queue));
 }
 
-void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job,
+void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
                            const std::map<std::string, std::string>& pools,
                            const std::set<int64_t>& windows, StoreBatch& batch) {
   const int64_t now = plan.now;
   const int64_t id = job.id;
   CycleInput& in = plan.in;
-  auto revision = [&] {
-    auto [it, fresh] = revisions_.try_emplace(id, next_revision_ + 1);
-    if (fresh) ++next_revision_;                  // loaded from the store, not changed since
-    plan.revisions.emplace_back(id, it->second);  // active_ is in id order
-    return it->second;
-  };
   if (job.state == "queued") {
-    uint64_t planned = revision();
     if (job.not_before_us > now) return;  // a retry's backoff
-    if (plan.incremental && Parked(plan, job, planned)) {
+    if (plan.incremental && Parked(plan, job, revision)) {
       ++plan.parked;  // judged on what is still there: nothing it could use was released since
       return;
     }
   }
-  auto request = ToJobRequest(job.spec, *catalog_);
-  if (!request.ok()) return;  // validated at submission; the catalog cannot shrink
+  const JobRequest* cached = RequestOf(job);
+  if (cached == nullptr) return;  // validated at submission; the catalog cannot shrink
+  std::optional<JobRequest> request = *cached;
   auto pool = pools.find(job.spec.queue);
   if (pool != pools.end() && !pool->second.empty()) request->replica.pool = pool->second;
   bool preemptible = job.spec.preemptible.value_or(true);
@@ -243,7 +236,8 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job,
       Touch(job, batch);
     }
   }
-  if (job.state != "queued") revision();
+  // As it is now (clearing its explanation raised it); active_ is in id order.
+  plan.revisions.emplace_back(id, job.state == "queued" ? revision : Revision(id));
   if (job.state == "queued") {
     TolerateWindows(*request, job.spec, now, windows);
     in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
@@ -255,12 +249,13 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job,
   auto holds = plan.held.find(id);
   if (IsFinal(job.state) || holds == plan.held.end()) return;
   // Charged for what it holds: a service being scaled or replaced holds other than its spec.
-  request->replicas = static_cast<int>(holds->second.size());
+  request->replicas = static_cast<int>(holds->second.placements.size());
   bool stopping = Stopping(job);
   int64_t by = stopping && absl::StartsWith(job.displaced, kPreemptedBy) ? job.preempted_by : 0;
   in.running.push_back({id, job.spec.queue, job.spec.priority, preemptible,
                         job.started_us > 0 ? job.started_us : job.scheduled_us,
-                        MaxRuntimeUs(job.spec), std::move(*request), holds->second, stopping, by});
+                        MaxRuntimeUs(job.spec), std::move(*request), holds->second.placements,
+                        stopping, by});
 }
 
 void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
@@ -492,8 +487,8 @@ json ControlPlane::QueueStatus(const Principal& who) const {
   QuotaLedger ledger(specs);
   std::map<std::string, int> pending, running;
   std::map<std::string, ResourceList> waiting;
-  for (int64_t id : active_) {
-    const JobRecord& job = jobs_.at(id);
+  for (const auto& [id, active] : active_) {
+    const JobRecord& job = *active.job;
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok() || IsFinal(job.state)) continue;
     if (job.state != "queued") {  // what it holds (a service's replicas being placed: not yet)

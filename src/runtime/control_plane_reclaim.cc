@@ -55,8 +55,9 @@ json TimedOutReclaim(const ReplicaRecord& rep, const std::string& why, int64_t n
 
 void ControlPlane::ReclaimTimeouts(int64_t now, StoreBatch& batch) {
   int64_t timeout = options_.reclaim_timeout_us;
-  for (int64_t id : PlacedIds()) {
-    JobRecord& job = jobs_.at(id);
+  for (JobRecord* placed : Placed()) {
+    JobRecord& job = *placed;
+    const int64_t id = job.id;
     if (IsFinal(job.state)) continue;
     bool reclaiming = job.state == "reclaiming";
     json silent = json::array();

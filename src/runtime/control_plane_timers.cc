@@ -30,8 +30,9 @@ void ControlPlane::Activity(NodeRecord& node, const json& gpus, StoreBatch& batc
     }
   }
   int64_t now = now_();
-  for (int64_t id : PlacedIds()) {
-    JobRecord& job = jobs_.at(id);
+  for (JobRecord* placed : Placed()) {
+    JobRecord& job = *placed;
+    const int64_t id = job.id;
     if (job.state != "running") continue;
     bool active = false;
     for (ReplicaRecord& rep : job.replicas) {
@@ -60,8 +61,9 @@ void ControlPlane::Activity(NodeRecord& node, const json& gpus, StoreBatch& batc
 }
 
 void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
-  for (int64_t id : PlacedIds()) {
-    JobRecord& job = jobs_.at(id);
+  for (JobRecord* placed : Placed()) {
+    JobRecord& job = *placed;
+    const int64_t id = job.id;
     if (job.state != "running" || job.cancel_requested) continue;
     std::string subject = absl::StrCat("job/", id);
     // Leases that ran out: stop the job so its GPUs come back.

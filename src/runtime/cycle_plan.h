@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/model/cluster.h"
 #include "core/sched/placement/policy.h"
 #include "core/sched/queueing/cycle.h"
@@ -18,6 +19,15 @@
 #include "nlohmann/json.hpp"
 
 namespace carve {
+
+// What one placed job holds, as a cycle read it from the job's record at `revision` (0: bound by
+// the last cycle, read from its record again by the next).
+struct Holding {
+  std::vector<ReplicaPlacement> placements;
+  std::string queue;
+  uint64_t revision = 0;
+};
+using Holdings = absl::flat_hash_map<int64_t, Holding>;
 
 // A replica of a running service that the cycle places: a replacement or a scale-up.
 struct ReplicaWork {
@@ -70,7 +80,9 @@ struct CyclePlan {
   Cluster base;
   Cluster cluster;  // base plus every active job's holdings: what the core plans on
   std::map<std::string, NodeId> ids;
-  std::map<int64_t, std::vector<ReplicaPlacement>> held;  // what each active job holds
+  bool nodes_changed = true;   // base is not the last cycle's (SchedulerMemory::base)
+  bool cluster_kept = false;   // cluster is the last cycle's, brought up to date
+  Holdings held;               // what each active job holds
   std::set<int64_t> stopping;  // of those, told to stop and claimed by no preemptor
   std::unique_ptr<PlacementPolicy> policy;
   CycleInput in;

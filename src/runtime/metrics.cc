@@ -91,6 +91,10 @@ std::string ControlPlane::Metrics(const Principal& who) const {
               {"state", job.state}},
              held);
   }
+  m.Help("carve_scheduler_kept_cluster_drift_total", "counter",
+         "Cycles whose cluster kept from the last cycle differed from the job records (a bug; "
+         "the cycle planned on the rebuilt one)");
+  m.Sample("carve_scheduler_kept_cluster_drift_total", {}, last_cycle_.cluster_drift);
   m.Help("carve_queue_depth", "gauge", "Jobs waiting, by tenant and queue");
   for (const auto& [k, n] : depth) {
     m.Sample("carve_queue_depth", {{"tenant", std::get<0>(k)}, {"queue", std::get<1>(k)}}, n);

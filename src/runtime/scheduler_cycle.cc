@@ -9,6 +9,7 @@
 #include "core/sched/placement/placer.h"
 #include "runtime/control_plane.h"
 #include "runtime/cycle_plan.h"
+#include "runtime/log.h"
 
 namespace carve {
 
@@ -129,8 +130,9 @@ ReplicaRecord ControlPlane::ToReplicaRecord(const Cluster& cluster,
 
 // Cancelled before any replica started: nothing to stop.
 void ControlPlane::CancelUnstarted(int64_t now, StoreBatch& batch) {
-  for (int64_t id : PlacedIds()) {
-    JobRecord& job = jobs_.at(id);
+  for (JobRecord* placed : Placed()) {
+    JobRecord& job = *placed;
+    const int64_t id = job.id;
     if (IsFinal(job.state) || !job.cancel_requested) continue;
     bool started =
         std::any_of(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& r) {
@@ -185,30 +187,17 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
 
 absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
                                      StoreBatch& batch) {
+  Cluster nodes(catalog_);
   for (const auto& [name, rec] : nodes_) {
-    plan.ids[name] = plan.cluster.AddNode(NodeFromRecord(*catalog_, name, rec));
+    plan.ids[name] = nodes.AddNode(NodeFromRecord(*catalog_, name, rec));
   }
-  plan.base = plan.cluster;
+  plan.base = nodes;
   for (const auto& [name, rec] : nodes_) {
     BlockFaultyInstances(*catalog_, rec, plan.base.mutable_node(plan.ids.at(name)));
   }
-  for (int64_t id : placed_) {
-    const JobRecord& job = jobs_.at(id);
-    if (job.replicas.empty()) continue;
-    auto request = ToJobRequest(job.spec, *catalog_);
-    for (const ReplicaRecord& rep : job.replicas) {
-      auto it = plan.ids.find(rep.node);
-      if (it == plan.ids.end() || !request.ok() || rep.state == "retired") continue;
-      ReplicaPlacement p{
-          it->second, request->replica.resources,
-          ToGrants(plan.cluster, it->second, rep.grants, request->replica.share_group)};
-      ApplyReplica(plan.cluster, p);
-      plan.held[id].push_back(std::move(p));
-    }
-  }
-  for (const auto& [name, rec] : nodes_) {
-    BlockFaultyInstances(*catalog_, rec, plan.cluster.mutable_node(plan.ids.at(name)));
-  }
+  plan.nodes_changed = !memory_.base || !(*memory_.base == plan.base);
+  Released released;
+  ReadHoldings(plan, std::move(nodes), released);
   // Every job ever submitted, by request (kept at submission, not rebuilt per cycle).
   Workload workload = workload_;
   double submitted = 0;
@@ -219,12 +208,103 @@ absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePl
   plan.config_revision = config_revision_;
   // Queues, quotas, order, preemption and placement: the core's cycle (control_plane_queues.cc),
   // over queued jobs and the unplaced replicas of running services alike.
-  return PlanWork(lock, plan, batch);
+  return PlanWork(lock, plan, released, batch);
+}
+
+std::vector<ReplicaPlacement> ControlPlane::HeldBy(const CyclePlan& plan,
+                                                   const JobRecord& job) const {
+  std::vector<ReplicaPlacement> held;
+  const JobRequest* request = RequestOf(job);
+  if (request == nullptr) return held;
+  for (const ReplicaRecord& rep : job.replicas) {
+    auto it = plan.ids.find(rep.node);
+    if (it == plan.ids.end() || rep.state == "retired") continue;
+    held.push_back({it->second, request->replica.resources,
+                    ToGrants(plan.base, it->second, rep.grants, request->replica.share_group)});
+  }
+  return held;
+}
+
+void ControlPlane::ReadHoldings(CyclePlan& plan, Cluster nodes, Released& released) {
+  // Taken whatever happens next (Remember gives them back): after a cycle that failed or was void
+  // there is nothing to take, and the next cycle is full.
+  Holdings last = std::exchange(memory_.held, {});
+  std::optional<Cluster> kept = std::exchange(memory_.cluster, std::nullopt);
+  if (!kept) memory_.valid = false;
+  plan.cluster_kept = memory_.valid && !plan.nodes_changed;
+  plan.cluster = plan.cluster_kept ? *std::move(kept) : std::move(nodes);
+  std::set<int64_t> touched;  // nodes whose holdings changed (a kept cluster's)
+  auto apply = [&](const std::vector<ReplicaPlacement>& placements, bool add) {
+    for (const ReplicaPlacement& p : placements) {
+      add ? ApplyReplica(plan.cluster, p) : ReleaseReplica(plan.cluster, p);
+      touched.insert(p.node.value());
+    }
+  };
+  for (const auto& [id, live] : placed_) {
+    const JobRecord* job = live.job;
+    const uint64_t revision = live.revision;
+    auto was = last.find(id);
+    if (plan.cluster_kept && was != last.end() && revision != 0 &&
+        was->second.revision == revision) {  // unchanged since the last cycle read it
+      plan.held.emplace(id, std::move(was->second));
+      last.erase(was);
+      continue;
+    }
+    Holding now{HeldBy(plan, *job), job->spec.queue, revision};
+    if (!plan.cluster_kept || was == last.end()) {
+      apply(now.placements, true);
+    } else if (!SameHoldings(was->second.placements, now.placements)) {
+      apply(was->second.placements, false);
+      apply(now.placements, true);
+      // What it gave back was also charged to its queue's quota.
+      if (ReleasedNodes(was->second.placements, now.placements, released.nodes)) {
+        released.queues.insert(was->second.queue);
+      }
+    }
+    if (was != last.end()) last.erase(was);
+    if (!now.placements.empty()) plan.held.emplace(id, std::move(now));
+  }
+  if (plan.cluster_kept) {
+    for (const auto& [id, gone] : last) {  // ended, or back in the queue
+      apply(gone.placements, false);
+      if (ReleasedNodes(gone.placements, {}, released.nodes)) released.queues.insert(gone.queue);
+    }
+  }
+  for (const auto& [name, rec] : nodes_) {
+    NodeId node = plan.ids.at(name);
+    if (!plan.cluster_kept || touched.count(node.value())) {
+      BlockFaultyInstances(*catalog_, rec, plan.cluster.mutable_node(node));
+    }
+  }
+  if (plan.cluster_kept &&
+      (options_.check_kept_cluster || memory_.FullDue(plan.now, options_.full_cycle_every_us))) {
+    CheckKeptCluster(plan);
+  }
+}
+
+// The kept cluster against one built from every record (Kubernetes' scheduler cache comparer):
+// a difference is a bug (a change to a job's holdings that did not raise its revision), logged,
+// counted, and the rebuilt cluster is planned on.
+void ControlPlane::CheckKeptCluster(CyclePlan& plan) {
+  Cluster fresh(catalog_);
+  for (const auto& [name, rec] : nodes_) fresh.AddNode(NodeFromRecord(*catalog_, name, rec));
+  for (const auto& [id, live] : placed_) {
+    for (const ReplicaPlacement& p : HeldBy(plan, *live.job)) ApplyReplica(fresh, p);
+  }
+  for (const auto& [name, rec] : nodes_) {
+    BlockFaultyInstances(*catalog_, rec, fresh.mutable_node(plan.ids.at(name)));
+  }
+  std::string node = HoldingsDiffer(plan.cluster, fresh);
+  if (node.empty()) return;
+  ++kept_cluster_drift_;
+  LogError("scheduler: the cluster kept between cycles differs on node ", node,
+           " from the one the job records give; planning on the rebuilt one");
+  plan.cluster = std::move(fresh);
 }
 
 void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
-  last_cycle_ = {plan.now,    !plan.incremental,  plan.full_why, plan.in.pending.size(),
-                 plan.parked, plan.explain.size()};
+  last_cycle_ = {plan.now,    !plan.incremental,   plan.full_why,     plan.in.pending.size(),
+                 plan.parked, plan.explain.size(), plan.cluster_kept, kept_cluster_drift_};
   // A decision found stale (a job cancelled, a node cordoned meanwhile) left the cluster other
   // than the waiting jobs were judged on: the next cycle judges them all again.
   memory_.valid = plan.skipped == 0;
@@ -238,16 +318,16 @@ void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
   }
   memory_.config_revision = plan.config_revision;
   memory_.stopping = std::move(plan.stopping);
-  for (const Bind& b : d.binds) {  // what the next cycle must find held, at least
-    std::vector<ReplicaPlacement>& held = plan.held[b.job < 0 ? plan.work[-b.job - 1].job : b.job];
-    held.insert(held.end(), b.replicas.begin(), b.replicas.end());
+  for (const Bind& b : d.binds) {  // what the next cycle must find held (read again then)
+    int64_t id = b.job < 0 ? plan.work[-b.job - 1].job : b.job;
+    Holding& held = plan.held[id];
+    held.placements.insert(held.placements.end(), b.replicas.begin(), b.replicas.end());
+    held.queue = jobs_.at(id).spec.queue;
+    held.revision = 0;
   }
-  memory_.held.clear();
-  for (auto& [id, placements] : plan.held) {
-    auto job = jobs_.find(id);
-    memory_.held[id] = {std::move(placements), job == jobs_.end() ? "" : job->second.spec.queue};
-  }
+  memory_.held = std::move(plan.held);
   memory_.base = std::move(plan.base);
+  memory_.cluster = std::move(plan.cluster);
   memory_.full_next =
       plan.incremental && d.reserved_job != memory_.reserved_job ? "the reservation passed on" : "";
   memory_.reserved_job = d.reserved_job;
@@ -262,7 +342,7 @@ void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
                  std::none_of(why->wait.gates.begin(), why->wait.gates.end(), [](const auto& g) {
                    return g.gate == Gate::kPlacement || g.gate == Gate::kGang;
                  });
-      memory_.Park(w.job, revisions_.at(w.job), pending.at(w.job)->request.replica, fit);
+      memory_.Park(w.job, Revision(w.job), pending.at(w.job)->request.replica, fit);
     } else {
       memory_.parked.erase(w.job);
     }
@@ -277,15 +357,12 @@ CycleStats ControlPlane::LastCycle() const {
 bool ControlPlane::Unchanged(const CyclePlan& plan, int64_t job) const {
   auto planned = std::lower_bound(plan.revisions.begin(), plan.revisions.end(),
                                   std::pair<int64_t, uint64_t>{job, 0});
-  auto now = revisions_.find(job);
-  if (planned == plan.revisions.end() || planned->first != job || now == revisions_.end()) {
-    return false;
-  }
+  uint64_t now = Revision(job);
+  if (planned == plan.revisions.end() || planned->first != job || now == 0) return false;
   // A revision the application itself made came after the job was found unchanged.
-  return planned->second == now->second ||
-         std::any_of(plan.own.begin(), plan.own.end(), [&](const auto& range) {
-           return now->second > range.first && now->second <= range.second;
-         });
+  return planned->second == now ||
+         std::any_of(plan.own.begin(), plan.own.end(),
+                     [&](const auto& range) { return now > range.first && now <= range.second; });
 }
 
 bool ControlPlane::NodesUnchanged(const CyclePlan& plan,

@@ -24,7 +24,24 @@ std::vector<Piece> Taken(const std::vector<ReplicaPlacement>& placements) {
   return out;
 }
 
-// Adds the nodes where `before` held something that `after` does not; whether there was any.
+// A device's allocations, its instances in a canonical order.
+bool SameAllocations(Device a, Device b) {
+  auto order = [](const MigInstance& x, const MigInstance& y) {
+    return std::tie(x.start, x.profile, x.allocated, x.transient) <
+           std::tie(y.start, y.profile, y.allocated, y.transient);
+  };
+  std::sort(a.instances.begin(), a.instances.end(), order);
+  std::sort(b.instances.begin(), b.instances.end(), order);
+  return a.free_compute == b.free_compute && a.free_memory == b.free_memory &&
+         a.holders == b.holders && a.share_group == b.share_group && a.instances == b.instances;
+}
+
+}  // namespace
+
+bool SameHoldings(const std::vector<ReplicaPlacement>& a, const std::vector<ReplicaPlacement>& b) {
+  return a == b || Taken(a) == Taken(b);
+}
+
 bool ReleasedNodes(const std::vector<ReplicaPlacement>& before,
                    const std::vector<ReplicaPlacement>& after, std::set<int64_t>& nodes) {
   std::vector<Piece> was = Taken(before), is = Taken(after), gone;
@@ -33,28 +50,35 @@ bool ReleasedNodes(const std::vector<ReplicaPlacement>& before,
   return !gone.empty();
 }
 
-}  // namespace
+std::string HoldingsDiffer(const Cluster& a, const Cluster& b) {
+  if (a.size() != b.size()) return "(the node count)";
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Node& x = a.node(NodeId(static_cast<int64_t>(i)));
+    const Node& y = b.node(NodeId(static_cast<int64_t>(i)));
+    bool same = x.name == y.name && x.free == y.free && x.kinds == y.kinds &&
+                x.devices.size() == y.devices.size();
+    for (size_t d = 0; same && d < x.devices.size(); ++d) {
+      same = SameAllocations(x.devices[d], y.devices[d]);
+    }
+    if (!same) return x.name;
+  }
+  return "";
+}
 
-std::string SchedulerMemory::FullCycleReason(
-    int64_t now, int64_t every_us, uint64_t revision, const Cluster& nodes,
-    const std::map<int64_t, std::vector<ReplicaPlacement>>& now_held,
-    const std::set<int64_t>& now_stopping, Released& released) const {
+bool SchedulerMemory::FullDue(int64_t now, int64_t every_us) const {
+  return now - full_us >= std::max(every_us, 10 * full_took_us);
+}
+
+std::string SchedulerMemory::FullCycleReason(int64_t now, int64_t every_us, uint64_t revision,
+                                             bool nodes_changed,
+                                             const std::set<int64_t>& now_stopping) const {
   if (!valid) return "no earlier cycle to build on";
   if (!full_next.empty()) return full_next;
-  if (now - full_us >= std::max(every_us, 10 * full_took_us)) return "interval";
+  if (FullDue(now, every_us)) return "interval";
   if (revision != config_revision) return "queues, projects or classes changed";
-  if (!base || !(*base == nodes)) return "a node changed";
+  if (nodes_changed) return "a node changed";
   if (!std::includes(stopping.begin(), stopping.end(), now_stopping.begin(), now_stopping.end())) {
     return "a running job began stopping";
-  }
-  // Jobs bound since hold more, which parks nothing wrongly; what a job holds less of is released.
-  static const std::vector<ReplicaPlacement> kNothing;
-  for (const auto& [job, was] : held) {
-    auto it = now_held.find(job);
-    const std::vector<ReplicaPlacement>& is = it == now_held.end() ? kNothing : it->second;
-    if (is == was.placements) continue;
-    // What it gave back was also charged to its queue's quota.
-    if (ReleasedNodes(was.placements, is, released.nodes)) released.queues.insert(was.queue);
   }
   return "";
 }

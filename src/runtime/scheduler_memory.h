@@ -13,6 +13,7 @@
 #include "core/model/cluster.h"
 #include "core/sched/placement/fit.h"
 #include "core/sched/request.h"
+#include "runtime/cycle_plan.h"
 
 namespace carve {
 
@@ -26,7 +27,21 @@ struct CycleStats {
   size_t planned = 0;    // pending jobs and replicas the core ordered and judged
   size_t parked = 0;     // waiting jobs left out: nothing was released since they were judged
   size_t explained = 0;  // new or changed explanations recorded (each a record and an event)
+  // Whether it planned on the last cycle's cluster brought up to date (not rebuilt), and how
+  // often since the start such a kept cluster was found to differ from the records (a bug).
+  bool cluster_kept = false;
+  int64_t cluster_drift = 0;
 };
+
+// Whether two jobs' holdings take the same pieces (node, device, slice, amount), in any order: a
+// holding read back from a job's record compares equal to the placement it was bound with.
+bool SameHoldings(const std::vector<ReplicaPlacement>& a, const std::vector<ReplicaPlacement>& b);
+// Adds the nodes where `before` held something that `after` does not; whether there was any.
+bool ReleasedNodes(const std::vector<ReplicaPlacement>& before,
+                   const std::vector<ReplicaPlacement>& after, std::set<int64_t>& nodes);
+// The first node whose holdings (free resources, per-device allocations and instances, in any
+// order) differ between two clusters of the same nodes; empty when none does.
+std::string HoldingsDiffer(const Cluster& a, const Cluster& b);
 
 // What a cycle finds released since the last one: devices on these nodes (their indexes in the
 // cluster), quota in these queues.
@@ -63,12 +78,11 @@ struct SchedulerMemory {
   int64_t full_took_us = 0;  // and how long it took
   uint64_t config_revision = 0;
   std::optional<Cluster> base;  // the nodes as the last cycle saw them, without holdings
-  // What every placed job held, and in which queue, once the last cycle's binds were applied.
-  struct Held {
-    std::vector<ReplicaPlacement> placements;
-    std::string queue;
-  };
-  std::map<int64_t, Held> held;
+  // The cluster the last cycle planned on, with its binds, and what every placed job held then:
+  // the next cycle, on the same nodes, reads again only the jobs changed since (their revision)
+  // and applies the difference (ControlPlane::ReadHoldings), instead of every holding.
+  std::optional<Cluster> cluster;
+  Holdings held;
   // Parked jobs: the revision the verdict was made on, and the request it was made for.
   struct Parked {
     uint64_t revision = 0;
@@ -89,10 +103,11 @@ struct SchedulerMemory {
 
   // Why the cycle about to run must plan every job, given what it sees now; empty when it may
   // plan only new or changed work and the parked jobs that `released` lets back in.
+  // (ControlPlane::ReadHoldings found what was released.)
   std::string FullCycleReason(int64_t now, int64_t every_us, uint64_t config_revision,
-                              const Cluster& base,
-                              const std::map<int64_t, std::vector<ReplicaPlacement>>& held,
-                              const std::set<int64_t>& stopping, Released& released) const;
+                              bool nodes_changed, const std::set<int64_t>& stopping) const;
+  // Whether the last full cycle is old enough that the next must be full.
+  bool FullDue(int64_t now, int64_t every_us) const;
   // The parked shapes that one replica of which fits, in `cluster` as it is now, on a released
   // node.
   std::set<size_t> ShapesThatFit(const Cluster& cluster, const Released& released) const;

@@ -129,6 +129,10 @@ class PlatformTest : public ::testing::Test {
   void TearDown() override {
     for (pid_t a : agents_) Kill(a, SIGTERM);
     Kill(server_, SIGKILL);
+    // --check-scheduler-state: the cluster the scheduler kept between cycles always matched
+    // the one rebuilt from the job records.
+    EXPECT_EQ(ServerLog().find("the cluster kept between cycles differs"), std::string::npos)
+        << ServerLog();
   }
 
   // Starts `carve server` on a free port the first time and on the same port after that (a
@@ -146,7 +150,8 @@ class PlatformTest : public ::testing::Test {
                                      "--node-timeout-ms",
                                      node_timeout_ms_,
                                      "--lost-after-ms",
-                                     "500"};
+                                     "500",
+                                     "--check-scheduler-state"};
     args.insert(args.end(), server_args_.begin(), server_args_.end());
     server_ = Spawn(args, (dir_ / "server.log").string());
     Eventually(

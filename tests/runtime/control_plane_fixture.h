@@ -26,11 +26,16 @@ class ControlPlaneFixture : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     store_ = *OpenSqliteStore((dir_ / "carve.db").string());
     options.log_dir = (dir_ / "logs").string();
+    options.check_kept_cluster = true;
     auto cp = ControlPlane::Open(store_.get(), &catalog_, std::move(options), std::move(clock));
     ASSERT_TRUE(cp.ok()) << cp.status();
     cp_ = *std::move(cp);
   }
   void TearDown() override {
+    // The cluster the scheduler kept between cycles always matched the job records.
+    if (cp_) {
+      EXPECT_EQ(cp_->LastCycle().cluster_drift, 0);
+    }
     cp_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);

@@ -116,6 +116,9 @@ TEST_F(IncrementalCycleTest, AReleaseBringsBackTheParkedJobsThatCanUseIt) {
   ASSERT_TRUE(cp_->Cancel(one, kAdmin).ok());  // n1's GPU: one GPU, never two
   CycleStats next = Cycle();
   EXPECT_FALSE(next.full) << next.why;
+  // Planned on the last cycle's cluster, less what the cancelled job held (the fixture checks
+  // every kept cluster against one rebuilt from the records).
+  EXPECT_TRUE(next.cluster_kept);
   EXPECT_EQ(next.parked, 1u);  // big
   EXPECT_EQ(State(small), "scheduled");
   EXPECT_EQ(Explain(big)["judged"]["cycle"], "full");
@@ -159,8 +162,12 @@ TEST_F(IncrementalCycleTest, NodeRuleAndTimeChangesMakeTheNextCycleFull) {
   ASSERT_FALSE(Cycle().full);
 
   ASSERT_TRUE(cp_->Cordon("n1", "cordon", -1, kAdmin).ok());
-  EXPECT_EQ(Cycle().why, "a node changed");
-  ASSERT_FALSE(Cycle().full);
+  CycleStats cordoned = Cycle();
+  EXPECT_EQ(cordoned.why, "a node changed");
+  EXPECT_FALSE(cordoned.cluster_kept) << "a changed node is built again, with its holdings";
+  CycleStats after = Cycle();
+  ASSERT_FALSE(after.full);
+  EXPECT_TRUE(after.cluster_kept);
   ASSERT_TRUE(cp_->Cordon("n1", "uncordon", -1, kAdmin).ok());
   EXPECT_EQ(Cycle().why, "a node changed");
 
