@@ -43,9 +43,11 @@ std::string GpuSummary(const json& spec) {
   return gpus == 0 ? "cpu" : absl::StrCat(gpus, "x whole");
 }
 
-void PrintJobs(const json& jobs) {
-  std::cout << absl::StrFormat("%-5s %-20s %-10s %-11s %-14s %-8s %-6s %s\n", "ID", "NAME", "STATE",
-                               "KIND", "GPUS", "NODE", "AGE", "REASON");
+void PrintJobs(const json& jobs, bool header) {
+  if (header) {
+    std::cout << absl::StrFormat("%-5s %-20s %-10s %-11s %-14s %-8s %-6s %s\n", "ID", "NAME",
+                                 "STATE", "KIND", "GPUS", "NODE", "AGE", "REASON");
+  }
   for (const json& j : jobs) {
     std::string node = j["replicas"].empty() ? "-" : j["replicas"][0].value("node", "-");
     std::cout << absl::StrFormat(
@@ -188,8 +190,22 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
   CLI::App* ls = app.add_subcommand("ls", "List active jobs (--all: every job)");
   ls->add_flag("--all", *all, "Include ended jobs");
   ls->callback([c, all] {
-    json jobs = Check(Client(*c).Get(*all ? "/api/v1/jobs?all=true" : "/api/v1/jobs"));
-    if (!Structured(*c, jobs)) PrintJobs(jobs);
+    std::string path = *all ? "/api/v1/jobs?all=true" : "/api/v1/jobs";
+    if (c->output != "table") {  // one document (the server streams it)
+      json jobs = Check(Client(*c).Get(path));
+      Structured(*c, jobs);
+      return;
+    }
+    // A table is printed page by page as they come: `--all` may list millions of jobs.
+    constexpr size_t kPage = 500;
+    for (int64_t after = 0;;) {
+      json jobs = Check(
+          Client(*c).Get(absl::StrCat(path, *all ? "&" : "?", "limit=", kPage, "&after=", after)));
+      Structured(*c, jobs);  // makes it terminal-safe
+      PrintJobs(jobs, after == 0);
+      if (jobs.size() < kPage) break;
+      after = jobs.back().value("id", int64_t{0});
+    }
   });
   auto id = std::make_shared<std::string>();
   CLI::App* show = app.add_subcommand("show", "Show one job (JOB) or event (event/SEQ)");

@@ -240,8 +240,7 @@ void ApiServer::Routes() {
   });
   s.Get("/api/v1/jobs", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, "user");
-    if (!who) return;
-    Reply(res, 200, VisibleJobs(control_->ListJobs(req.get_param_value("all") == "true"), *who));
+    if (who) ListJobs(req, res, *who);
   });
   s.Get(R"(/api/v1/jobs/(\d+))", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, "user");
@@ -448,6 +447,58 @@ void ApiServer::Routes() {
                                                        "; see /api/v1/openapi.json")));
     }
   });
+}
+
+// GET /api/v1/jobs[?all=true][&after=ID][&limit=N]: with `limit`, one page and a Link header to
+// the next; without, the whole list as one JSON array, streamed page by page (a list of every job
+// ever run is never in the server's memory at once).
+void ApiServer::ListJobs(const httplib::Request& req, httplib::Response& res,
+                         const Principal& who) {
+  constexpr int64_t kMaxPage = 10000;
+  const bool all = req.get_param_value("all") == "true";
+  int64_t after = 0, limit = 0;
+  if (req.has_param("after") &&
+      (!absl::SimpleAtoi(req.get_param_value("after"), &after) || after < 0)) {
+    return ReplyError(res, absl::InvalidArgumentError("after must be a job id (0 or more)"));
+  }
+  if (req.has_param("limit") &&
+      (!absl::SimpleAtoi(req.get_param_value("limit"), &limit) || limit < 1 || limit > kMaxPage)) {
+    return ReplyError(res, absl::InvalidArgumentError(
+                               absl::StrCat("limit must be a number from 1 to ", kMaxPage)));
+  }
+  int64_t next = 0;
+  auto first = control_->JobsPage(all, who, after, limit > 0 ? limit : 1000, &next);
+  if (!first.ok()) return ReplyError(res, first.status());
+  if (limit > 0 && next != 0) {
+    res.set_header("Link", absl::StrCat("</api/v1/jobs?", all ? "all=true&" : "", "after=", next,
+                                        "&limit=", limit, ">; rel=\"next\""));
+  }
+  if (limit > 0 || next == 0) return Reply(res, 200, *first);
+  auto page = [](const json& jobs, bool first_page) {
+    std::string text;
+    for (const json& j : jobs)
+      absl::StrAppend(&text, first_page && text.empty() ? "" : ",\n", j.dump());
+    return text;
+  };
+  auto state = std::make_shared<std::pair<std::string, int64_t>>("[\n" + page(*first, true), next);
+  res.set_chunked_content_provider(
+      "application/json", [this, all, who, page, state](size_t, httplib::DataSink& sink) {
+        if (!state->first.empty()) {
+          sink.write(state->first.data(), state->first.size());
+          state->first.clear();
+        }
+        if (state->second == 0) {
+          sink.write("\n]\n", 3);
+          sink.done();
+          return true;
+        }
+        int64_t next = 0;
+        auto more = control_->JobsPage(all, who, state->second, 1000, &next);
+        if (!more.ok()) return false;  // the client sees a cut-off array, not a complete one
+        state->first = page(*more, false);
+        state->second = next;
+        return true;
+      });
 }
 
 }  // namespace carve

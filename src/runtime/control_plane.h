@@ -132,8 +132,12 @@ class ControlPlane {
                                         const Principal& who);
   // A finished job is read from the store (kind job.done), where it went when it ended.
   absl::StatusOr<nlohmann::json> GetJob(int64_t id) const;
-  // The active jobs from memory; with `all`, every job: finished ones paged from the store.
-  nlohmann::json ListJobs(bool all) const;
+  // One page of the job list, in id order: jobs `who` may read with id > `after`, at most
+  // `limit`; the active ones from memory, with `all` every job (ended ones read from the store
+  // page by page, so a list of a million jobs is never in memory at once). `*next` gets the id
+  // to continue after, 0 when the list is done.
+  absl::StatusOr<nlohmann::json> JobsPage(bool all, const Principal& who, int64_t after,
+                                          size_t limit, int64_t* next) const;
   // Jobs held in memory: the live ones, and finished ones whose final record is still being
   // committed. Memory follows live work, not every job ever submitted.
   size_t JobsInMemory() const;

@@ -89,6 +89,8 @@ void ControlPlane::Forget(const std::vector<int64_t>& ids) {
     auto key = idempotency_.find(IdempotencyId(job));
     if (key != idempotency_.end() && key->second == id) idempotency_.erase(key);
     nominated_.erase(id);
+    active_.erase(id);  // Index took it out when it ended; the indexes point into jobs_
+    placed_.erase(id);
     jobs_.erase(it);
   }
 }
@@ -128,28 +130,55 @@ void ControlPlane::ForEachStored(const std::string& kind, const std::string& aft
   }
 }
 
-json ControlPlane::ListJobs(bool all) const {
-  std::map<int64_t, json> live;
+absl::StatusOr<json> ControlPlane::JobsPage(bool all, const Principal& who, int64_t after,
+                                            size_t limit, int64_t* next) const {
+  auto visible = [&](const JobSpec& spec) {
+    return Allowed(who, Access::kRead, spec.tenant, spec.project);
+  };
+  limit = std::max<size_t>(limit, 1);
+  std::map<int64_t, json> page;
   {
     // Memory first: a job that ends meanwhile is in the store by the time it leaves memory.
     std::lock_guard<std::mutex> lock(mu_);
+    auto take = [&](const JobRecord& job) {
+      if (visible(job.spec)) page.emplace(job.id, job.ToJson());
+      return page.size() < limit;
+    };
     if (all) {
-      for (const auto& [id, job] : jobs_) live[id] = job.ToJson();
+      for (auto it = jobs_.upper_bound(after); it != jobs_.end() && take(it->second); ++it) {
+      }
     } else {
-      for (const auto& [id, live_job] : active_) live[id] = live_job.job->ToJson();
+      for (auto it = active_.upper_bound(after); it != active_.end() && take(*it->second.job);
+           ++it) {
+      }
     }
   }
-  json out = json::array();
-  auto next = live.begin();
-  if (all) {
-    ForEachStored("job.done", "", [&](const StoredRecord& r) {
+  // The ended jobs in the store, merged in id order, until the page is full of ids below theirs.
+  for (std::string from = DoneId(after); all;) {
+    auto stored = store_->List("job.done", from, kPage);
+    if (!stored.ok()) return stored.status();
+    for (const StoredRecord& r : *stored) {
       int64_t id = std::atoll(r.id.c_str());
-      for (; next != live.end() && next->first < id; ++next) out.push_back(std::move(next->second));
-      if (next != live.end() && next->first == id) return;  // memory's copy is as new
-      out.push_back(json::parse(r.json, nullptr, false));
-    });
+      if (page.size() >= limit && id > page.rbegin()->first) break;
+      if (page.count(id)) continue;  // memory's copy is as new
+      json job = json::parse(r.json, nullptr, false);
+      if (!job.is_object() || !job["spec"].is_object()) continue;
+      const json& spec = job["spec"];
+      if (!Allowed(who, Access::kRead, spec.value("tenant", "default"),
+                   spec.value("project", "default"))) {
+        continue;
+      }
+      page.emplace(id, std::move(job));
+      if (page.size() > limit) page.erase(std::prev(page.end()));
+    }
+    bool full = page.size() >= limit && !stored->empty() &&
+                std::atoll(stored->back().id.c_str()) > page.rbegin()->first;
+    if (full || static_cast<int64_t>(stored->size()) < kPage) break;
+    from = stored->back().id;
   }
-  for (; next != live.end(); ++next) out.push_back(std::move(next->second));
+  *next = page.size() >= limit ? page.rbegin()->first : 0;
+  json out = json::array();
+  for (auto& [id, job] : page) out.push_back(std::move(job));
   return out;
 }
 

@@ -101,18 +101,6 @@ bool SeesEvent(const Principal& who, const json& details) {
   return Allowed(who, Access::kRead, tenant, details.value("project", ""));
 }
 
-json VisibleJobs(const json& jobs, const Principal& who) {
-  json out = json::array();
-  for (const json& j : jobs) {
-    const json& spec = j["spec"];
-    if (Allowed(who, Access::kRead, spec.value("tenant", "default"),
-                spec.value("project", "default"))) {
-      out.push_back(j);
-    }
-  }
-  return out;
-}
-
 json VisibleEvents(const json& events, const Principal& who) {
   json out = json::array();
   for (const json& e : events) {

@@ -71,9 +71,8 @@ bool Allowed(const Principal& who, Access access, const std::string& tenant,
 // Whether `who` sees an event whose details name `tenant`/`project` ("" = platform event).
 bool SeesEvent(const Principal& who, const nlohmann::json& details);
 
-// What of a list `who` may see: jobs of its tenant/project, events naming them, its tenant and
-// its tenant's projects (queues are shared and listed to everyone).
-nlohmann::json VisibleJobs(const nlohmann::json& jobs, const Principal& who);
+// What of a list `who` may see: events naming its tenant/project, its tenant and its tenant's
+// projects (queues are shared and listed to everyone; jobs: ControlPlane::JobsPage).
 nlohmann::json VisibleEvents(const nlohmann::json& events, const Principal& who);
 // Nodes for non-admins: quarantine and fence reasons name other tenants' jobs, so only the fact
 // that a GPU is out remains; per-GPU utilization is left out.

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "httplib.h"
 #include "integration/harness.h"
 
@@ -64,6 +65,48 @@ class TransportTest : public PlatformTest {
 
 // R3: `scripts/dev` twice said "the token is not valid": both servers bound 7070 and the second
 // one's tokens met half of the connections. Now a second server stops before writing anything.
+// The job list in pages (after, limit, a Link header to the next page), streamed whole without a
+// limit, and `carve ls` printing its table a page at a time. No nodes: every job stays queued.
+TEST_F(TransportTest, TheJobListComesInPagesAndWholeListsStream) {
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 1001; ++i) ids.push_back(Submit({{"command", {"true"}}})["id"]);
+  std::vector<int64_t> paged;
+  for (int64_t after = 0;;) {
+    auto page = Api().Get(absl::StrCat("/api/v1/jobs?all=true&limit=300&after=", after));
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const json& j : *page) paged.push_back(j["id"]);
+    if (page->size() < 300) break;
+    after = paged.back();
+  }
+  EXPECT_EQ(paged, ids);
+  httplib::Client client(url_);
+  auto linked = client.Get("/api/v1/jobs?limit=300", {{"Authorization", "Bearer " + token_}});
+  ASSERT_TRUE(linked);
+  EXPECT_EQ(linked->get_header_value("Link"),
+            absl::StrCat("</api/v1/jobs?after=", ids[299], "&limit=300>; rel=\"next\""));
+
+  auto whole = Api().Get("/api/v1/jobs");  // more than one page of 1,000: streamed
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), ids.size());
+  EXPECT_EQ((*whole)[1000]["id"], ids[1000]);
+
+  std::string log = (dir_ / "ls.log").string();
+  ASSERT_EQ(RunToEnd({CARVE_BINARY, "ls", "--server", url_, "--token", token_}, log), 0)
+      << Slurp(log);
+  std::vector<std::string> lines = absl::StrSplit(Slurp(log), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), ids.size() + 1) << "one header, then every job";
+  EXPECT_TRUE(absl::StartsWith(lines[0], "ID "));
+  EXPECT_TRUE(absl::StartsWith(lines[501], absl::StrCat(ids[500], " "))) << lines[501];
+
+  for (const std::string bad : {"limit=0", "limit=10001", "limit=ten", "after=-1"}) {
+    auto r = Api().Get("/api/v1/jobs?" + bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(),
+                HasSubstr(absl::StartsWith(bad, "limit") ? "limit must be a number from 1 to 10000"
+                                                         : "after must be a job id"));
+  }
+}
+
 TEST_F(TransportTest, SecondServerOnTheApiPortFailsClearlyAndTheFirstKeepsServing) {
   const std::string data = (dir_ / "data").string();
   const std::string before = ServerFiles();

@@ -40,6 +40,13 @@ class ControlPlaneFixture : public ::testing::Test {
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
+  // The jobs an admin sees (with `all`, ended ones too), one page of up to 10,000.
+  nlohmann::json Jobs(bool all) {
+    int64_t next = 0;
+    auto page = cp_->JobsPage(all, Principal{"admin", "admin", "", "", "t-admin"}, 0, 10000, &next);
+    EXPECT_TRUE(page.ok()) << page.status();
+    return page.ok() ? *page : nlohmann::json::array();
+  }
   // Registers `name` with `gpus` exclusive H200s and `labels`, as `who`.
   void RegisterH200Node(const std::string& name, int gpus, const Principal& who,
                         const nlohmann::json& labels = nlohmann::json::object()) {

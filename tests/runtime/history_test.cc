@@ -90,6 +90,22 @@ class HistoryTest : public ::testing::Test {
     return cp_->Heartbeat({{"node", "n1"}, {"replicas", {report}}}, kAgent).status();
   }
 
+  // Every job `who` may read (ended ones with `all`), page by page `limit` at a time.
+  std::vector<int64_t> List(bool all, const Principal& who = kAdmin, size_t limit = 1000) {
+    std::vector<int64_t> ids;
+    for (int64_t after = 0, pages = 0;; ++pages) {
+      int64_t next = -1;
+      auto page = cp_->JobsPage(all, who, after, limit, &next);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok() || pages > 1000) break;
+      EXPECT_LE(page->size(), limit);
+      for (int64_t id : Ids(*page)) ids.push_back(id);
+      if (next == 0) break;
+      EXPECT_EQ(next, ids.back()) << "a page continues after its last job";
+      after = next;
+    }
+    return ids;
+  }
   static std::vector<int64_t> Ids(const json& jobs) {
     std::vector<int64_t> ids;
     for (const json& j : jobs) ids.push_back(j["id"].get<int64_t>());
@@ -120,8 +136,8 @@ TEST_F(HistoryTest, FinishedJobsLeaveMemoryAndStayReadableAcrossRestarts) {
     EXPECT_EQ((*cp_->GetJob(a))["state"], "succeeded");
     EXPECT_EQ((*cp_->GetJob(c))["state"], "failed");
     EXPECT_EQ((*cp_->GetJob(queued))["state"], "cancelled");
-    EXPECT_EQ(Ids(cp_->ListJobs(true)), (std::vector<int64_t>{a, b, c, queued}));
-    EXPECT_EQ(Ids(cp_->ListJobs(false)), std::vector<int64_t>{b});
+    EXPECT_EQ(List(true), (std::vector<int64_t>{a, b, c, queued}));
+    EXPECT_EQ(List(false), std::vector<int64_t>{b});
     EXPECT_TRUE(cp_->Explain(a).ok());
     EXPECT_TRUE(absl::IsNotFound(cp_->GetJob(99).status()));
     auto cancel = cp_->Cancel(a, kAdmin);
@@ -148,6 +164,33 @@ TEST_F(HistoryTest, AFinishedJobIsSeenOnlyByItsTenant) {
   EXPECT_TRUE(absl::IsPermissionDenied(cp_->CheckJob(a, viewer, Access::kWrite)));
   EXPECT_EQ(cp_->UsageRecords(0, 0, kAcme).size(), 1u);
   EXPECT_EQ(cp_->UsageRecords(0, 0, kGlobex).size(), 0u);
+}
+
+// Pages of any size list every job once, in id order, memory's and the store's merged; a tenant's
+// pages skip other tenants' jobs and still reach the end.
+TEST_F(HistoryTest, TheJobListPagesThroughMemoryAndTheStore) {
+  std::vector<int64_t> all, acme;
+  for (int i = 0; i < 7; ++i) {
+    all.push_back(Submit(i % 3 == 0 ? "globex" : "acme"));
+    if (i % 3 != 0) acme.push_back(all.back());
+  }
+  ASSERT_EQ(*cp_->ScheduleOnce(), 4);  // n1 has 4 GPUs
+  now_ += 60'000'000;
+  for (int64_t id : {all[0], all[1], all[3]}) ASSERT_TRUE(End(id, 0).ok());
+  ASSERT_EQ(*cp_->ScheduleOnce(), 3);
+  now_ += 60'000'000;
+  ASSERT_TRUE(End(all[6], 0).ok());
+  ASSERT_EQ(cp_->JobsInMemory(), 3u);  // all[2], all[4], all[5]: ended ones are in the store
+  for (size_t limit : {1u, 2u, 3u, 1000u}) {
+    SCOPED_TRACE(limit);
+    EXPECT_EQ(List(true, kAdmin, limit), all);
+    EXPECT_EQ(List(true, kAcme, limit), acme);
+    EXPECT_EQ(List(false, kAdmin, limit), (std::vector<int64_t>{all[2], all[4], all[5]}));
+  }
+  int64_t next = 0;
+  auto page = cp_->JobsPage(true, kAdmin, all[4], 2, &next);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(Ids(*page), (std::vector<int64_t>{all[5], all[6]}));
 }
 
 TEST_F(HistoryTest, AnIdempotencyKeyReplaysAFinishedJob) {
@@ -186,7 +229,7 @@ TEST_F(HistoryTest, AnOldStoreMigratesItself) {
   Open();
   EXPECT_EQ(cp_->JobsInMemory(), 1u);
   EXPECT_EQ((*cp_->GetJob(a))["state"], "succeeded");
-  EXPECT_EQ(Ids(cp_->ListJobs(true)), (std::vector<int64_t>{a, b}));
+  EXPECT_EQ(List(true), (std::vector<int64_t>{a, b}));
   EXPECT_EQ(store_->Load("job")->size(), 1u);  // b: live
   EXPECT_EQ(store_->Load("job.done")->size(), 1u);
   // Usage of a finished job other than its live one's "now" is as before.

@@ -84,7 +84,7 @@ TEST_F(SchedulePlanTest, CallsAnswerWhileTheCorePlans) {
   WhilePlanning([&] {
     EXPECT_TRUE(cp_->GetJob(first).ok());
     EXPECT_GT(Submit("second"), first);
-    EXPECT_EQ(cp_->ListJobs(false).size(), 2u);
+    EXPECT_EQ(Jobs(false).size(), 2u);
     auto beat = cp_->Heartbeat({{"node", "n1"}, {"replicas", json::array()}}, kNode);
     EXPECT_TRUE(beat.ok()) << beat.status();
   });

@@ -62,7 +62,7 @@ class ServiceSchedulingTest : public ControlPlaneFixture {
     now_ += kSecond / 4;
     for (const std::string& node : alive_) {
       json reports = json::array();
-      for (const json& job : cp_->ListJobs(false)) {
+      for (const json& job : Jobs(false)) {
         for (size_t r = 0; r < job["replicas"].size(); ++r) {
           const json& rep = job["replicas"][r];
           if (rep["node"] != node || rep["state"] == "lost" || rep["state"] == "retired") continue;
