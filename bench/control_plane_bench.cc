@@ -31,7 +31,7 @@ const Principal kNode{"n1", "node"};
 
 // Writes `count` jobs with ids from `first` in `state` (finished ones as kind job.done, as the
 // server stores them), 50,000 to a transaction.
-void Fill(Store& store, int first, int count, const std::string& state) {
+void Fill(Store& store, int first, int count, JobState state) {
   JobRecord job;
   job.spec =
       *JobSpecFromJson({{"name", "old"}, {"command", {"true"}}, {"resources", {{"gpus", 1}}}});
@@ -61,7 +61,7 @@ struct Fixture {
     char tmpl[] = "/tmp/carve-control-bench-XXXXXX";
     dir = mkdtemp(tmpl);
     store = *OpenSqliteStore((dir / "carve.db").string());
-    Fill(*store, 1, finished, "succeeded");
+    Fill(*store, 1, finished, JobState::kSucceeded);
     ControlPlane::Options options;
     options.log_dir = (dir / "logs").string();
     options.node_timeout_us = 3600 * 1'000'000LL;
@@ -131,8 +131,8 @@ void Restart(benchmark::State& state) {
   GpuCatalog catalog = GpuCatalog::BuiltIn();
   {
     auto store = *OpenSqliteStore((dir / "carve.db").string());
-    Fill(*store, 1, total - active, "succeeded");
-    Fill(*store, total - active + 1, active, "queued");
+    Fill(*store, 1, total - active, JobState::kSucceeded);
+    Fill(*store, total - active + 1, active, JobState::kQueued);
   }
   ControlPlane::Options options;
   options.log_dir = (dir / "logs").string();

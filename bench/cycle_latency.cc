@@ -58,7 +58,7 @@ void FillQueued(Store& store, int pending, int queues, int priorities, bool pree
                                  {"preemptible", preemptible},
                                  {"command", {"sleep", "3600"}},
                                  {"resources", {{"gpus", gpus}, {"gpu_model", {"H200"}}}}});
-    job.state = "queued";
+    job.state = JobState::kQueued;
     job.created_us = NowUs();
     batch.puts.push_back({"job", absl::StrFormat("%012d", i), job.ToJson().dump()});
     if (batch.puts.size() == 10000 || i == pending) {

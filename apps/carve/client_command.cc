@@ -18,6 +18,7 @@
 #include "runtime/api_client.h"
 #include "runtime/job_spec.h"
 #include "runtime/records.h"
+#include "runtime/states.h"
 #include "yaml-cpp/yaml.h"
 
 namespace carve::app {
@@ -374,7 +375,8 @@ void AddLogs(CLI::App& app, std::shared_ptr<Connection> c) {
       if (!text->empty() && offset < size) continue;
       if (!*follow) return;
       json state = Check(api.Get(absl::StrCat("/api/v1/jobs/", job)));
-      if (IsFinal(state.value("state", "")) && text->empty()) {
+      const std::optional<JobState> ended = ParseJobState(state.value("state", ""));
+      if (ended && IsFinal(*ended) && text->empty()) {
         std::cerr << "[job " << job << " " << state.value("state", "") << ": "
                   << state.value("reason", "") << "]\n";
         return;

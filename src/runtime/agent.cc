@@ -23,6 +23,7 @@
 #include "runtime/log.h"
 #include "runtime/records.h"
 #include "runtime/replica_monitor.h"
+#include "runtime/states.h"
 #include "runtime/tenant_paths.h"
 #include "runtime/version.h"
 
@@ -789,7 +790,7 @@ json Agent::Report() const {
   for (const auto& [key, r] : replicas_) {
     json j = {{"job", r.job},
               {"replica", r.index},
-              {"state", r.exit ? "exited" : "running"},
+              {"state", Name(r.exit ? ReplicaState::kExited : ReplicaState::kRunning)},
               {"pid", r.handle.pid},
               {"started_us", r.started_us},
               {"enforcement", EnforcementText(r.handle.enforcement)}};

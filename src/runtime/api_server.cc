@@ -9,6 +9,7 @@
 #include "runtime/api_http.h"
 #include "runtime/api_socket.h"
 #include "runtime/log.h"
+#include "runtime/states.h"
 #include "runtime/version.h"
 
 namespace carve {
@@ -184,7 +185,9 @@ bool ReportsAnEnd(const nlohmann::json& heartbeat) {
   const auto replicas = heartbeat.find("replicas");
   if (replicas == heartbeat.end() || !replicas->is_array()) return false;
   for (const nlohmann::json& r : *replicas) {
-    if (r.is_object() && r.value("state", "") == "exited") return true;
+    if (r.is_object() && ParseReplicaState(r.value("state", "")) == ReplicaState::kExited) {
+      return true;
+    }
   }
   return false;
 }

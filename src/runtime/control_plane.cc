@@ -119,7 +119,7 @@ void ControlPlane::Index(const JobRecord& job) {
   if (stored == jobs_.end()) return;
   LiveJob live{&stored->second, ++next_revision_};
   active_[job.id] = live;
-  if (job.state == "queued") {  // a queued job holds no replica (Recover clears them)
+  if (job.state == JobState::kQueued) {  // a queued job holds no replica (Recover clears them)
     placed_.erase(job.id);
   } else {
     placed_[job.id] = live;
@@ -333,9 +333,9 @@ absl::StatusOr<json> ControlPlane::Explain(int64_t id) const {
 }
 
 json ControlPlane::ExplainJob(const JobRecord& job) const {
-  json out = {{"id", job.id}, {"state", job.state}, {"reason", job.reason}};
+  json out = {{"id", job.id}, {"state", Name(job.state)}, {"reason", job.reason}};
   out.update(ExplainScheduling(job));
-  if (job.state != "queued") {
+  if (job.state != JobState::kQueued) {
     json placed = json::array();
     for (const ReplicaRecord& r : job.replicas) {
       json g = json::array();
@@ -358,9 +358,9 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
   JobRecord& job = done ? *done : it->second;  // a finished job only answers why not
   if (IsFinal(job.state)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("job ", id, " already ended (", job.state, ")"));
+        absl::StrCat("job ", id, " already ended (", Name(job.state), ")"));
   }
-  if (job.state == "reclaiming") {
+  if (job.state == JobState::kReclaiming) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id,
                      " is already stopping: its processes have ended and its devices are being "
@@ -368,8 +368,8 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
                      PendingReclaims(job, now_())));
   }
   StoreBatch batch;
-  if (job.state == "queued") {
-    job.state = "cancelled";
+  if (job.state == JobState::kQueued) {
+    job.state = JobState::kCancelled;
     job.reason = "cancelled by " + who.name + " before it was scheduled";
     job.ended_us = now_();
     Event(batch, "user:" + who.name, "job.cancelled", absl::StrCat("job/", id), job.reason);
@@ -396,9 +396,9 @@ absl::StatusOr<json> ControlPlane::Renew(int64_t id, const Principal& who) {
   if (job.spec.Lease().empty()) {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " holds no lease"));
   }
-  if (job.state != "running" || job.cancel_requested) {
+  if (job.state != JobState::kRunning || job.cancel_requested) {
     return absl::FailedPreconditionError(
-        absl::StrCat("job ", id, " is ", job.state, "; only a running job's lease renews"));
+        absl::StrCat("job ", id, " is ", Name(job.state), "; only a running job's lease renews"));
   }
   job.lease_expires_us = now_() + ParseDurationUs(job.spec.Lease()).value_or(0);
   StoreBatch batch;

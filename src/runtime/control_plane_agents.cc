@@ -38,7 +38,7 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   json with_times = body;
   with_times["registered_us"] = now_();
   with_times["last_heartbeat_us"] = now_();
-  with_times["state"] = "ready";
+  with_times["state"] = Name(NodeRecordState::kReady);
   auto node = NodeRecord::FromJson(with_times);
   if (!node.ok()) return node.status();
   if (node->name.empty()) return absl::InvalidArgumentError("name: a node needs a name");
@@ -121,22 +121,23 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
   const json versions = where == nodes_.end() || !where->second.versions.is_object()
                             ? json::object()
                             : where->second.versions;
-  std::string state = report.value("state", "");
+  const std::optional<ReplicaState> state = ParseReplicaState(report.value("state", ""));
   std::string subject = absl::StrCat("job/", job.id);
-  if (rep.state == "pending" && (state == "running" || state == "exited")) {
-    rep.state = "running";
+  if (rep.state == ReplicaState::kPending &&
+      (state == ReplicaState::kRunning || state == ReplicaState::kExited)) {
+    rep.state = ReplicaState::kRunning;
     rep.pid = report.value("pid", int64_t{0});
     rep.started_us = report.value("started_us", now_());
     rep.enforcement = report.value("enforcement", "");
     rep.versions = CompactVersions(versions);
     if (report.contains("gpu_isolation")) rep.gpu_isolation = report["gpu_isolation"];
-    if (job.state == "running") {
+    if (job.state == JobState::kRunning) {
       Event(batch, "agent:" + node, "job.replica-started", subject,
             absl::StrCat("replica ", r, " (slot ", rep.slot, ") running on ", node),
             {{"replica", r}, {"pid", rep.pid}});
     }
-    if (job.state == "scheduled") {
-      job.state = "running";
+    if (job.state == JobState::kScheduled) {
+      job.state = JobState::kRunning;
       job.started_us = rep.started_us;
       if (!job.spec.Lease().empty()) {
         job.lease_expires_us = now_() + ParseDurationUs(job.spec.Lease()).value_or(0);
@@ -148,7 +149,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     Touch(job, batch);
   }
   // The reclaim record may follow the exit in a later heartbeat.
-  if (rep.state == "exited" && rep.reclaim.is_null() && report.contains("reclaim")) {
+  if (rep.state == ReplicaState::kExited && rep.reclaim.is_null() && report.contains("reclaim")) {
     rep.reclaim = report["reclaim"];
     if (rep.reclaim.is_object()) rep.reclaim["versions"] = versions.value("id", "");
     rep.oom_killed = report.value("oom_killed", false);
@@ -160,8 +161,8 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     Touch(job, batch);
     return;
   }
-  if (rep.state == "running" && state == "exited") {
-    rep.state = "exited";
+  if (rep.state == ReplicaState::kRunning && state == ReplicaState::kExited) {
+    rep.state = ReplicaState::kExited;
     rep.ended_us = report.value("ended_us", now_());
     if (report.contains("exit_code") && !report["exit_code"].is_null()) {
       rep.exit_code = report["exit_code"].get<int>();
@@ -222,11 +223,11 @@ std::string ControlPlane::EndCause(const ReplicaRecord& rep, const std::string& 
 
 void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   for (const ReplicaRecord& rep : job.replicas) {
-    if (rep.retire.empty() && rep.state != "exited") return;
+    if (rep.retire.empty() && rep.state != ReplicaState::kExited) return;
   }
   std::string subject = absl::StrCat("job/", job.id);
-  if (job.state != "reclaiming") {
-    job.state = "reclaiming";
+  if (job.state != JobState::kReclaiming) {
+    job.state = JobState::kReclaiming;
     job.ended_us = now_();
     job.reason = "its processes ended; verifying that its resources came back";
     Event(batch, "scheduler", "job.reclaiming", subject, job.reason);
@@ -248,16 +249,16 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
     failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.memory)));
   }
   if (timed_out) {
-    job.outcome = "timed-out";
+    job.outcome = JobState::kTimedOut;
     job.reason = "ran past max_runtime " + job.spec.max_runtime;
   } else if (job.cancel_requested) {
-    job.outcome = "cancelled";
+    job.outcome = JobState::kCancelled;
     job.reason = "cancelled by " + job.cancelled_by + "; every process of the job was stopped";
   } else if (!failures.empty()) {
-    job.outcome = "failed";
+    job.outcome = JobState::kFailed;
     job.reason = absl::StrJoin(failures, ", ");
   } else {
-    job.outcome = "succeeded";
+    job.outcome = JobState::kSucceeded;
     job.reason = "every replica exited with code 0";
   }
   // Evidence is in: devices whose checks failed leave the pool until an admin clears them.
@@ -269,9 +270,9 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
     Recover(job, job.displaced, job.displaced, batch);
     return;
   }
-  job.state = job.outcome;
+  job.state = *job.outcome;
   if (!verified) job.reason += UnverifiedNote(job);
-  Event(batch, "scheduler", "job." + job.state, subject, job.reason,
+  Event(batch, "scheduler", absl::StrCat("job.", Name(job.state)), subject, job.reason,
         {{"reclaim", statuses}, {"verified", verified}});
 }
 
@@ -330,8 +331,9 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
   }
   StoreBatch batch;
   node->second.last_heartbeat_us = now_();
-  if (node->second.state == "not-ready" || node->second.state == "dead") {
-    node->second.state = "ready";
+  if (node->second.state == NodeRecordState::kNotReady ||
+      node->second.state == NodeRecordState::kDead) {
+    node->second.state = NodeRecordState::kReady;
     node->second.lost_us = 0;
     batch.puts.push_back({"node", name, node->second.ToJson().dump()});
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
@@ -345,7 +347,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
   std::set<std::pair<int64_t, int>> reported;
   std::set<int64_t> running_jobs;
   for (const json& report : body.value("replicas", json::array())) {
-    if (report.value("state", "") == "running")
+    if (ParseReplicaState(report.value("state", "")) == ReplicaState::kRunning)
       running_jobs.insert(report.value("job", int64_t{-1}));
   }
   // Fenced devices come back once the node no longer runs the lost job's processes.
@@ -369,7 +371,9 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     bool ours = it != jobs_.end() && r >= 0 && r < static_cast<int>(it->second.replicas.size()) &&
                 it->second.replicas[r].node == name;
     if (!ours) {
-      if (report.value("state", "") == "running") stops.push_back({{"job", id}, {"replica", r}});
+      if (ParseReplicaState(report.value("state", "")) == ReplicaState::kRunning) {
+        stops.push_back({{"job", id}, {"replica", r}});
+      }
       continue;
     }
     JobRecord& job = it->second;
@@ -377,10 +381,10 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     ApplyLogReport(job, r, report, name, batch);
     bool failed_sibling = false;
     for (const ReplicaRecord& rep : job.replicas) {
-      failed_sibling |=
-          rep.retire.empty() && rep.state == "exited" && !(rep.exit_code && *rep.exit_code == 0);
+      failed_sibling |= rep.retire.empty() && rep.state == ReplicaState::kExited &&
+                        !(rep.exit_code && *rep.exit_code == 0);
     }
-    if (report.value("state", "") == "running" &&
+    if (ParseReplicaState(report.value("state", "")) == ReplicaState::kRunning &&
         (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() || failed_sibling ||
          MustStop(job, job.replicas[r]))) {
       json stop = {{"job", id}, {"replica", r}};
@@ -398,7 +402,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     bool handed = false;
     for (size_t r = 0; r < job.replicas.size(); ++r) {
       ReplicaRecord& rep = job.replicas[r];
-      if (rep.node == name && rep.state == "pending" && !reported.count({id, r})) {
+      if (rep.node == name && rep.state == ReplicaState::kPending && !reported.count({id, r})) {
         assignments.push_back(Assignment(job, static_cast<int>(r)));
         if (rep.assigned_us == 0) {
           rep.assigned_us = now_();
@@ -461,8 +465,8 @@ void ControlPlane::SignalNodes() {
       if (rep.node.empty()) continue;
       // A replica the agent started but not yet reported is still pending here: it is told
       // to stop once its report arrives, so a stop is work for its node either way.
-      bool live = rep.state == "pending" || rep.state == "running";
-      if (rep.state == "pending" && !stopping) {
+      bool live = rep.state == ReplicaState::kPending || rep.state == ReplicaState::kRunning;
+      if (rep.state == ReplicaState::kPending && !stopping) {
         work[rep.node].insert({id, static_cast<int>(r), false});
       }
       if (live && (stopping || MustStop(job, rep))) {

@@ -19,11 +19,14 @@ void ControlPlane::Recover(JobRecord& job, std::string cause, std::string fault_
   bool preempted = cause.rfind("preempted by ", 0) == 0;
   if (job.cancel_requested || policy == "none" ||
       (!preempted && job.attempt >= job.spec.MaxRetries())) {
-    job.state = job.cancel_requested ? "cancelled" : preempted ? "preempted" : "failed";
+    job.state = job.cancel_requested ? JobState::kCancelled
+                : preempted          ? JobState::kPreempted
+                                     : JobState::kFailed;
     job.reason =
         absl::StrCat(cause, policy == "none" ? "; recovery policy none" : "; no retries left");
     job.ended_us = now_();
-    Event(batch, "scheduler", "job." + job.state, subject, job.reason, {{"cause", fault_ref}});
+    Event(batch, "scheduler", absl::StrCat("job.", Name(job.state)), subject, job.reason,
+          {{"cause", fault_ref}});
     return;
   }
   json held = json::array();  // what the attempt held, for usage records
@@ -43,9 +46,9 @@ void ControlPlane::Recover(JobRecord& job, std::string cause, std::string fault_
                           {"fault", fault_ref},
                           {"reclaim", reclaim}});
   ++job.attempt;
-  job.state = "queued";
+  job.state = JobState::kQueued;
   job.replicas.clear();
-  job.outcome.clear();
+  job.outcome.reset();
   job.displaced.clear();
   job.reason = absl::StrCat(policy, ": attempt ", job.attempt + 1, " after ", cause);
   if (policy == "checkpoint-retry") {  // back off: 1 s, 2 s, 4 s, ... at most a minute
@@ -60,15 +63,15 @@ void ControlPlane::Recover(JobRecord& job, std::string cause, std::string fault_
 void ControlPlane::Liveness(int64_t now, StoreBatch& batch) {
   for (auto& [name, node] : nodes_) {
     int64_t silent = now - node.last_heartbeat_us;
-    if (node.state == "ready" && silent > options_.node_timeout_us) {
-      node.state = "not-ready";
+    if (node.state == NodeRecordState::kReady && silent > options_.node_timeout_us) {
+      node.state = NodeRecordState::kNotReady;
       batch.puts.push_back({"node", name, node.ToJson().dump()});
       Event(batch, "scheduler", "node.not-ready", "node/" + name,
             absl::StrCat("no heartbeat for ", silent / 1000, " ms; its jobs are lost after ",
                          (options_.node_timeout_us + options_.lost_after_us) / 1000,
                          " ms of silence"));
     }
-    if (node.state == "not-ready" && node.lost_us == 0 &&
+    if (node.state == NodeRecordState::kNotReady && node.lost_us == 0 &&
         silent > options_.node_timeout_us + options_.lost_after_us) {
       node.lost_us = now;
       NodeLost(node, now, batch);
@@ -82,7 +85,7 @@ absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Pr
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return absl::NotFoundError("no node \"" + name + "\"");
   NodeRecord& node = it->second;
-  if (node.state == "ready") {
+  if (node.state == NodeRecordState::kReady) {
     return absl::FailedPreconditionError("node " + name +
                                          " is heartbeating; drain it instead of declaring it dead");
   }
@@ -95,7 +98,7 @@ absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Pr
   json unfenced = json::array();
   for (const auto& [gpu, job] : node.fenced) unfenced.push_back({{"gpu", gpu}, {"job", job}});
   node.fenced.clear();
-  node.state = "dead";
+  node.state = NodeRecordState::kDead;
   batch.puts.push_back({"node", name, node.ToJson().dump()});
   Event(batch, "user:" + who.name, "node.declared-dead", "node/" + name,
         "declared dead by " + who.name + "; its devices are unfenced on that word",
@@ -113,7 +116,10 @@ void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
     if (IsFinal(job.state)) continue;
     bool touched = false;
     for (const ReplicaRecord& r : job.replicas) {
-      if (r.node != node.name || r.state == "retired" || r.state == "lost") continue;
+      if (r.node != node.name || r.state == ReplicaState::kRetired ||
+          r.state == ReplicaState::kLost) {
+        continue;
+      }
       touched = true;
       // Its processes may still run on the node: fence its devices until the node returns.
       for (const GrantRecord& g : r.grants) node.fenced[g.device] = id;
@@ -123,13 +129,13 @@ void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
     if (ReplaceReplicas(job, on_node, fault, false, true, batch)) continue;  // the others serve
     Event(batch, "scheduler", "job.lost", absl::StrCat("job/", id), fault,
           {{"node", node.name}, {"attempt", job.attempt}});
-    if (job.state == "reclaiming") {
-      job.state = "lost";
+    if (job.state == JobState::kReclaiming) {
+      job.state = JobState::kLost;
       job.reason = fault + " before the evidence of its reclaim arrived";
       job.ended_us = now;
     } else {
       Recover(job, fault, "node.not-ready node/" + node.name, batch);
-      if (job.state == "failed") job.state = "lost";
+      if (job.state == JobState::kFailed) job.state = JobState::kLost;
     }
     Touch(job, batch);
   }
@@ -137,9 +143,11 @@ void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
 }
 
 bool ControlPlane::Displace(JobRecord& job, const std::string& cause, StoreBatch& batch) {
-  if (IsFinal(job.state) || job.state == "queued" || job.state == "reclaiming") return false;
+  if (IsFinal(job.state) || job.state == JobState::kQueued || job.state == JobState::kReclaiming) {
+    return false;
+  }
   bool started = false;
-  for (const ReplicaRecord& r : job.replicas) started |= r.state != "pending";
+  for (const ReplicaRecord& r : job.replicas) started |= r.state != ReplicaState::kPending;
   Event(batch, "scheduler", "job.displaced", absl::StrCat("job/", job.id), cause);
   if (!started) {
     Recover(job, cause, cause, batch);  // nothing ran yet: queue it again at once

@@ -29,17 +29,17 @@ int64_t MaxRuntimeUs(const JobSpec& spec) {
 
 // Told to stop (cancelled, drained, preempted) or releasing its devices: not a victim again.
 bool Stopping(const JobRecord& job) {
-  return job.cancel_requested || !job.displaced.empty() || job.state == "reclaiming";
+  return job.cancel_requested || !job.displaced.empty() || job.state == JobState::kReclaiming;
 }
 
 // A service's replicas without a node enter the cycle as pending work, one entry each (entry
 // ids are negative, unique in the cycle), with the job's queue, pool, priority and age.
 void AddReplicaWork(const JobRecord& job, const JobRequest& request, int64_t nominated,
                     CycleInput& in, std::vector<ReplicaWork>& work) {
-  if (job.state != "running" || job.cancel_requested) return;
+  if (job.state != JobState::kRunning || job.cancel_requested) return;
   for (size_t i = 0; i < job.replicas.size(); ++i) {
     const ReplicaRecord& rep = job.replicas[i];
-    if (!rep.node.empty() || rep.state != "pending") continue;
+    if (!rep.node.empty() || rep.state != ReplicaState::kPending) continue;
     work.push_back({job.id, i});
     PendingJob p{-static_cast<int64_t>(work.size()),
                  job.spec.queue,
@@ -149,7 +149,8 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   plan.full_why = memory_.FullCycleReason(now, options_.full_cycle_every_us, config_revision_,
                                           plan.nodes_changed, plan.stopping);
   if (int64_t r = memory_.reserved_job;
-      plan.full_why.empty() && r > 0 && (!jobs_.count(r) || jobs_.at(r).state != "queued")) {
+      plan.full_why.empty() && r > 0 &&
+      (!jobs_.count(r) || jobs_.at(r).state != JobState::kQueued)) {
     plan.full_why = "the reservation passed on";  // its holder left: the next one takes it
   }
   plan.incremental = plan.full_why.empty() && options_.full_cycle_every_us > 0;
@@ -207,7 +208,7 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
   const int64_t now = plan.now;
   const int64_t id = job.id;
   CycleInput& in = plan.in;
-  if (job.state == "queued") {
+  if (job.state == JobState::kQueued) {
     if (job.not_before_us > now) return;  // a retry's backoff
     if (plan.incremental && Parked(plan, job, revision)) {
       ++plan.parked;  // judged on what is still there: nothing it could use was released since
@@ -221,9 +222,9 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
   if (pool != pools.end() && !pool->second.empty()) request->replica.pool = pool->second;
   bool preemptible = job.spec.preemptible.value_or(true);
   size_t before = plan.work.size();
-  if (job.state == "running") {
+  if (job.state == JobState::kRunning) {
     bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& r) {
-      return r.node.empty() && r.state == "pending";
+      return r.node.empty() && r.state == ReplicaState::kPending;
     });
     if (unplaced) {  // most running jobs have none: no request to copy
       JobRequest replica = *request;
@@ -237,8 +238,8 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
     }
   }
   // As it is now (clearing its explanation raised it); active_ is in id order.
-  plan.revisions.emplace_back(id, job.state == "queued" ? revision : Revision(id));
-  if (job.state == "queued") {
+  plan.revisions.emplace_back(id, job.state == JobState::kQueued ? revision : Revision(id));
+  if (job.state == JobState::kQueued) {
     TolerateWindows(*request, job.spec, now, windows);
     in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
                           MaxRuntimeUs(job.spec), std::move(*request),
@@ -304,7 +305,8 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
   for (const ReplicaWork& w : plan.work) working.insert(w.job);
   std::erase_if(nominated_, [&](const auto& entry) {
     auto it = jobs_.find(entry.first);
-    return it == jobs_.end() || (it->second.state != "queued" && !working.count(entry.first));
+    return it == jobs_.end() ||
+           (it->second.state != JobState::kQueued && !working.count(entry.first));
   });
   if (plan.config_revision != config_revision_) {  // queues changed: plan again
     plan.void_ = true;
@@ -410,7 +412,7 @@ void ControlPlane::Waits(JobRecord& job, const Waiting& w, StoreBatch& batch) {
 void ControlPlane::BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,
                            const Cluster& cluster, bool backfilled, int64_t now,
                            StoreBatch& batch) {
-  job.state = "scheduled";
+  job.state = JobState::kScheduled;
   job.scheduled_us = now;
   job.explanation.clear();
   job.explanation_reasons.clear();
@@ -446,14 +448,15 @@ json ControlPlane::ExplainScheduling(const JobRecord& job) const {
   if (!job.victims.empty()) out["victims"] = job.victims;
   const Waiting* wait = waits_->Find(job.id);
   // The table is the last cycle's: a job bound, cancelled or held since is not waiting.
-  bool waiting = job.state == "queued" || (job.state == "running" && !job.explanation.empty());
+  bool waiting = job.state == JobState::kQueued ||
+                 (job.state == JobState::kRunning && !job.explanation.empty());
   if (waiting && wait != nullptr) {
     out.update(WaitToJson(wait->wait));
     out.update(wait->extra);
     out["judged"] = {{"at_us", wait->at_us},
                      {"cycle", wait->full ? "full" : "incremental"},
                      {"jobs_planned", wait->planned}};
-  } else if (job.state == "queued") {  // no cycle of this server has explained it yet
+  } else if (job.state == JobState::kQueued) {  // no cycle of this server has explained it yet
     out.update({{"gate", ""},
                 {"gates", json::array()},
                 {"explanation", job.explanation},
@@ -491,13 +494,15 @@ json ControlPlane::QueueStatus(const Principal& who) const {
     const JobRecord& job = *active.job;
     auto request = ToJobRequest(job.spec, *catalog_);
     if (!request.ok() || IsFinal(job.state)) continue;
-    if (job.state != "queued") {  // what it holds (a service's replicas being placed: not yet)
-      request->replicas = static_cast<int>(std::count_if(
-          job.replicas.begin(), job.replicas.end(),
-          [](const ReplicaRecord& r) { return !r.node.empty() && r.state != "retired"; }));
+    // What it holds (a service's replicas being placed: not yet).
+    if (job.state != JobState::kQueued) {
+      request->replicas = static_cast<int>(
+          std::count_if(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& r) {
+            return !r.node.empty() && r.state != ReplicaState::kRetired;
+          }));
     }
     ResourceList charge = RequestCharge(*request, *catalog_);
-    if (job.state == "queued") {
+    if (job.state == JobState::kQueued) {
       ++pending[job.spec.queue];
       AddResources(waiting[job.spec.queue], charge);
       continue;

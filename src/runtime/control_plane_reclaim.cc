@@ -22,7 +22,7 @@ std::string Millis(int64_t us) {
 
 // Still owes its reclaim record: ended (or being replaced) and no evidence yet.
 bool AwaitsEvidence(const ReplicaRecord& rep) {
-  return rep.state == "exited" && rep.reclaim.is_null();
+  return rep.state == ReplicaState::kExited && rep.reclaim.is_null();
 }
 
 std::string Devices(const ReplicaRecord& rep) {
@@ -59,7 +59,7 @@ void ControlPlane::ReclaimTimeouts(int64_t now, StoreBatch& batch) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
     if (IsFinal(job.state)) continue;
-    bool reclaiming = job.state == "reclaiming";
+    bool reclaiming = job.state == JobState::kReclaiming;
     json silent = json::array();
     for (size_t r = 0; r < job.replicas.size(); ++r) {
       ReplicaRecord& rep = job.replicas[r];

@@ -18,7 +18,7 @@ std::string DescribeResidueJson(const json& residue) {
     std::string state = p.value("state", "");
     std::vector<std::string> what;
     what.push_back(uid >= 0 ? absl::StrCat("uid ", uid) : "uid unknown");
-    if (!state.empty() && state != "running") what.push_back(state);
+    if (!state.empty() && ParseProcessState(state) != ProcessState::kRunning) what.push_back(state);
     if (!p.value("command", "").empty()) what.push_back("`" + p.value("command", "") + "`");
     what.push_back(mib >= 0 ? absl::StrCat(mib, " MiB") : "memory unknown");
     parts.push_back(

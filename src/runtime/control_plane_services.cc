@@ -15,19 +15,23 @@ using json = nlohmann::json;
 
 namespace {
 
-bool Gone(const ReplicaRecord& rep) { return rep.state == "retired" || rep.state == "lost"; }
+bool Gone(const ReplicaRecord& rep) {
+  return rep.state == ReplicaState::kRetired || rep.state == ReplicaState::kLost;
+}
 
 // Whether `rep` holds something on `node`: its GPU `gpu`, the MIG instance at slice `start`
 // (-1: any). Retired replicas hold nothing.
 bool Holds(const ReplicaRecord& rep, const std::string& node, int gpu, int start) {
-  if (rep.node != node || rep.state == "retired") return false;
+  if (rep.node != node || rep.state == ReplicaState::kRetired) return false;
   if (gpu < 0) return true;
   return std::any_of(rep.grants.begin(), rep.grants.end(), [&](const GrantRecord& g) {
     return g.device == gpu && (start < 0 || (!g.profile.empty() && g.start == start));
   });
 }
 
-bool Serving(const ReplicaRecord& rep) { return rep.retire.empty() && rep.state == "running"; }
+bool Serving(const ReplicaRecord& rep) {
+  return rep.retire.empty() && rep.state == ReplicaState::kRunning;
+}
 
 void AddReplica(JobRecord& job, int slot, bool replacement) {
   ReplicaRecord rep;
@@ -42,7 +46,8 @@ bool ControlPlane::ReplaceReplicas(JobRecord& job,
                                    const std::function<bool(const ReplicaRecord&)>& affected,
                                    const std::string& cause, bool planned, bool lost,
                                    StoreBatch& batch) {
-  if (job.spec.RecoveryPolicy() != "failover" || job.state != "running" || job.cancel_requested) {
+  if (job.spec.RecoveryPolicy() != "failover" || job.state != JobState::kRunning ||
+      job.cancel_requested) {
     return false;
   }
   std::vector<size_t> hit;
@@ -62,8 +67,9 @@ bool ControlPlane::ReplaceReplicas(JobRecord& job,
     ReplicaRecord& rep = job.replicas[i];
     rep.retire = cause;
     rep.planned = planned;
-    if (lost) rep.state = "lost";                       // no evidence will come; devices are fenced
-    if (rep.state == "pending") rep.state = "retired";  // never started: nothing to reclaim
+    if (lost) rep.state = ReplicaState::kLost;  // no evidence will come; devices are fenced
+    // Never started: nothing to reclaim.
+    if (rep.state == ReplicaState::kPending) rep.state = ReplicaState::kRetired;
     replaced.push_back({{"replica", i}, {"slot", rep.slot}, {"node", rep.node}});
   }
   for (const json& r : replaced) AddReplica(job, r["slot"].get<int>(), true);
@@ -100,7 +106,7 @@ json ControlPlane::MoveOff(const std::string& node, int gpu, int start, const st
 }
 
 bool ControlPlane::MustStop(const JobRecord& job, const ReplicaRecord& rep) {
-  if (rep.state == "lost") return true;
+  if (rep.state == ReplicaState::kLost) return true;
   if (rep.retire.empty()) return false;
   if (!rep.planned) return true;
   return std::any_of(job.replicas.begin(), job.replicas.end(), [&](const ReplicaRecord& other) {
@@ -133,7 +139,7 @@ bool ControlPlane::QuarantineFailedChecks(const JobRecord& job, const ReplicaRec
 
 void ControlPlane::Retire(JobRecord& job, int r, StoreBatch& batch) {
   ReplicaRecord& rep = job.replicas[r];
-  rep.state = "retired";
+  rep.state = ReplicaState::kRetired;
   bool verified = QuarantineFailedChecks(job, rep, batch);
   Event(batch, "agent:" + rep.node, "job.replica-retired", absl::StrCat("job/", job.id),
         absl::StrCat("replica ", r, " (slot ", rep.slot, ") on ", rep.node, " stopped after ",
@@ -158,9 +164,9 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
                                                       job.spec.RecoveryPolicy(),
                                                       "); only failover jobs scale"));
   }
-  if (job.state != "running" || job.cancel_requested) {
+  if (job.state != JobState::kRunning || job.cancel_requested) {
     return absl::FailedPreconditionError(
-        absl::StrCat("job ", id, " is ", job.state, "; only a running service scales"));
+        absl::StrCat("job ", id, " is ", Name(job.state), "; only a running service scales"));
   }
   StoreBatch batch;
   int from = job.spec.replicas;
@@ -170,7 +176,7 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
     ReplicaRecord& rep = job.replicas[i];
     if (rep.slot < replicas || !rep.retire.empty() || Gone(rep)) continue;
     rep.retire = cause;
-    if (rep.state == "pending") rep.state = "retired";
+    if (rep.state == ReplicaState::kPending) rep.state = ReplicaState::kRetired;
     removed.push_back(i);
   }
   for (int slot = from; slot < replicas; ++slot) AddReplica(job, slot, false);

@@ -33,10 +33,12 @@ void ControlPlane::Activity(NodeRecord& node, const json& gpus, StoreBatch& batc
   for (JobRecord* placed : Placed()) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
-    if (job.state != "running") continue;
+    if (job.state != JobState::kRunning) continue;
     bool active = false;
     for (ReplicaRecord& rep : job.replicas) {
-      if (rep.node != node.name || rep.state != "running" || rep.grants.empty()) continue;
+      if (rep.node != node.name || rep.state != ReplicaState::kRunning || rep.grants.empty()) {
+        continue;
+      }
       bool known = true, busy = false;
       for (const GrantRecord& g : rep.grants) {
         int u = g.device < static_cast<int>(node.gpus.size()) ? node.gpus[g.device].utilization_pct
@@ -64,7 +66,7 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
   for (JobRecord* placed : Placed()) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
-    if (job.state != "running" || job.cancel_requested) continue;
+    if (job.state != JobState::kRunning || job.cancel_requested) continue;
     std::string subject = absl::StrCat("job/", id);
     // Leases that ran out: stop the job so its GPUs come back.
     if (job.lease_expires_us != 0 && now > job.lease_expires_us) {
@@ -81,7 +83,7 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
     int64_t idle_since = 0;
     bool holds = false, all_idle = true;
     for (const ReplicaRecord& rep : job.replicas) {
-      if (rep.grants.empty() || rep.state != "running") continue;
+      if (rep.grants.empty() || rep.state != ReplicaState::kRunning) continue;
       holds = true;
       all_idle &= rep.idle_since_us != 0;
       idle_since = std::max(idle_since, rep.idle_since_us);

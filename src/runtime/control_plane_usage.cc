@@ -112,7 +112,7 @@ std::vector<json> ControlPlane::UsageRows(const JobRecord& job, int64_t now) con
            {"held_from_us", h.from},
            {"held_to_us", h.to},
            {"ended_us", h.current ? job.ended_us : h.to},
-           {"end", h.current ? job.state : "retried"},
+           {"end", h.current ? Name(job.state) : "retried"},
            {"end_reason", h.current ? job.reason : "the platform ran it again"},
            {"devices", json::array()}};
     }
@@ -218,7 +218,8 @@ absl::StatusOr<json> ControlPlane::Usage(const std::string& by, int64_t since_us
     return r;
   };
   for (const json& rec : records) {
-    bool productive = rec["end"] == "succeeded";
+    bool productive = rec["end"].is_string() &&
+                      ParseJobState(rec["end"].get<std::string>()) == JobState::kSucceeded;
     if (by == "model") {
       double held = static_cast<double>(rec["held_to_us"].get<int64_t>() -
                                         rec["held_from_us"].get<int64_t>());
@@ -282,7 +283,7 @@ absl::Status ControlPlane::AccrueUtilization() {
     return absl::OkStatus();
   }
   for (const auto& [name, node] : nodes_) {
-    bool online = node.state != "not-ready";
+    bool online = node.state != NodeRecordState::kNotReady;
     for (const DiscoveredGpu& g : node.gpus) {
       auto id = catalog_->Find(g.model);
       UtilizationCell per_us;
@@ -351,7 +352,7 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
         auto key = UtilizationLedger::Key{pool == pools.end() ? "default" : pool->second, model};
         double t = gpus * Overlap(h.from, h.to, from, to);
         held[key].first += t;
-        if (h.current && job.state == "succeeded") held[key].second += t;
+        if (h.current && job.state == JobState::kSucceeded) held[key].second += t;
         cells[key];  // a row even when the ledger has none
       }
     }
@@ -369,7 +370,7 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
                                         d.value("model", "unknown")};
       double t = d.value("gpus", 0.0) * overlap;
       held[key].first += t;
-      if (r.value("end", "") == "succeeded") held[key].second += t;
+      if (ParseJobState(r.value("end", "")) == JobState::kSucceeded) held[key].second += t;
       cells[key];
     }
   });

@@ -51,7 +51,7 @@ std::string ControlPlane::Metrics(const Principal& who) const {
     for (const DiscoveredGpu& g : node.gpus) {
       auto id = catalog_->Find(g.model);
       std::string model = id.ok() ? catalog_->model(*id).name : g.model;
-      bool online = node.state != "not-ready";
+      bool online = node.state != NodeRecordState::kNotReady;
       bool usable = online && node.cordoned_by.empty() && !node.cordoned_gpus.count(g.index) &&
                     !node.fenced.count(g.index) && !node.quarantined.count(g.index) &&
                     g.health == "healthy";
@@ -77,7 +77,7 @@ std::string ControlPlane::Metrics(const Principal& who) const {
       }
     }
     if (!Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) continue;
-    if (job.state == "queued") ++depth[{job.spec.tenant, job.spec.queue}];
+    if (job.state == JobState::kQueued) ++depth[{job.spec.tenant, job.spec.queue}];
     if (IsFinal(job.state) || job.replicas.empty()) continue;
     double held = 0;
     std::string model;
@@ -88,7 +88,7 @@ std::string ControlPlane::Metrics(const Principal& who) const {
              {{"tenant", job.spec.tenant},
               {"project", job.spec.project},
               {"job", absl::StrCat(id)},
-              {"state", job.state}},
+              {"state", std::string(Name(job.state))}},
              held);
   }
   m.Help("carve_scheduler_kept_cluster_drift_total", "counter",
@@ -102,7 +102,8 @@ std::string ControlPlane::Metrics(const Principal& who) const {
   m.Help("carve_job_wait_seconds", "gauge", "How long each queued job has waited");
   for (int64_t id : ActiveIds()) {
     const JobRecord& job = jobs_.at(id);
-    if (job.state != "queued" || !Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) {
+    if (job.state != JobState::kQueued ||
+        !Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) {
       continue;
     }
     m.Sample("carve_job_wait_seconds",

@@ -184,7 +184,7 @@ void MpsSupervisor::Start(std::vector<DiscoveredGpu>& gpus) {
     d.pipe_dir = absl::StrCat(options_.root, "/", g.index, "/pipe");
     d.log_dir = absl::StrCat(options_.root, "/", g.index, "/log");
     absl::Status s = Launch(d);
-    d.state = s.ok() ? "running" : "unavailable";
+    d.state = s.ok() ? DaemonState::kRunning : DaemonState::kUnavailable;
     d.error = s.ok() ? "" : std::string(s.message());
     daemons_[g.index] = d;
   }
@@ -262,13 +262,13 @@ absl::Status MpsSupervisor::Launch(Daemon& d) {
 
 void MpsSupervisor::Supervise(std::vector<DiscoveredGpu>& gpus) {
   for (auto& [index, d] : daemons_) {
-    if (d.state == "running" && !Alive(d)) {
-      d.state = "died";  // reported unhealthy once, then restarted
+    if (d.state == DaemonState::kRunning && !Alive(d)) {
+      d.state = DaemonState::kDied;  // reported unhealthy once, then restarted
       d.error = absl::StrCat("mps daemon died (pid ", d.pid, ")");
-    } else if (d.state == "died" || d.state == "failed") {
+    } else if (d.state == DaemonState::kDied || d.state == DaemonState::kFailed) {
       std::string died = d.error.substr(0, d.error.find(';'));
       absl::Status s = Launch(d);
-      d.state = s.ok() ? "running" : "failed";
+      d.state = s.ok() ? DaemonState::kRunning : DaemonState::kFailed;
       d.error = s.ok() ? "" : absl::StrCat(died, "; restart failed: ", s.message());
       if (s.ok()) ++d.restarts;
     }
@@ -277,12 +277,12 @@ void MpsSupervisor::Supervise(std::vector<DiscoveredGpu>& gpus) {
     auto it = daemons_.find(g.index);
     if (it == daemons_.end()) continue;
     const Daemon& d = it->second;
-    if (d.state == "running") {
+    if (d.state == DaemonState::kRunning) {
       g.share_enforcement = Enforcement();
       continue;
     }
     g.share_enforcement = "none: " + d.error;
-    if (d.state != "unavailable" && shared_.count(g.index) && g.health == "healthy") {
+    if (d.state != DaemonState::kUnavailable && shared_.count(g.index) && g.health == "healthy") {
       g.health = "unhealthy";
       g.health_reason = d.error;
     }
@@ -317,7 +317,7 @@ const MpsSupervisor::Daemon* MpsSupervisor::Find(int gpu) const {
 std::map<std::string, std::string> MpsSupervisor::ClientEnv(int gpu, int64_t memory_mib,
                                                             int64_t thread_pct) const {
   const Daemon* d = Find(gpu);
-  if (d == nullptr || d->state != "running") return {};
+  if (d == nullptr || d->state != DaemonState::kRunning) return {};
   // The client sees only its one GPU, as device 0.
   return {{"CUDA_MPS_PIPE_DIRECTORY", d->pipe_dir},
           {"CUDA_MPS_LOG_DIRECTORY", d->log_dir},
@@ -329,7 +329,7 @@ json MpsSupervisor::Record(int gpu, int64_t memory_mib, int64_t thread_pct,
                            bool best_effort) const {
   const Daemon* d = Find(gpu);
   json out = {{"gpu", gpu}};
-  if (d == nullptr || d->state != "running" || !Alive(*d)) {
+  if (d == nullptr || d->state != DaemonState::kRunning || !Alive(*d)) {
     out["enforced"] = "none";
     out["why"] = d == nullptr       ? "no MPS daemon is configured for this GPU"
                  : d->error.empty() ? "the MPS daemon is not running"

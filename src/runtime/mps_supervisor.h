@@ -35,13 +35,16 @@ class MpsSupervisor {
     bool simulated = false;                  // records say "mps (simulated)"
     std::map<std::string, std::string> env;  // more environment for the daemon
   };
+  // kUnavailable: it never started (its GPU's shares run without enforced caps); kDied: found
+  // dead, reported unhealthy once, restarted at the next heartbeat; kFailed: a restart failed.
+  enum class DaemonState { kRunning, kUnavailable, kDied, kFailed };
   struct Daemon {
     int gpu = -1;
     std::string uuid;
     std::string pipe_dir;
     std::string log_dir;
     pid_t pid = 0;
-    std::string state;  // running | died | failed
+    DaemonState state = DaemonState::kUnavailable;
     std::string error;  // why it is not running
     int restarts = 0;
     int64_t started_us = 0;

@@ -34,10 +34,11 @@ ResidueProcess DescribeProcess(const DeviceProcess& p) {
   std::string stat = ReadFile(proc + "/stat");
   size_t paren = stat.rfind(')');
   if (p.pid <= 0 || paren == std::string::npos) {
-    out.state = "gone";
+    out.state = ProcessState::kGone;
     return out;
   }
-  out.state = paren + 2 < stat.size() && stat[paren + 2] == 'Z' ? "defunct" : "running";
+  out.state = paren + 2 < stat.size() && stat[paren + 2] == 'Z' ? ProcessState::kDefunct
+                                                                : ProcessState::kRunning;
   std::istringstream status(ReadFile(proc + "/status"));
   std::string line;
   while (std::getline(status, line)) {
@@ -67,7 +68,7 @@ std::string DescribeResidue(const std::vector<ResidueProcess>& residue) {
   for (const ResidueProcess& p : residue) {
     std::vector<std::string> what;
     what.push_back(p.uid >= 0 ? absl::StrCat("uid ", p.uid) : "uid unknown");
-    if (p.state != "running") what.push_back(p.state);
+    if (p.state != ProcessState::kRunning) what.emplace_back(Name(p.state));
     if (!p.command.empty()) what.push_back("`" + p.command + "`");
     what.push_back(p.memory_mib >= 0 ? absl::StrCat(p.memory_mib, " MiB") : "memory unknown");
     parts.push_back(absl::StrCat("pid ", p.pid, " (", absl::StrJoin(what, ", "), ")"));
@@ -118,7 +119,7 @@ json ResidueJson(const DeviceView& view, int64_t tolerance_mib) {
                          {"uid", p.uid},
                          {"command", p.command},
                          {"memory_mib", p.memory_mib},
-                         {"state", p.state}});
+                         {"state", Name(p.state)}});
   }
   json out = {{"processes", processes}};
   if (!view.MemoryClean(tolerance_mib)) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
+#include "runtime/states.h"
 
 namespace carve {
 
@@ -27,7 +28,7 @@ struct ResidueProcess {
   int64_t uid = -1;         // -1: unknown (gone, or in another pid namespace)
   std::string command;      // its command line (comm when empty); "" when gone
   int64_t memory_mib = -1;  // -1: the driver does not say
-  std::string state;        // "running" | "defunct" (a zombie the device still lists) | "gone"
+  ProcessState state = ProcessState::kRunning;
 };
 
 // What one GPU shows against what the agent can explain.

@@ -1,5 +1,6 @@
 #include "runtime/records.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -9,10 +10,15 @@ namespace carve {
 
 using json = nlohmann::json;
 
-bool IsFinal(const std::string& state) {
-  return state == "succeeded" || state == "failed" || state == "cancelled" ||
-         state == "timed-out" || state == "lost" || state == "preempted";
+namespace {
+
+// Why a stored record is refused: a state name this server does not know (never read as another,
+// nor as a default).
+std::string UnknownState(absl::string_view field, absl::string_view name) {
+  return absl::StrCat(field, ": unknown state \"", absl::CEscape(name), "\"");
 }
+
+}  // namespace
 
 json GrantToJson(const GrantRecord& g) {
   json j = {{"device", g.device}, {"compute_milli", g.compute_milli}, {"memory_mib", g.memory_mib}};
@@ -37,7 +43,7 @@ GrantRecord GrantFromJson(const json& j) {
 
 bool JobRecord::Uses(const std::string& node, int gpu) const {
   for (const ReplicaRecord& r : replicas) {
-    if (r.node != node || r.state == "retired") continue;
+    if (r.node != node || r.state == ReplicaState::kRetired) continue;
     if (gpu < 0) return true;
     for (const GrantRecord& g : r.grants) {
       if (g.device == gpu) return true;
@@ -57,7 +63,7 @@ json JobRecord::ToJson() const {
     }
     json rj = {{"node", r.node},
                {"grants", g},
-               {"state", r.state},
+               {"state", Name(r.state)},
                {"pid", r.pid},
                {"started_us", r.started_us},
                {"ended_us", r.ended_us},
@@ -85,7 +91,7 @@ json JobRecord::ToJson() const {
     reps.push_back(rj);
   }
   json j = {{"id", id},
-            {"state", state},
+            {"state", Name(state)},
             {"reason", reason},
             {"name", spec.name},
             {"spec", spec.ToJson()},
@@ -97,7 +103,7 @@ json JobRecord::ToJson() const {
             {"cancel_requested", cancel_requested},
             {"cancelled_by", cancelled_by},
             {"displaced", displaced},
-            {"outcome", outcome},
+            {"outcome", outcome ? Name(*outcome) : ""},
             {"attempt", attempt},
             {"lease_expires_us", lease_expires_us},
             {"idle_flagged_us", idle_flagged_us},
@@ -121,7 +127,13 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     auto spec = JobSpecFromJson(j.at("spec"));
     if (!spec.ok()) return spec.status();
     r.spec = *spec;
-    r.state = j.at("state").get<std::string>();
+    const std::string state = j.at("state").get<std::string>();
+    if (std::optional<JobState> parsed = ParseJobState(state)) {
+      r.state = *parsed;
+    } else {
+      return absl::DataLossError(
+          absl::StrCat("stored job ", r.id, " is unreadable: ", UnknownState("state", state)));
+    }
     r.reason = j.value("reason", "");
     r.submitted_by = j.value("submitted_by", "");
     r.idempotency_key = j.value("idempotency_key", "");
@@ -133,7 +145,13 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.cancel_requested = j.value("cancel_requested", false);
     r.cancelled_by = j.value("cancelled_by", "");
     r.displaced = j.value("displaced", "");
-    r.outcome = j.value("outcome", "");
+    if (const std::string outcome = j.value("outcome", ""); !outcome.empty()) {
+      r.outcome = ParseJobState(outcome);
+      if (!r.outcome) {
+        return absl::DataLossError(absl::StrCat(
+            "stored job ", r.id, " is unreadable: ", UnknownState("outcome", outcome)));
+      }
+    }
     r.attempt = j.value("attempt", 0);
     r.lease_expires_us = j.value("lease_expires_us", int64_t{0});
     r.idle_flagged_us = j.value("idle_flagged_us", int64_t{0});
@@ -149,7 +167,14 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       rep.node = rj.value("node", "");
       for (const json& g : rj.value("grants", json::array()))
         rep.grants.push_back(GrantFromJson(g));
-      rep.state = rj.value("state", "pending");
+      const std::string state = rj.value("state", "pending");
+      if (std::optional<ReplicaState> parsed = ParseReplicaState(state)) {
+        rep.state = *parsed;
+      } else {
+        return absl::DataLossError(absl::StrCat(
+            "stored job ", r.id, " is unreadable: ",
+            UnknownState(absl::StrCat("replicas[", r.replicas.size(), "].state"), state)));
+      }
       rep.pid = rj.value("pid", int64_t{0});
       if (rj.contains("exit_code") && !rj["exit_code"].is_null()) rep.exit_code = rj["exit_code"];
       if (rj.contains("signal") && !rj["signal"].is_null()) rep.signal = rj["signal"];
@@ -297,7 +322,7 @@ json NodeRecord::ToJson() const {
           {"labels", labels},
           {"backend", backend},
           {"gpus", gpu_list},
-          {"state", state},
+          {"state", Name(state)},
           {"lost_us", lost_us},
           {"registered_us", registered_us},
           {"last_heartbeat_us", last_heartbeat_us},
@@ -322,7 +347,13 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
       if (!gpu.ok()) return gpu.status();
       n.gpus.push_back(*gpu);
     }
-    n.state = j.value("state", "ready");
+    const std::string state = j.value("state", "ready");
+    if (std::optional<NodeRecordState> parsed = ParseNodeRecordState(state)) {
+      n.state = *parsed;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node ", n.name, ": ", UnknownState("state", state)));
+    }
     n.lost_us = j.value("lost_us", int64_t{0});
     n.registered_us = j.value("registered_us", int64_t{0});
     n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});

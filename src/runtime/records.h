@@ -11,13 +11,9 @@
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 #include "runtime/job_spec.h"
+#include "runtime/states.h"
 
 namespace carve {
-
-// Job states: queued -> scheduled -> running -> reclaiming -> succeeded | failed | cancelled |
-// timed-out | lost | preempted (preempted with recovery policy none). `reclaiming` holds the job's
-// devices until every replica's reclaim record is in.
-bool IsFinal(const std::string& state);
 
 // A device grant as stored and sent to agents (the core's DeviceGrant, with the profile by name).
 struct GrantRecord {
@@ -34,7 +30,7 @@ struct ReplicaRecord {
   std::vector<GrantRecord> grants;
   // pending | running | exited; for a replaced service replica also retired (its reclaim is in)
   // or lost (its node went silent; its devices stay fenced)
-  std::string state = "pending";
+  ReplicaState state = ReplicaState::kPending;
   int slot = 0;          // the place in the service this replica fills (0..replicas-1)
   std::string retire;    // why it is being replaced; empty while it serves
   bool planned = false;  // planned: stop it once its replacement runs (never below N)
@@ -72,7 +68,7 @@ struct ReplicaRecord {
 struct JobRecord {
   int64_t id = 0;
   JobSpec spec;
-  std::string state = "queued";
+  JobState state = JobState::kQueued;
   std::string reason;  // why it is in this state
   std::string submitted_by;
   std::string idempotency_key;
@@ -86,11 +82,11 @@ struct JobRecord {
   bool cancel_requested = false;
   std::string cancelled_by;
   std::string displaced;  // why the platform stopped it to run it again (drain, device fault)
-  std::string outcome;    // while reclaiming: the state the job ends in
-  int64_t lease_expires_us = 0;  // 0: no lease
-  int64_t idle_flagged_us = 0;   // when it was flagged for holding GPUs without using them
-  int64_t not_before_us = 0;     // a retry's backoff: not scheduled before then
-  int attempt = 0;               // 0 for the first run; +1 per retry, requeue or failover
+  std::optional<JobState> outcome;  // while reclaiming: the final state the job ends in
+  int64_t lease_expires_us = 0;     // 0: no lease
+  int64_t idle_flagged_us = 0;      // when it was flagged for holding GPUs without using them
+  int64_t not_before_us = 0;        // a retry's backoff: not scheduled before then
+  int attempt = 0;                  // 0 for the first run; +1 per retry, requeue or failover
   nlohmann::json attempts = nlohmann::json::array();  // earlier attempts: node, end, cause
   std::vector<ReplicaRecord> replicas;                // empty until scheduled
   std::string explanation;                            // last scheduling cycle's reason for waiting
@@ -115,8 +111,8 @@ struct NodeRecord {
   std::map<std::string, std::string> labels;
   std::string backend;  // "nvml" | "simulated"
   std::vector<DiscoveredGpu> gpus;
-  std::string state = "ready";  // ready | not-ready | dead (declared by an admin)
-  int64_t lost_us = 0;          // when its jobs were declared lost (0: not while it is silent)
+  NodeRecordState state = NodeRecordState::kReady;  // dead: declared by an admin
+  int64_t lost_us = 0;  // when its jobs were declared lost (0: not while it is silent)
   int64_t registered_us = 0;
   int64_t last_heartbeat_us = 0;
   std::map<int, std::string> quarantined;    // GPU index -> why (a failed reclaim check)

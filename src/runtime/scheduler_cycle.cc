@@ -68,7 +68,7 @@ Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const No
   Node n;
   n.name = name;
   std::string window = rec.maintenance.is_object() ? rec.maintenance.value("phase", "") : "";
-  n.state = rec.state != "ready"                             ? NodeState::kNotReady
+  n.state = rec.state != NodeRecordState::kReady             ? NodeState::kNotReady
             : !rec.cordoned_by.empty() || window == "active" ? NodeState::kCordoned
                                                              : NodeState::kReady;
   if (window == "scheduled") {  // only jobs that end before it starts (TolerateWindows)
@@ -137,10 +137,10 @@ void ControlPlane::CancelUnstarted(int64_t now, StoreBatch& batch) {
     bool started =
         std::any_of(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& r) {
           // handed to an agent: it may run, reported or not
-          return r.state != "pending" || r.assigned_us > 0;
+          return r.state != ReplicaState::kPending || r.assigned_us > 0;
         });
     if (started) continue;  // its end comes with the agents' reclaim evidence
-    job.state = "cancelled";
+    job.state = JobState::kCancelled;
     job.reason = "cancelled before its processes started";
     job.ended_us = now;
     Event(batch, "scheduler", "job.cancelled", absl::StrCat("job/", id), job.reason);
@@ -218,7 +218,7 @@ std::vector<ReplicaPlacement> ControlPlane::HeldBy(const CyclePlan& plan,
   if (request == nullptr) return held;
   for (const ReplicaRecord& rep : job.replicas) {
     auto it = plan.ids.find(rep.node);
-    if (it == plan.ids.end() || rep.state == "retired") continue;
+    if (it == plan.ids.end() || rep.state == ReplicaState::kRetired) continue;
     held.push_back({it->second, request->replica.resources,
                     ToGrants(plan.base, it->second, rep.grants, request->replica.share_group)});
   }

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -25,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/api_client.h"
 #include "runtime/records.h"
+#include "runtime/states.h"
 
 extern char** environ;
 
@@ -59,6 +61,14 @@ inline void Kill(pid_t pid, int sig) {
   if (pid <= 0) return;
   kill(pid, sig);
   waitpid(pid, nullptr, 0);
+}
+
+// Whether `job`, as the REST API shows it, is in a final state.
+inline bool JobEnded(const nlohmann::json& job) {
+  const auto state = job.find("state");
+  if (state == job.end() || !state->is_string()) return false;
+  const std::optional<JobState> parsed = ParseJobState(state->get<std::string>());
+  return parsed && IsFinal(*parsed);
 }
 
 inline std::string Slurp(const std::string& path) {
@@ -209,7 +219,7 @@ class PlatformTest : public ::testing::Test {
         return json();
       }
       job = *got;
-      if (job["state"].is_string() && IsFinal(job["state"])) return job;
+      if (JobEnded(job)) return job;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ADD_FAILURE() << "job " << id << " did not end: " << job.dump(2);

@@ -412,7 +412,7 @@ TEST(IsolationDevTest, TheC1AttackUnderCarveDevShowsNoToken) {
   EXPECT_THAT(submitted, HasSubstr("job 1"));
   ASSERT_TRUE(WithinTwentySeconds([&] {
     auto job = api.Get("/api/v1/jobs/1");
-    return job.ok() && IsFinal((*job)["state"]);
+    return job.ok() && JobEnded(*job);
   }));
   std::string logs = Shell(in_dir + "logs 1");
   EXPECT_THAT(logs, HasSubstr("carve-data/admin.token: Permission denied")) << logs;
@@ -447,7 +447,7 @@ TEST(IsolationDevTest, AFreshDataPathsParentsStayTraversableSoJobsRun) {
   EXPECT_THAT(Shell(in_dir + "submit -- sh -c 'echo ran-as-$(id -u)'"), HasSubstr("job 1"));
   ASSERT_TRUE(WithinTwentySeconds([&] {
     auto job = api.Get("/api/v1/jobs/1");
-    return job.ok() && IsFinal((*job)["state"]);
+    return job.ok() && JobEnded(*job);
   }));
   EXPECT_EQ((*api.Get("/api/v1/jobs/1"))["state"], "succeeded") << Shell(in_dir + "logs 1");
   EXPECT_THAT(Shell(in_dir + "logs 1"), HasSubstr("ran-as-"));
