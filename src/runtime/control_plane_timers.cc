@@ -105,22 +105,21 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
     Touch(job, batch);
   }
   for (auto& [name, node] : nodes_) {
-    if (!node.maintenance.is_object()) continue;
-    std::string phase = node.maintenance.value("phase", "");
+    if (!node.maintenance) continue;
+    MaintenanceWindow& window = *node.maintenance;
     std::string subject = "node/" + name;
-    if (phase == "scheduled" && now >= node.maintenance.value("start_us", int64_t{0})) {
-      node.maintenance["phase"] = "active";
+    if (window.phase == WindowPhase::kScheduled && now >= window.start_us) {
+      window.phase = WindowPhase::kActive;
       std::string cause =
-          absl::StrCat("maintenance of node ", name, " by ", node.maintenance.value("by", ""), ": ",
-                       node.maintenance.value("reason", ""));
+          absl::StrCat("maintenance of node ", name, " by ", window.by, ": ", window.reason);
       json moved = MoveOff(name, -1, -1, cause, true, batch)["jobs"];
       Event(batch, "scheduler", "node.maintenance-started", subject, cause,
-            {{"jobs", moved}, {"window", node.maintenance}});
+            {{"jobs", moved}, {"window", window.ToJson()}});
       batch.puts.push_back({"node", name, node.ToJson().dump()});
-    } else if (phase == "active" && now >= node.maintenance.value("end_us", int64_t{0})) {
+    } else if (window.phase == WindowPhase::kActive && now >= window.end_us) {
       Event(batch, "scheduler", "node.maintenance-ended", subject, "back in service",
-            {{"window", node.maintenance}});
-      node.maintenance = json();
+            {{"window", window.ToJson()}});
+      node.maintenance.reset();
       batch.puts.push_back({"node", name, node.ToJson().dump()});
     }
   }
@@ -129,8 +128,8 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
 std::set<int64_t> ControlPlane::ScheduledWindows() const {
   std::set<int64_t> starts;
   for (const auto& [name, node] : nodes_) {
-    if (node.maintenance.is_object() && node.maintenance.value("phase", "") == "scheduled") {
-      starts.insert(node.maintenance.value("start_us", int64_t{0}));
+    if (node.maintenance && node.maintenance->phase == WindowPhase::kScheduled) {
+      starts.insert(node.maintenance->start_us);
     }
   }
   return starts;
@@ -184,23 +183,20 @@ absl::StatusOr<json> ControlPlane::Maintenance(const std::string& name, const js
   NodeRecord& node = it->second;
   StoreBatch batch;
   if (cancel) {
-    if (!node.maintenance.is_object()) {
+    if (!node.maintenance) {
       return absl::FailedPreconditionError("node " + name + " has no maintenance window");
     }
     Event(batch, "user:" + who.name, "node.maintenance-cancelled", "node/" + name,
-          "window cancelled", {{"window", node.maintenance}});
-    node.maintenance = json();
+          "window cancelled", {{"window", node.maintenance->ToJson()}});
+    node.maintenance.reset();
   } else {
     int64_t now = now_();
-    node.maintenance = {{"start_us", now + starts_in},
-                        {"end_us", now + starts_in + lasts},
-                        {"by", who.name},
-                        {"reason", body.value("reason", "")},
-                        {"phase", "scheduled"}};
+    node.maintenance = MaintenanceWindow{now + starts_in, now + starts_in + lasts, who.name,
+                                         body.value("reason", ""), WindowPhase::kScheduled};
     Event(batch, "user:" + who.name, "node.maintenance-scheduled", "node/" + name,
           absl::StrCat("maintenance in ", Duration(starts_in), " for ", Duration(lasts), ": ",
                        body.value("reason", "")),
-          node.maintenance);
+          node.maintenance->ToJson());
   }
   batch.puts.push_back({"node", name, node.ToJson().dump()});
   json out = node.ToJson();

@@ -314,7 +314,7 @@ json NodeRecord::ToJson() const {
   for (const auto& [index, r] : residue) residue_json[std::to_string(index)] = r;
   return {{"name", name},
           {"instance_faults", instance_faults},
-          {"maintenance", maintenance},
+          {"maintenance", maintenance ? maintenance->ToJson() : json()},
           {"relayouts", relayout},
           {"layout_mismatch", mismatch},
           {"cpu_milli", cpu_milli},
@@ -332,6 +332,34 @@ json NodeRecord::ToJson() const {
           {"cordoned_gpus", cordoned},
           {"versions", versions},
           {"residue", residue_json}};
+}
+
+json MaintenanceWindow::ToJson() const {
+  return {{"start_us", start_us},
+          {"end_us", end_us},
+          {"by", by},
+          {"reason", reason},
+          {"phase", phase == WindowPhase::kActive ? "active" : "scheduled"}};
+}
+
+absl::StatusOr<MaintenanceWindow> MaintenanceWindow::FromJson(const json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("a window must be an object");
+  try {
+    MaintenanceWindow w;
+    w.start_us = j.at("start_us").get<int64_t>();
+    w.end_us = j.at("end_us").get<int64_t>();
+    w.by = j.value("by", "");
+    w.reason = j.value("reason", "");
+    const std::string phase = j.value("phase", "");
+    if (phase == "active") {
+      w.phase = WindowPhase::kActive;
+    } else if (phase != "scheduled") {
+      return absl::InvalidArgumentError(UnknownState("phase", phase));
+    }
+    return w;
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
 }
 
 absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
@@ -366,7 +394,14 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     for (const auto& [index, why] : quarantined.items()) {
       n.quarantined[std::stoi(index)] = why.get<std::string>();
     }
-    n.maintenance = j.value("maintenance", json());
+    if (j.contains("maintenance") && !j["maintenance"].is_null()) {
+      auto window = MaintenanceWindow::FromJson(j["maintenance"]);
+      if (!window.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node ", n.name, ": maintenance: ", window.status().message()));
+      }
+      n.maintenance = *std::move(window);
+    }
     n.instance_faults = j.value("instance_faults", std::map<std::string, json>{});
     const json relayouts = j.value("relayouts", json::object());
     for (const auto& [index, r] : relayouts.items()) n.relayouts[std::stoi(index)] = r;

@@ -104,6 +104,23 @@ struct JobRecord {
   static absl::StatusOr<JobRecord> FromJson(const nlohmann::json& j);
 };
 
+// A node's planned maintenance window (POST /nodes/{name}/maintenance). Before it starts only
+// jobs that will end by then (max_runtime) land on the node; while it is active the node is
+// drained and takes no work; at its end it is back in service.
+enum class WindowPhase { kScheduled, kActive };
+struct MaintenanceWindow {
+  int64_t start_us = 0;
+  int64_t end_us = 0;
+  std::string by;  // the admin who planned it
+  std::string reason;
+  WindowPhase phase = WindowPhase::kScheduled;
+
+  // {start_us, end_us, by, reason, phase: scheduled | active}, as stored, shown and in events.
+  nlohmann::json ToJson() const;
+  // Refuses a phase it does not know, or fields of the wrong type.
+  static absl::StatusOr<MaintenanceWindow> FromJson(const nlohmann::json& j);
+};
+
 struct NodeRecord {
   std::string name;
   int64_t cpu_milli = 0;
@@ -128,10 +145,7 @@ struct NodeRecord {
   // "GPU/START" -> {profile, health, reason}: MIG instances reported unhealthy while their GPU is
   // not; nothing is placed on them until they report healthy again.
   std::map<std::string, nlohmann::json> instance_faults;
-  // A maintenance window: {start_us, end_us, by, reason, phase: scheduled | active}; null: none.
-  // Before it starts only jobs that will end by then (max_runtime) land here; during it the node
-  // is drained and takes no work.
-  nlohmann::json maintenance;
+  std::optional<MaintenanceWindow> maintenance;  // none: no window planned
   // What the node runs: {id, carve, kernel, driver, cuda_driver, nvml, backend, gpus: [{index,
   // vbios, mig}]}, as its agent last registered; `id` ("vs-" and 10 hex digits) names the set.
   nlohmann::json versions;

@@ -67,13 +67,14 @@ Device DeviceFromRecord(const GpuCatalog& catalog, const NodeRecord& rec, const 
 Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
   Node n;
   n.name = name;
-  std::string window = rec.maintenance.is_object() ? rec.maintenance.value("phase", "") : "";
-  n.state = rec.state != NodeRecordState::kReady             ? NodeState::kNotReady
-            : !rec.cordoned_by.empty() || window == "active" ? NodeState::kCordoned
-                                                             : NodeState::kReady;
-  if (window == "scheduled") {  // only jobs that end before it starts (TolerateWindows)
-    n.taints.push_back(
-        {"carve.io/maintenance", std::to_string(rec.maintenance.value("start_us", int64_t{0}))});
+  const std::optional<MaintenanceWindow>& window = rec.maintenance;
+  bool in_window = window && window->phase == WindowPhase::kActive;
+  n.state = rec.state != NodeRecordState::kReady    ? NodeState::kNotReady
+            : !rec.cordoned_by.empty() || in_window ? NodeState::kCordoned
+                                                    : NodeState::kReady;
+  if (window && window->phase == WindowPhase::kScheduled) {
+    // Only jobs that end before it starts (TolerateWindows).
+    n.taints.push_back({"carve.io/maintenance", std::to_string(window->start_us)});
   }
   n.capacity.cpu = CpuMilli(rec.cpu_milli);
   n.capacity.memory = MemMib(rec.memory_mib);

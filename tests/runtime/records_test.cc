@@ -214,6 +214,39 @@ TEST(RecordsTest, NodeStatesAreStoredByName) {
             "node n1: state: unknown state \"gone\"");
 }
 
+// A maintenance window is stored as the API shows it, read back typed; no window is null; a phase
+// the code does not know is refused rather than read as some default.
+TEST(RecordsTest, MaintenanceWindowsAreStoredAsShownAndReadBackTyped) {
+  NodeRecord node;
+  node.name = "n1";
+  node.cpu_milli = 1000;
+  node.memory_mib = 1024;
+  EXPECT_TRUE(node.ToJson()["maintenance"].is_null());
+  EXPECT_FALSE(NodeRecord::FromJson(node.ToJson())->maintenance.has_value());
+  for (WindowPhase phase : {WindowPhase::kScheduled, WindowPhase::kActive}) {
+    node.maintenance = MaintenanceWindow{100, 200, "root", "firmware", phase};
+    json stored = node.ToJson();
+    EXPECT_EQ(stored["maintenance"],
+              json({{"start_us", 100},
+                    {"end_us", 200},
+                    {"by", "root"},
+                    {"reason", "firmware"},
+                    {"phase", phase == WindowPhase::kActive ? "active" : "scheduled"}}));
+    absl::StatusOr<NodeRecord> back = NodeRecord::FromJson(stored);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ASSERT_TRUE(back->maintenance.has_value());
+    EXPECT_EQ(back->maintenance->phase, phase);
+    EXPECT_EQ(back->maintenance->end_us, 200);
+    EXPECT_EQ(back->maintenance->reason, "firmware");
+  }
+  json stored = node.ToJson();
+  stored["maintenance"]["phase"] = "over";
+  EXPECT_EQ(NodeRecord::FromJson(stored).status().message(),
+            "node n1: maintenance: phase: unknown state \"over\"");
+  stored["maintenance"] = {{"phase", "active"}};
+  EXPECT_FALSE(NodeRecord::FromJson(stored).ok()) << "a window without its times";
+}
+
 // R1: node mode overrides were written as an array of pairs and read back as an object, which
 // aborted every restart after `carve apply` of a node document or a `carve relayout`.
 TEST(RecordsTest, NodeModesReadBothStoredForms) {
