@@ -192,30 +192,51 @@ absl::StatusOr<json> Agent::RegisterWith(const std::string& token, const json& b
   return r;
 }
 
+namespace {
+
+// Writes the node credential to `path` (0600) through a renamed, synced temporary file.
+absl::Status SaveCredential(const std::string& path, const std::string& secret) {
+  int fd = ::open((path + ".tmp").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool written = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
+                 ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()) &&
+                 ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  std::error_code ec;
+  if (written) std::filesystem::rename(path + ".tmp", path, ec);
+  if (!written || ec) return absl::InternalError(path + ": cannot save the node credential");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Agent::Join(const json& body, int64_t deadline_ms) {
   const std::string path = options_.data_dir + "/node.token";
   std::string saved;
   std::ifstream(path) >> saved;
   absl::StatusOr<json> r = absl::UnauthenticatedError("no node credential yet");
   if (!saved.empty()) r = RegisterWith(saved, body, deadline_ms);
-  // No credential yet, or the server no longer takes it (revoked, or another server): join with
-  // the join token, which the server answers with this node's own credential.
+  // No credential yet, or the server no longer takes it (revoked, or another server): make one,
+  // save it, then join with the join token naming its hash. Saved first: an agent that dies
+  // after the server bound it and before it read the answer still holds it when it restarts.
   if (!r.ok() && absl::IsUnauthenticated(r.status())) {
-    r = RegisterWith(options_.token, body, deadline_ms);
-    saved.clear();
+    saved = "carve_" + RandomHex(32);
+    if (saved.size() != 70) return absl::InternalError("no randomness for a node credential");
+    if (absl::Status s = SaveCredential(path, saved); !s.ok()) return s;
+    json join = body;
+    join["node_credential_sha256"] = Sha256Hex(saved);
+    r = RegisterWith(options_.token, join, deadline_ms);
+    if (!r.ok()) return r.status();
+    if (std::string made = r->value("node_token", ""); !made.empty()) {
+      // A server that makes the credential itself (before node_credential_sha256).
+      saved = made;
+      if (absl::Status s = SaveCredential(path, saved); !s.ok()) return s;
+    } else if (!r->contains("node_credential")) {  // an admin token registered it: keep that
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+      return absl::OkStatus();
+    }
   }
   if (!r.ok()) return r.status();
-  if (saved.empty()) {
-    saved = r->value("node_token", "");
-    if (saved.empty()) return absl::OkStatus();  // an admin token registered the node: keep it
-    int fd = ::open((path + ".tmp").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    bool written = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
-                   ::write(fd, saved.data(), saved.size()) == static_cast<ssize_t>(saved.size());
-    if (fd >= 0) ::close(fd);
-    std::error_code ec;
-    if (written) std::filesystem::rename(path + ".tmp", path, ec);
-    if (!written || ec) return absl::InternalError(path + ": cannot save the node credential");
-  }
   options_.token = saved;  // every later call speaks as this node only
   for (const json& g : r->value("gpus", json::array())) {  // the server's modes
     if (g.value("mode", "") == "shared" && mps_) mps_->MarkShared(g.value("index", -1));

@@ -1,7 +1,9 @@
 #include "runtime/control_plane.h"
 
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +30,20 @@ std::string Sha256Hex(const std::string& data) {
   std::string hex;
   for (unsigned int i = 0; i < len; ++i) hex += absl::StrFormat("%02x", digest[i]);
   return hex;
+}
+
+std::string RandomHex(int bytes) {
+  std::vector<unsigned char> buf(static_cast<size_t>(bytes));
+  if (RAND_bytes(buf.data(), bytes) != 1) return "";
+  std::string hex;
+  for (unsigned char b : buf) hex += absl::StrFormat("%02x", b);
+  return hex;
+}
+
+bool IsSha256Hex(const std::string& text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 ControlPlane::ControlPlane(Store* store, const GpuCatalog* catalog, Options options, Clock now)

@@ -152,7 +152,9 @@ class ControlPlane {
   absl::StatusOr<nlohmann::json> Renew(int64_t id, const Principal& who);
 
   // Agents. The join token (role agent) only registers a node that holds no credential yet, and
-  // the answer carries the node's own credential (node_token, shown once). A node credential
+  // binds the node's own credential: the one whose SHA-256 the agent sends
+  // (node_credential_sha256: made and saved before it asked), or else one made here and sent
+  // back once (node_token). A node credential
   // (role node) registers, heartbeats and ships logs as its own node only (NodeRestriction).
   absl::StatusOr<nlohmann::json> Register(const nlohmann::json& body, const Principal& who);
   // Takes the agent's replica reports; answers with what to start and what to stop.
@@ -373,8 +375,9 @@ class ControlPlane {
   bool ObjectExists(const std::string& kind, const std::string& name) const;
   // The node's live credential, or nullptr.
   const TokenRecord* NodeCredential(const std::string& node) const;
-  // Makes the node's credential (stored hashed); returns its secret, "" without randomness.
-  std::string IssueNodeCredential(const std::string& node, StoreBatch& batch);
+  // Binds the credential whose SHA-256 is `hash` to `node` (only the hash is stored); its id.
+  std::string BindNodeCredential(const std::string& node, const std::string& hash,
+                                 StoreBatch& batch);
   absl::Status LoadTenancy();
   absl::Status LoadUtilization();
 
@@ -515,6 +518,10 @@ class ControlPlane {
 };
 
 std::string Sha256Hex(const std::string& data);
+// `bytes` random bytes (OpenSSL's generator) as hex; empty if it has none to give.
+std::string RandomHex(int bytes);
+// Whether `text` is a SHA-256 digest as Sha256Hex writes it (64 lowercase hex digits).
+bool IsSha256Hex(const std::string& text);
 // A submission's answer for a tenant, project or queue that does not exist, and for another
 // tenant's: the same bytes.
 absl::Status NoSuchObject(const std::string& kind, const std::string& name);

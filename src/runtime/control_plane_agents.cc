@@ -45,6 +45,15 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   if (who.role == "node" && node->name != who.name) {
     return absl::PermissionDeniedError(OtherNode(who, "registers"));
   }
+  // The credential a joining agent made and saved before it asked (its SHA-256): bound as the
+  // node's, so an agent that dies before it reads the answer still holds it (as a kubelet makes
+  // its key before it asks for a certificate). Without one the server makes the credential.
+  const std::string proposed = body.value("node_credential_sha256", "");
+  if (body.contains("node_credential_sha256") && !IsSha256Hex(proposed)) {
+    return absl::InvalidArgumentError(
+        "node_credential_sha256: the SHA-256 (64 lowercase hex digits) of the credential the "
+        "agent saved");
+  }
   if (node->cpu_milli <= 0 || node->memory_mib <= 0) {
     return absl::InvalidArgumentError("cpu_milli and memory_mib must be positive");
   }
@@ -61,6 +70,10 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   std::unique_lock<std::mutex> lock(mu_);
   if (who.role == "agent" && NodeCredential(node->name) != nullptr) {
     return absl::PermissionDeniedError(AlreadyJoined(node->name));
+  }
+  if (who.role == "agent" && tokens_.count(proposed)) {  // never rebinds another token
+    return absl::InvalidArgumentError(
+        "node_credential_sha256: that credential is already in use; make a new one");
   }
   for (const auto& [index, mode] : mode_overrides_[node->name]) {
     if (index < static_cast<int>(node->gpus.size())) node->gpus[index].mode = mode;
@@ -83,9 +96,13 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
          {"versions", node->versions}});
   json out = node->ToJson();
   if (who.role == "agent") {  // the join token: the node gets its own credential
-    std::string secret = IssueNodeCredential(node->name, batch);
-    if (secret.empty()) return absl::InternalError("no randomness for a node credential");
-    out["node_token"] = secret;
+    std::string secret = proposed.empty() ? "carve_" + RandomHex(32) : "";
+    if (proposed.empty() && secret.size() != 70) {
+      return absl::InternalError("no randomness for a node credential");
+    }
+    out["node_credential"] =
+        BindNodeCredential(node->name, proposed.empty() ? Sha256Hex(secret) : proposed, batch);
+    if (!secret.empty()) out["node_token"] = secret;  // shown once
   }
   nodes_[node->name] = *std::move(node);
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;

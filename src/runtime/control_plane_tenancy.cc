@@ -1,5 +1,4 @@
 // Tenancy: users, API tokens (hashed, with expiry, revocable) and who may touch which job.
-#include <openssl/rand.h>
 
 #include <regex>
 
@@ -18,14 +17,6 @@ namespace {
 
 constexpr int64_t kDayUs = 86'400'000'000;
 constexpr int64_t kMaxTokenLifeUs = 366 * kDayUs;
-
-std::string RandomHex(int bytes) {
-  std::vector<unsigned char> buf(static_cast<size_t>(bytes));
-  if (RAND_bytes(buf.data(), bytes) != 1) return "";
-  std::string hex;
-  for (unsigned char b : buf) hex += absl::StrFormat("%02x", b);
-  return hex;
-}
 
 std::string TimeText(int64_t us) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMicros(us), absl::UTCTimeZone());
@@ -360,10 +351,8 @@ const TokenRecord* ControlPlane::NodeCredential(const std::string& node) const {
   return nullptr;
 }
 
-std::string ControlPlane::IssueNodeCredential(const std::string& node, StoreBatch& batch) {
-  std::string secret = "carve_" + RandomHex(32);
-  if (secret.size() != 70) return "";
-  std::string hash = Sha256Hex(secret);
+std::string ControlPlane::BindNodeCredential(const std::string& node, const std::string& hash,
+                                             StoreBatch& batch) {
   TokenRecord t;
   t.id = hash.substr(0, 12);
   t.name = node;
@@ -375,7 +364,7 @@ std::string ControlPlane::IssueNodeCredential(const std::string& node, StoreBatc
   Event(batch, "agent:" + node, "node.joined", "node/" + node,
         "the join token's holder got node credential " + t.id + ", bound to this node",
         {{"credential", t.id}});
-  return secret;
+  return t.id;
 }
 
 absl::StatusOr<json> ControlPlane::RevokeNodeCredential(const std::string& node,

@@ -8,12 +8,15 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "integration/harness.h"
+#include "runtime/control_plane.h"
 
 namespace carve {
 namespace {
@@ -137,6 +140,52 @@ TEST_F(NodeCredentialsTest, JoinTokenOnlyRegistersNodesWithoutACredential) {
   Response again = Post("/api/v1/agents/register", JoinToken(), RegisterBody("node-c"));
   EXPECT_EQ(again.status, 200) << again.body;
   EXPECT_NE(CredentialId("node-c"), old_id);
+}
+
+// An agent that dies after the server bound its credential and before it read the answer. The
+// agent makes and saves its credential before it asks, so its restart speaks with it. Before, the
+// server made the credential, the answer died with the agent, and the restarted agent was refused
+// as "already joined" until an admin revoked the name (seen under load: an agent killed right
+// after it registered).
+TEST_F(NodeCredentialsTest, AnAgentThatDiesMidJoinRejoinsWithTheCredentialItSaved) {
+  CredentialOf("node-a");
+  Kill(agents_[0], SIGKILL);
+  ASSERT_EQ(Api().Post("/api/v1/nodes/node-a/credential/revoke", json::object()).status().code(),
+            absl::StatusCode::kOk);
+  // The join as the dead agent left it: its credential saved, its request served, the answer
+  // lost.
+  const std::string secret = "carve_" + RandomHex(32);
+  std::string path = (dir_ / "agents/node-a/node.token").string();
+  std::ofstream(path, std::ios::trunc) << secret;
+  json body = json::parse(RegisterBody("node-a"));
+  body["node_credential_sha256"] = Sha256Hex(secret);
+  Response joined = Post("/api/v1/agents/register", JoinToken(), body.dump());
+  ASSERT_EQ(joined.status, 200) << joined.body;
+  EXPECT_FALSE(json::parse(joined.body).contains("node_token")) << "the agent has it already";
+  std::string id = CredentialId("node-a");
+  EXPECT_EQ(id, Sha256Hex(secret).substr(0, 12));
+
+  size_t before = EventsOf("node.re-registered").size();
+  agents_[0] = StartAgent(0);
+  ASSERT_TRUE(Eventually([&] { return EventsOf("node.re-registered").size() > before; }))
+      << Slurp((dir_ / "node-a.log").string());
+  EXPECT_FALSE(Dead(agents_[0])) << Slurp((dir_ / "node-a.log").string());
+  EXPECT_EQ(Slurp(path), secret);
+  EXPECT_EQ(CredentialId("node-a"), id);
+  EXPECT_EQ(Post("/api/v1/agents/heartbeat", secret, json{{"node", "node-a"}}.dump()).status, 200);
+
+  // A proposal is a digest; and it never takes over a token that exists.
+  body["name"] = "node-c";
+  body["node_credential_sha256"] = "not-a-digest";
+  Response bad = Post("/api/v1/agents/register", JoinToken(), body.dump());
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_THAT(bad.body, HasSubstr("node_credential_sha256"));
+  body["node_credential_sha256"] = Sha256Hex(token_);  // the admin's token
+  Response taken = Post("/api/v1/agents/register", JoinToken(), body.dump());
+  EXPECT_EQ(taken.status, 400) << taken.body;
+  EXPECT_THAT(taken.body, HasSubstr("already in use"));
+  EXPECT_EQ(Api().Get("/api/v1/nodes").status().code(), absl::StatusCode::kOk)
+      << "the admin token still acts as the admin";
 }
 
 // (5) Another node's assignments, with their env secrets, never reach a node credential: node-b's
