@@ -167,6 +167,40 @@ TEST_F(SchedulePlanTest, AJobCancelledBetweenSlicesOfExplanationsStaysCancelled)
               HasSubstr("waiting"));
 }
 
+// A job bound by a cycle may end (its one replica exited, its reclaim verified, the final record
+// committed and the job gone from memory) between two slices of that cycle's explanations; the
+// cycle still keeps what it bound and releases it once the job is found gone.
+TEST_F(SchedulePlanTest, AJobBoundThatEndsBetweenSlicesOfExplanationsIsReleased) {
+  int64_t bound = Submit("short");  // takes the only GPU: every later job waits
+  std::vector<int64_t> waiting;
+  for (int i = 0; i < 300; ++i) waiting.push_back(Submit(absl::StrCat("w", i)));
+  int slices = 0;
+  between_ = [&](const std::string& step) {
+    if (step != "explain" || ++slices != 1) return;
+    auto ended = std::async(std::launch::async, [&] {
+      return cp_->Heartbeat({{"node", "n1"},
+                             {"replicas",
+                              {{{"job", bound},
+                                {"replica", 0},
+                                {"state", "exited"},
+                                {"exit_code", 0},
+                                {"reclaim", {{"status", "verified"}}}}}}},
+                            kNode);
+    });
+    ASSERT_EQ(ended.wait_for(kBlocked), std::future_status::ready) << "the slice kept the lock";
+    auto beat = ended.get();
+    EXPECT_TRUE(beat.ok()) << beat.status();
+  };
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_GE(slices, 2) << "300 explanations in one slice";
+  EXPECT_EQ(State(bound), "succeeded");
+  // Its GPU comes back: the next cycle binds the first waiting job.
+  between_ = nullptr;
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_EQ(State(waiting.front()), "scheduled");
+  EXPECT_EQ(cp_->LastCycle().cluster_drift, 0);
+}
+
 // The plan reads jobs in slices (here 3 per slice) and answers calls in between; what changed
 // meanwhile is checked when the plan is applied: a job cancelled after it was read is not bound,
 // one cancelled before it was read is not planned, and one submitted meanwhile is planned or
