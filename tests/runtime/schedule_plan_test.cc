@@ -113,6 +113,37 @@ TEST_F(SchedulePlanTest, ANodeCordonedWhileThePlanIsMadeGetsNoBind) {
   EXPECT_THAT(after["reason"].get<std::string>(), HasSubstr("waiting")) << after.dump();
 }
 
+// Queues applied while the core plans make the cycle void (nothing bound); what changed in it
+// (a running job ended) is found by the next cycle, which plans on a cluster rebuilt from the
+// records and binds the job that waited for the GPU.
+TEST_F(SchedulePlanTest, AVoidCycleLeavesTheNextOneATrueCluster) {
+  int64_t first = Submit("first");
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  ASSERT_EQ(State(first), "scheduled");
+  int64_t second = Submit("second");
+  WhilePlanning([&] {
+    auto queue = cp_->Apply(json::array({{{"kind", "queue"}, {"name", "q2"}}}), kAdmin);
+    EXPECT_TRUE(queue.ok()) << queue.status();
+    auto ended = cp_->Heartbeat({{"node", "n1"},
+                                 {"replicas",
+                                  {{{"job", first},
+                                    {"replica", 0},
+                                    {"state", "exited"},
+                                    {"exit_code", 0},
+                                    {"reclaim", {{"status", "verified"}}}}}}},
+                                kNode);
+    EXPECT_TRUE(ended.ok()) << ended.status();
+  });
+  EXPECT_EQ(State(first), "succeeded");
+  EXPECT_EQ(State(second), "queued");  // the void cycle bound nothing
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_EQ(State(second), "scheduled");
+  EXPECT_FALSE(cp_->LastCycle().cluster_kept);
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_TRUE(cp_->LastCycle().cluster_kept);
+  EXPECT_EQ(cp_->LastCycle().cluster_drift, 0);
+}
+
 // Why a job waits is recorded once per change of the explanation, with the fix the core gives
 // (the event is written from the explanation before it is kept for later cycles).
 TEST_F(SchedulePlanTest, AWaitingJobIsExplainedOnceWithItsFix) {
