@@ -53,6 +53,17 @@ class SchedulePlanTest : public ControlPlaneFixture {
     return job.ok() ? (*job)["id"].get<int64_t>() : 0;
   }
   std::string State(int64_t id) { return (*cp_->GetJob(id))["state"]; }
+  // The agent of n1 reports `job`'s one replica exited with code 0, its reclaim verified.
+  absl::StatusOr<json> End(int64_t job) {
+    return cp_->Heartbeat({{"node", "n1"},
+                           {"replicas",
+                            {{{"job", job},
+                              {"replica", 0},
+                              {"state", "exited"},
+                              {"exit_code", 0},
+                              {"reclaim", {{"status", "verified"}}}}}}},
+                          kNode);
+  }
 
   // Runs one scheduling cycle and, while the core plans, `during` on another thread. Expects
   // `during` to finish while the cycle is still held; then lets the cycle finish.
@@ -124,14 +135,7 @@ TEST_F(SchedulePlanTest, AVoidCycleLeavesTheNextOneATrueCluster) {
   WhilePlanning([&] {
     auto queue = cp_->Apply(json::array({{{"kind", "queue"}, {"name", "q2"}}}), kAdmin);
     EXPECT_TRUE(queue.ok()) << queue.status();
-    auto ended = cp_->Heartbeat({{"node", "n1"},
-                                 {"replicas",
-                                  {{{"job", first},
-                                    {"replica", 0},
-                                    {"state", "exited"},
-                                    {"exit_code", 0},
-                                    {"reclaim", {{"status", "verified"}}}}}}},
-                                kNode);
+    auto ended = End(first);
     EXPECT_TRUE(ended.ok()) << ended.status();
   });
   EXPECT_EQ(State(first), "succeeded");
@@ -208,16 +212,7 @@ TEST_F(SchedulePlanTest, AJobBoundThatEndsBetweenSlicesOfExplanationsIsReleased)
   int slices = 0;
   between_ = [&](const std::string& step) {
     if (step != "explain" || ++slices != 1) return;
-    auto ended = std::async(std::launch::async, [&] {
-      return cp_->Heartbeat({{"node", "n1"},
-                             {"replicas",
-                              {{{"job", bound},
-                                {"replica", 0},
-                                {"state", "exited"},
-                                {"exit_code", 0},
-                                {"reclaim", {{"status", "verified"}}}}}}},
-                            kNode);
-    });
+    auto ended = std::async(std::launch::async, [&] { return End(bound); });
     ASSERT_EQ(ended.wait_for(kBlocked), std::future_status::ready) << "the slice kept the lock";
     auto beat = ended.get();
     EXPECT_TRUE(beat.ok()) << beat.status();
