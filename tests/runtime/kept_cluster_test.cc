@@ -104,7 +104,17 @@ class KeptClusterTest : public ControlPlaneFixture {
       }
     }
     json gpus = json::array();
-    if (node != "w1") {
+    if (auto fixed = static_.find(node); fixed != static_.end()) {
+      for (const auto& [gpu, layout] : fixed->second) {
+        json listed = json::array();
+        for (json m : layout) {
+          std::string key = absl::StrCat(gpu, "/", m["start"].get<int>());
+          m["health"] = faulty_.count(node + ":" + key) ? "unhealthy" : "healthy";
+          listed.push_back(m);
+        }
+        gpus.push_back({{"index", gpu}, {"health", "healthy"}, {"mig_instances", listed}});
+      }
+    } else if (node[0] == 'm') {
       for (int i = 0; i < 2; ++i) {
         gpus.push_back({{"index", i},
                         {"health", "healthy"},
@@ -115,6 +125,55 @@ class KeptClusterTest : public ControlPlaneFixture {
     if (!gpus.empty()) body["gpus"] = gpus;
     auto hb = cp_->Heartbeat(body, kAdmin);
     ASSERT_TRUE(hb.ok()) << node << ": " << hb.status();
+  }
+
+  // A node whose GPU 0 has seven 1g.18gb instances and GPU 1 two 2g.35gb and a 3g.71gb (a
+  // static layout), and a node of two shared H200s.
+  void AddStaticAndSharedNodes() {
+    json gpus = json::array();
+    std::vector<std::vector<std::pair<std::string, int>>> layouts = {
+        {{"1g.18gb", 0},
+         {"1g.18gb", 1},
+         {"1g.18gb", 2},
+         {"1g.18gb", 3},
+         {"1g.18gb", 4},
+         {"1g.18gb", 5},
+         {"1g.18gb", 6}},
+        {{"2g.35gb", 0}, {"2g.35gb", 2}, {"3g.71gb", 4}}};
+    for (int i = 0; i < 2; ++i) {
+      json instances = json::array();
+      for (const auto& [profile, start] : layouts[i]) {
+        instances.push_back({{"uuid", absl::StrCat("MIG-s1-", i, "-", start)},
+                             {"profile", profile},
+                             {"start", start}});
+      }
+      static_["s1"][i] = instances;
+      gpus.push_back({{"index", i},
+                      {"uuid", absl::StrCat("GPU-s1-", i)},
+                      {"model", "H200"},
+                      {"memory_mib", 143771},
+                      {"mode", "partition"},
+                      {"mig_enabled", true},
+                      {"mig_instances", instances}});
+    }
+    json shared = json::array();
+    for (int i = 0; i < 2; ++i) {
+      shared.push_back({{"index", i},
+                        {"uuid", absl::StrCat("GPU-sh1-", i)},
+                        {"model", "H200"},
+                        {"memory_mib", 143771},
+                        {"mode", "shared"}});
+    }
+    for (const auto& [name, list] : {std::pair<std::string, json>{"s1", gpus}, {"sh1", shared}}) {
+      auto node = cp_->Register({{"name", name},
+                                 {"cpu_milli", 64000},
+                                 {"memory_mib", 262144},
+                                 {"backend", "simulated"},
+                                 {"gpus", list}},
+                                kAdmin);
+      ASSERT_TRUE(node.ok()) << node.status();
+      alive_.push_back(name);
+    }
   }
 
   void Tick() {
@@ -135,6 +194,7 @@ class KeptClusterTest : public ControlPlaneFixture {
   std::vector<std::string> alive_;
   std::set<int64_t> exit_;
   std::set<std::string> faulty_;
+  std::map<std::string, std::map<int, json>> static_;  // node -> GPU -> its fixed layout
 };
 
 TEST_F(KeptClusterTest, HoldingsChangedBetweenCyclesKeepTheClusterTrue) {
@@ -180,6 +240,43 @@ TEST_F(KeptClusterTest, HoldingsChangedBetweenCyclesKeepTheClusterTrue) {
   for (int64_t id : batch) exit_.insert(id);
   Ticks(10);
   EXPECT_EQ(cp_->LastCycle().cluster_drift, 0);
+  EXPECT_GT(kept_, ticks_ / 2) << "most cycles planned on the kept cluster";
+}
+
+// Static MIG instances and GPU shares, taken by preemptible jobs and preempted by jobs of higher
+// priority, a faulty static instance, and cancels: the kept cluster stays true.
+TEST_F(KeptClusterTest, PreemptionOfStaticInstancesAndSharesKeepsTheClusterTrue) {
+  AddStaticAndSharedNodes();
+  auto submit = [&](const json& resources, int priority, bool preemptible, int replicas = 1) {
+    return Submit({{"kind", replicas > 1 ? "inference" : "batch"},
+                   {"replicas", replicas},
+                   {"priority", priority},
+                   {"preemptible", preemptible},
+                   {"command", {"sleep", "600"}},
+                   {"resources", resources}});
+  };
+  const json small = {{"mode", "partition"}, {"profile", "1g.18gb"}};
+  const json mid = {{"mode", "partition"}, {"profile", "2g.35gb"}};
+  const json share = {{"mode", "shared"}, {"gpu_compute", "30%"}};
+  std::vector<int64_t> low, high;
+  for (int i = 0; i < 12; ++i) low.push_back(submit(i % 3 == 0 ? share : small, 10, true));
+  low.push_back(submit(mid, 10, true, 2));
+  low.push_back(submit({{"gpus", 1}}, 10, true, 2));
+  Ticks(4);
+  for (int i = 0; i < 8; ++i) high.push_back(submit(i % 2 ? share : mid, 1000, false));
+  high.push_back(submit({{"gpus", 2}}, 1000, false));
+  Ticks(8);
+  faulty_.insert("s1:0/3");
+  Ticks(4);
+  ASSERT_TRUE(cp_->Cancel(high[0], kAdmin).ok());
+  ASSERT_TRUE(cp_->Cancel(low.back(), kAdmin).ok());
+  Ticks(4);
+  faulty_.clear();
+  for (int64_t id : high) exit_.insert(id);
+  Ticks(10);
+  size_t preempted = 0;
+  for (const json& e : cp_->Events(0, 100000)) preempted += e["type"] == "job.preempted";
+  EXPECT_GT(preempted, 0u);
   EXPECT_GT(kept_, ticks_ / 2) << "most cycles planned on the kept cluster";
 }
 
