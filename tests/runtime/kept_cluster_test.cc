@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -278,6 +279,57 @@ TEST_F(KeptClusterTest, PreemptionOfStaticInstancesAndSharesKeepsTheClusterTrue)
   for (const json& e : cp_->Events(0, 100000)) preempted += e["type"] == "job.preempted";
   EXPECT_GT(preempted, 0u);
   EXPECT_GT(kept_, ticks_ / 2) << "most cycles planned on the kept cluster";
+}
+
+// Random work on every kind of device (seeded, so a failure repeats): submissions of every
+// shape and priority, ends, cancels, scaling, faulty instances, drains, nodes silent, declared
+// dead and back. (Run with other seeds and more rounds while reviewing: no drift.)
+TEST_F(KeptClusterTest, RandomWorkKeepsTheClusterTrue) {
+  AddStaticAndSharedNodes();
+  std::mt19937 rng(20261202);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  const std::vector<json> shapes = {{{"mode", "partition"}, {"profile", "1g.18gb"}},
+                                    {{"mode", "partition"}, {"profile", "2g.35gb"}},
+                                    {{"mode", "partition"}, {"profile", "3g.71gb"}},
+                                    {{"mode", "shared"}, {"gpu_compute", "30%"}},
+                                    {{"mode", "shared"}, {"gpu_compute", "60%"}},
+                                    {{"gpus", 1}},
+                                    {{"gpus", 2}}};
+  std::vector<int64_t> ids, services;
+  for (int round = 0; round < 150; ++round) {
+    SCOPED_TRACE(round);
+    for (int n = pick(3); n > 0; --n) {
+      bool service = pick(4) == 0;
+      int64_t id = Submit({{"kind", service ? "inference" : "batch"},
+                           {"replicas", service ? 1 + pick(3) : 1},
+                           {"priority", pick(2) ? 10 : 1000},
+                           {"preemptible", pick(3) != 0},
+                           {"command", {"sleep", "600"}},
+                           {"resources", shapes[pick(static_cast<int>(shapes.size()))]}});
+      ids.push_back(id);
+      if (service) services.push_back(id);
+    }
+    if (!ids.empty() && pick(3) == 0) exit_.insert(ids[pick(static_cast<int>(ids.size()))]);
+    if (!ids.empty() && pick(6) == 0)
+      (void)cp_->Cancel(ids[pick(static_cast<int>(ids.size()))], kAdmin);
+    if (!services.empty() && pick(5) == 0) {
+      (void)cp_->Scale(services[pick(static_cast<int>(services.size()))], 1 + pick(4), kAdmin);
+    }
+    if (pick(10) == 0) {
+      std::string node = pick(2) ? "s1" : "m1";
+      faulty_.insert(absl::StrCat(node, ":", pick(2), "/", pick(7)));
+    }
+    if (pick(10) == 0) faulty_.clear();
+    if (round == 40) alive_.erase(std::find(alive_.begin(), alive_.end(), "m2"));
+    if (round == 60) alive_.push_back("m2");
+    if (round == 80) alive_.erase(std::find(alive_.begin(), alive_.end(), "s1"));
+    if (round == 95) (void)cp_->DeclareDead("s1", kAdmin);
+    if (round == 115) alive_.push_back("s1");
+    if (round % 37 == 0) (void)cp_->Cordon("sh1", "drain", -1, kAdmin);
+    if (round % 37 == 5) (void)cp_->Cordon("sh1", "uncordon", -1, kAdmin);
+    Tick();
+  }
+  EXPECT_GT(kept_, ticks_ / 3) << "cycles planned on the kept cluster";
 }
 
 }  // namespace
