@@ -323,7 +323,16 @@ void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
     int64_t id = b.job < 0 ? plan.work[-b.job - 1].job : b.job;
     Holding& held = plan.held[id];
     held.placements.insert(held.placements.end(), b.replicas.begin(), b.replicas.end());
-    held.queue = jobs_.at(id).spec.queue;
+    // The job may have ended and left memory since it was bound (between slices of the
+    // explanations): the next cycle releases what it holds, charged to the queue it was planned
+    // in.
+    if (auto job = jobs_.find(id); job != jobs_.end()) {
+      held.queue = job->second.spec.queue;
+    } else if (auto p = std::find_if(plan.in.pending.begin(), plan.in.pending.end(),
+                                     [&](const PendingJob& j) { return j.id == b.job; });
+               p != plan.in.pending.end()) {
+      held.queue = p->queue;
+    }
     held.revision = 0;
   }
   memory_.held = std::move(plan.held);

@@ -63,8 +63,6 @@ class TransportTest : public PlatformTest {
   }
 };
 
-// R3: `scripts/dev` twice said "the token is not valid": both servers bound 7070 and the second
-// one's tokens met half of the connections. Now a second server stops before writing anything.
 // The job list in pages (after, limit, a Link header to the next page), streamed whole without a
 // limit, and `carve ls` printing its table a page at a time. No nodes: every job stays queued.
 TEST_F(TransportTest, TheJobListComesInPagesAndWholeListsStream) {
@@ -107,6 +105,8 @@ TEST_F(TransportTest, TheJobListComesInPagesAndWholeListsStream) {
   }
 }
 
+// R3: `scripts/dev` twice said "the token is not valid": both servers bound 7070 and the second
+// one's tokens met half of the connections. Now a second server stops before writing anything.
 TEST_F(TransportTest, SecondServerOnTheApiPortFailsClearlyAndTheFirstKeepsServing) {
   const std::string data = (dir_ / "data").string();
   const std::string before = ServerFiles();

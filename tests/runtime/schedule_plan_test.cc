@@ -53,6 +53,17 @@ class SchedulePlanTest : public ControlPlaneFixture {
     return job.ok() ? (*job)["id"].get<int64_t>() : 0;
   }
   std::string State(int64_t id) { return (*cp_->GetJob(id))["state"]; }
+  // The agent of n1 reports `job`'s one replica exited with code 0, its reclaim verified.
+  absl::StatusOr<json> End(int64_t job) {
+    return cp_->Heartbeat({{"node", "n1"},
+                           {"replicas",
+                            {{{"job", job},
+                              {"replica", 0},
+                              {"state", "exited"},
+                              {"exit_code", 0},
+                              {"reclaim", {{"status", "verified"}}}}}}},
+                          kNode);
+  }
 
   // Runs one scheduling cycle and, while the core plans, `during` on another thread. Expects
   // `during` to finish while the cycle is still held; then lets the cycle finish.
@@ -113,6 +124,30 @@ TEST_F(SchedulePlanTest, ANodeCordonedWhileThePlanIsMadeGetsNoBind) {
   EXPECT_THAT(after["reason"].get<std::string>(), HasSubstr("waiting")) << after.dump();
 }
 
+// Queues applied while the core plans make the cycle void (nothing bound); what changed in it
+// (a running job ended) is found by the next cycle, which plans on a cluster rebuilt from the
+// records and binds the job that waited for the GPU.
+TEST_F(SchedulePlanTest, AVoidCycleLeavesTheNextOneATrueCluster) {
+  int64_t first = Submit("first");
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  ASSERT_EQ(State(first), "scheduled");
+  int64_t second = Submit("second");
+  WhilePlanning([&] {
+    auto queue = cp_->Apply(json::array({{{"kind", "queue"}, {"name", "q2"}}}), kAdmin);
+    EXPECT_TRUE(queue.ok()) << queue.status();
+    auto ended = End(first);
+    EXPECT_TRUE(ended.ok()) << ended.status();
+  });
+  EXPECT_EQ(State(first), "succeeded");
+  EXPECT_EQ(State(second), "queued");  // the void cycle bound nothing
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_EQ(State(second), "scheduled");
+  EXPECT_FALSE(cp_->LastCycle().cluster_kept);
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_TRUE(cp_->LastCycle().cluster_kept);
+  EXPECT_EQ(cp_->LastCycle().cluster_drift, 0);
+}
+
 // Why a job waits is recorded once per change of the explanation, with the fix the core gives
 // (the event is written from the explanation before it is kept for later cycles).
 TEST_F(SchedulePlanTest, AWaitingJobIsExplainedOnceWithItsFix) {
@@ -165,6 +200,31 @@ TEST_F(SchedulePlanTest, AJobCancelledBetweenSlicesOfExplanationsStaysCancelled)
   EXPECT_THAT((*cp_->GetJob(waiting.front()))["reason"].get<std::string>(), HasSubstr("waiting"));
   EXPECT_THAT((*cp_->GetJob(waiting[waiting.size() - 2]))["reason"].get<std::string>(),
               HasSubstr("waiting"));
+}
+
+// A job bound by a cycle may end (its one replica exited, its reclaim verified, the final record
+// committed and the job gone from memory) between two slices of that cycle's explanations; the
+// cycle still keeps what it bound and releases it once the job is found gone.
+TEST_F(SchedulePlanTest, AJobBoundThatEndsBetweenSlicesOfExplanationsIsReleased) {
+  int64_t bound = Submit("short");  // takes the only GPU: every later job waits
+  std::vector<int64_t> waiting;
+  for (int i = 0; i < 300; ++i) waiting.push_back(Submit(absl::StrCat("w", i)));
+  int slices = 0;
+  between_ = [&](const std::string& step) {
+    if (step != "explain" || ++slices != 1) return;
+    auto ended = std::async(std::launch::async, [&] { return End(bound); });
+    ASSERT_EQ(ended.wait_for(kBlocked), std::future_status::ready) << "the slice kept the lock";
+    auto beat = ended.get();
+    EXPECT_TRUE(beat.ok()) << beat.status();
+  };
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_GE(slices, 2) << "300 explanations in one slice";
+  EXPECT_EQ(State(bound), "succeeded");
+  // Its GPU comes back: the next cycle binds the first waiting job.
+  between_ = nullptr;
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_EQ(State(waiting.front()), "scheduled");
+  EXPECT_EQ(cp_->LastCycle().cluster_drift, 0);
 }
 
 // The plan reads jobs in slices (here 3 per slice) and answers calls in between; what changed
