@@ -1,7 +1,9 @@
 #include "runtime/api_http.h"
 
 #include <cctype>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -112,6 +114,28 @@ int64_t IntParam(const httplib::Request& req, const char* name, int64_t fallback
   int64_t v;
   if (req.has_param(name) && absl::SimpleAtoi(req.get_param_value(name), &v)) return v;
   return fallback;
+}
+
+void StreamPages(httplib::Response& res, const std::string& type, std::string first, int64_t next,
+                 NextPage more, std::string tail) {
+  auto state = std::make_shared<std::pair<std::string, int64_t>>(std::move(first), next);
+  res.set_chunked_content_provider(type, [state, more = std::move(more), tail = std::move(tail)](
+                                             size_t, httplib::DataSink& sink) {
+    if (!state->first.empty()) {
+      sink.write(state->first.data(), state->first.size());
+      state->first.clear();
+    }
+    if (state->second == 0) {
+      if (!tail.empty()) sink.write(tail.data(), tail.size());
+      sink.done();
+      return true;
+    }
+    int64_t after = std::exchange(state->second, 0);
+    auto page = more(after, &state->second);
+    if (!page.ok()) return false;
+    state->first = *std::move(page);
+    return true;
+  });
 }
 
 void Respond(httplib::Response& res, const absl::StatusOr<json>& r, int ok) {

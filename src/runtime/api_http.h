@@ -3,6 +3,7 @@
 #define CARVE_RUNTIME_API_HTTP_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,6 +31,12 @@ absl::StatusOr<int64_t> NonNegativeParam(const httplib::Request& req, const char
                                          int64_t fallback);
 absl::StatusOr<int64_t> IdParam(const httplib::Request& req);
 int64_t IntParam(const httplib::Request& req, const char* name, int64_t fallback);
+// A response streamed page by page (a list that may be far larger than one response in memory):
+// `first`, then `more(after, &next)` from `next` on until a page sets next to 0, then `tail`. A
+// page that fails ends the stream short (the client sees a cut-off body, not a complete one).
+using NextPage = std::function<absl::StatusOr<std::string>(int64_t after, int64_t* next)>;
+void StreamPages(httplib::Response& res, const std::string& type, std::string first, int64_t next,
+                 NextPage more, std::string tail = "");
 
 }  // namespace carve
 

@@ -119,26 +119,13 @@ void ApiServer::TenancyRoutes() {
           auto first = control_->AuditPage(q, who, 0, 1000, &next);
           if (!first.ok()) return ReplyError(res, first.status());
           if (format == "json" && next == 0) return Reply(res, 200, *first);
-          // Streams page by page: the log may be far larger than one response in memory.
-          auto state = std::make_shared<std::pair<std::string, int64_t>>(
-              Format(*first, format, kAuditColumns, true), next);
-          res.set_chunked_content_provider(
-              format == "csv" ? "text/csv" : "application/x-ndjson",
-              [this, q, who, format, state](size_t, httplib::DataSink& sink) {
-                if (!state->first.empty()) {
-                  sink.write(state->first.data(), state->first.size());
-                  state->first.clear();
-                }
-                if (state->second == 0) {
-                  sink.done();
-                  return true;
-                }
-                int64_t next = 0;
-                auto page = control_->AuditPage(q, who, state->second, 1000, &next);
-                if (!page.ok()) return false;
-                state->first = Format(*page, format, kAuditColumns, false);
-                state->second = next;
-                return true;
+          StreamPages(
+              res, format == "csv" ? "text/csv" : "application/x-ndjson",
+              Format(*first, format, kAuditColumns, true), next,
+              [this, q, who, format](int64_t after, int64_t* more) -> absl::StatusOr<std::string> {
+                auto page = control_->AuditPage(q, who, after, 1000, more);
+                if (!page.ok()) return page.status();
+                return Format(*page, format, kAuditColumns, false);
               });
         }));
   s.Get("/api/v1/usage", user_call([this](const auto& req, auto& res, const Principal& who) {

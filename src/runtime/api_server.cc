@@ -459,49 +459,37 @@ void ApiServer::ListJobs(const httplib::Request& req, httplib::Response& res,
                          const Principal& who) {
   constexpr int64_t kMaxPage = 10000;
   const bool all = req.get_param_value("all") == "true";
-  int64_t after = 0, limit = 0;
-  if (req.has_param("after") &&
-      (!absl::SimpleAtoi(req.get_param_value("after"), &after) || after < 0)) {
-    return ReplyError(res, absl::InvalidArgumentError("after must be a job id (0 or more)"));
-  }
+  auto after = NonNegativeParam(req, "after", 0);
+  if (!after.ok()) return ReplyError(res, after.status());
+  int64_t limit = 0;
   if (req.has_param("limit") &&
       (!absl::SimpleAtoi(req.get_param_value("limit"), &limit) || limit < 1 || limit > kMaxPage)) {
     return ReplyError(res, absl::InvalidArgumentError(
                                absl::StrCat("limit must be a number from 1 to ", kMaxPage)));
   }
   int64_t next = 0;
-  auto first = control_->JobsPage(all, who, after, limit > 0 ? limit : 1000, &next);
+  auto first = control_->JobsPage(all, who, *after, limit > 0 ? limit : 1000, &next);
   if (!first.ok()) return ReplyError(res, first.status());
   if (limit > 0 && next != 0) {
     res.set_header("Link", absl::StrCat("</api/v1/jobs?", all ? "all=true&" : "", "after=", next,
                                         "&limit=", limit, ">; rel=\"next\""));
   }
   if (limit > 0 || next == 0) return Reply(res, 200, *first);
+  // One JSON array: its elements joined by ",\n" across pages.
   auto page = [](const json& jobs, bool first_page) {
     std::string text;
     for (const json& j : jobs)
       absl::StrAppend(&text, first_page && text.empty() ? "" : ",\n", j.dump());
     return text;
   };
-  auto state = std::make_shared<std::pair<std::string, int64_t>>("[\n" + page(*first, true), next);
-  res.set_chunked_content_provider(
-      "application/json", [this, all, who, page, state](size_t, httplib::DataSink& sink) {
-        if (!state->first.empty()) {
-          sink.write(state->first.data(), state->first.size());
-          state->first.clear();
-        }
-        if (state->second == 0) {
-          sink.write("\n]\n", 3);
-          sink.done();
-          return true;
-        }
-        int64_t next = 0;
-        auto more = control_->JobsPage(all, who, state->second, 1000, &next);
-        if (!more.ok()) return false;  // the client sees a cut-off array, not a complete one
-        state->first = page(*more, false);
-        state->second = next;
-        return true;
-      });
+  StreamPages(
+      res, "application/json", "[\n" + page(*first, true), next,
+      [this, all, who, page](int64_t after, int64_t* more) -> absl::StatusOr<std::string> {
+        auto jobs = control_->JobsPage(all, who, after, 1000, more);
+        if (!jobs.ok()) return jobs.status();
+        return page(*jobs, false);
+      },
+      "\n]\n");
 }
 
 }  // namespace carve
