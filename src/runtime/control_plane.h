@@ -404,7 +404,8 @@ class ControlPlane {
   // the same nodes) with the changes since, or `nodes` with every holding; `released` gets what
   // jobs gave back since the last cycle.
   void ReadHoldings(CyclePlan& plan, Cluster nodes, Released& released);
-  void CheckKeptCluster(CyclePlan& plan);
+  // `fresh`: this cycle's nodes, without holdings.
+  void CheckKeptCluster(CyclePlan& plan, Cluster fresh);
   // What `job`'s record says it holds, as placements on plan's nodes.
   std::vector<ReplicaPlacement> HeldBy(const CyclePlan& plan, const JobRecord& job) const;
   // The job's request as the core takes it (ToJobRequest), kept per job: a spec changes only

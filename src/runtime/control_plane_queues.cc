@@ -2,6 +2,7 @@
 // (binds, preemptions, explanations) and the queue report.
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -492,8 +493,9 @@ json ControlPlane::QueueStatus(const Principal& who) const {
   std::map<std::string, ResourceList> waiting;
   for (const auto& [id, active] : active_) {
     const JobRecord& job = *active.job;
-    auto request = ToJobRequest(job.spec, *catalog_);
-    if (!request.ok() || IsFinal(job.state)) continue;
+    const JobRequest* cached = RequestOf(job);
+    if (cached == nullptr || IsFinal(job.state)) continue;
+    std::optional<JobRequest> request = *cached;
     // What it holds (a service's replicas being placed: not yet).
     if (job.state != JobState::kQueued) {
       request->replicas = static_cast<int>(

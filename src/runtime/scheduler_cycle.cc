@@ -279,16 +279,14 @@ void ControlPlane::ReadHoldings(CyclePlan& plan, Cluster nodes, Released& releas
   }
   if (plan.cluster_kept &&
       (options_.check_kept_cluster || memory_.FullDue(plan.now, options_.full_cycle_every_us))) {
-    CheckKeptCluster(plan);
+    CheckKeptCluster(plan, std::move(nodes));  // unused by a kept cluster
   }
 }
 
 // The kept cluster against one built from every record (Kubernetes' scheduler cache comparer):
 // a difference is a bug (a change to a job's holdings that did not raise its revision), logged,
 // counted, and the rebuilt cluster is planned on.
-void ControlPlane::CheckKeptCluster(CyclePlan& plan) {
-  Cluster fresh(catalog_);
-  for (const auto& [name, rec] : nodes_) fresh.AddNode(NodeFromRecord(*catalog_, name, rec));
+void ControlPlane::CheckKeptCluster(CyclePlan& plan, Cluster fresh) {
   for (const auto& [id, live] : placed_) {
     for (const ReplicaPlacement& p : HeldBy(plan, *live.job)) ApplyReplica(fresh, p);
   }
