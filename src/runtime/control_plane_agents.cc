@@ -68,10 +68,15 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  if (who.role == "agent" && NodeCredential(node->name) != nullptr) {
+  // The same join again (the server died or the answer was lost after the commit, and the agent
+  // retried): the node's live credential is the one proposed, so it is not bound twice.
+  auto mine = tokens_.find(proposed);
+  const bool rejoin = who.role == "agent" && mine != tokens_.end() && mine->second.role == "node" &&
+                      mine->second.name == node->name && !mine->second.revoked;
+  if (who.role == "agent" && !rejoin && NodeCredential(node->name) != nullptr) {
     return absl::PermissionDeniedError(AlreadyJoined(node->name));
   }
-  if (who.role == "agent" && tokens_.count(proposed)) {  // never rebinds another token
+  if (who.role == "agent" && !rejoin && mine != tokens_.end()) {  // never rebinds another token
     return absl::InvalidArgumentError(
         "node_credential_sha256: that credential is already in use; make a new one");
   }
@@ -95,7 +100,9 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
          {"memory_mib", node->memory_mib},
          {"versions", node->versions}});
   json out = node->ToJson();
-  if (who.role == "agent") {  // the join token: the node gets its own credential
+  if (rejoin) {
+    out["node_credential"] = mine->second.id;
+  } else if (who.role == "agent") {  // the join token: the node gets its own credential
     std::string secret = proposed.empty() ? "carve_" + RandomHex(32) : "";
     if (proposed.empty() && secret.size() != 70) {
       return absl::InternalError("no randomness for a node credential");

@@ -164,6 +164,12 @@ TEST_F(NodeCredentialsTest, AnAgentThatDiesMidJoinRejoinsWithTheCredentialItSave
   EXPECT_FALSE(json::parse(joined.body).contains("node_token")) << "the agent has it already";
   std::string id = CredentialId("node-a");
   EXPECT_EQ(id, Sha256Hex(secret).substr(0, 12));
+  // The same join again, as an agent retries it when the server died before it answered
+  // (ReclaimTimeoutTest restarts the server right after the agents join): served, bound once.
+  Response again = Post("/api/v1/agents/register", JoinToken(), body.dump());
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(json::parse(again.body).value("node_credential", ""), id);
+  EXPECT_EQ(EventsOf("node.joined").size(), 3u) << "node-a, node-b, node-a's new credential";
 
   size_t before = EventsOf("node.re-registered").size();
   agents_[0] = StartAgent(0);

@@ -53,7 +53,9 @@ TEST_F(ReclaimTimeoutTest, ASilentReclaimQuarantinesItsDevicesUntilAnAdminClears
   json job = Submit({{"command", {"sh", "-c", "(trap '' TERM; exec sleep 120) & exit 0"}},
                      {"resources", {{"gpus", 2}, {"gpu_model", "H200"}}}});
   int64_t id = job["id"];
-  ASSERT_TRUE(Eventually([&] { return Job(id)["state"] == "reclaiming"; })) << Job(id).dump(2);
+  ASSERT_TRUE(Eventually([&] { return Job(id)["state"] == "reclaiming"; }))
+      << Job(id).dump(2) << ServerLog() << "\n--- gpu-a ---\n"
+      << Slurp((dir_ / "gpu-a.log").string());
   stopped_ = agents_[0];  // gpu-a: the only node with two H200
   ASSERT_EQ(Job(id)["replicas"][0]["node"], "gpu-a");
   kill(stopped_, SIGSTOP);
