@@ -37,7 +37,7 @@ struct Controller {
     ControlPlane::Options options;
     options.log_dir = dir + "/logs";
     control = *ControlPlane::Open(store.get(), &catalog, options, NowUs);
-    (void)control->AddToken("bench-token", "bench", "admin");
+    (void)control->AddToken("bench-token", "bench", Role::kAdmin);
   }
 };
 
@@ -81,7 +81,7 @@ void Restart(const std::string& dir, int jobs) {
     // Fill through the control plane so the stored documents are what a real server writes.
     Controller c(dir, "restart.db");
     auto* cp = &c.control;
-    Principal who{"bench", "admin"};
+    Principal who{"bench", Role::kAdmin};
     std::vector<std::thread> threads;
     for (int c = 0; c < 16; ++c) {
       threads.emplace_back([&, c] {
@@ -96,7 +96,8 @@ void Restart(const std::string& dir, int jobs) {
   double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   size_t listed = 0;  // every job, read back page by page
   for (int64_t after = 0, next = 0;; after = next) {
-    auto page = reopened.control->JobsPage(true, Principal{"bench", "admin"}, after, 10000, &next);
+    auto page =
+        reopened.control->JobsPage(true, Principal{"bench", Role::kAdmin}, after, 10000, &next);
     if (!page.ok()) std::abort();
     listed += page->size();
     if (next == 0) break;

@@ -26,8 +26,8 @@ namespace {
 
 using json = nlohmann::json;
 
-const Principal kAdmin{"bench", "admin"};
-const Principal kNode{"n1", "node"};
+const Principal kAdmin{"bench", Role::kAdmin};
+const Principal kNode{"n1", Role::kNode};
 
 // Writes `count` jobs with ids from `first` in `state` (finished ones as kind job.done, as the
 // server stores them), 50,000 to a transaction.
@@ -79,7 +79,7 @@ struct Fixture {
                        {"memory_mib", 262144},
                        {"backend", "simulated"},
                        {"gpus", gpus}},
-                      Principal{"n1", "admin"})
+                      Principal{"n1", Role::kAdmin})
              .ok() ||
         !cp->Submit({{"name", "live"}, {"command", {"sleep", "1"}}, {"resources", {{"gpus", 1}}}},
                     "", kAdmin)

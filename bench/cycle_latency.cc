@@ -40,7 +40,7 @@ using Clock = std::chrono::steady_clock;
 using bench::Flag;
 using bench::NowUs;
 
-const Principal kAdmin{"bench", "admin"};
+const Principal kAdmin{"bench", Role::kAdmin};
 
 // `pending` queued jobs of 1, 2, 4 or 8 GPUs spread over the queues, written straight into the
 // store as a server stores them (submitting 100,000 through the API takes minutes here).
@@ -95,7 +95,7 @@ void Setup(ControlPlane& cp, int nodes, int queues) {
                           {"memory_mib", 2097152},
                           {"backend", "simulated"},
                           {"gpus", g}},
-                         Principal{name, "admin"})
+                         Principal{name, Role::kAdmin})
                  .ok()) {
           std::abort();
         }
@@ -153,7 +153,7 @@ void Run(const std::string& dir, int nodes, int queues, int pending, int clients
   options.node_timeout_us = int64_t{3600} * 1'000'000;  // the nodes never heartbeat
   auto t0 = Clock::now();
   std::unique_ptr<ControlPlane> cp = *ControlPlane::Open(store.get(), &catalog, options, NowUs);
-  (void)cp->AddToken("bench-token", "bench", "admin");
+  (void)cp->AddToken("bench-token", "bench", Role::kAdmin);
   Setup(*cp, nodes, queues);
   std::cout << absl::StrFormat("setup: %d nodes, %d queues, %d queued jobs in %.1f s\n", nodes,
                                queues, pending,

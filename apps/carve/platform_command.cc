@@ -349,8 +349,8 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   c->control = *std::move(control);
   c->admin_token = TokenFile(s.data, "admin");
   c->agent_token = TokenFile(s.data, "agent");
-  if (auto st = c->control->AddToken(c->admin_token, "admin", "admin"); !st.ok()) Die(st);
-  if (auto st = c->control->AddToken(c->agent_token, "agents", "agent"); !st.ok()) Die(st);
+  if (auto st = c->control->AddToken(c->admin_token, "admin", Role::kAdmin); !st.ok()) Die(st);
+  if (auto st = c->control->AddToken(c->agent_token, "agents", Role::kAgent); !st.ok()) Die(st);
   ApiServer::Options api{l.host, l.port, s.schedule_interval_ms};
   api.tls_cert = s.tls_cert;
   api.tls_key = s.tls_key;

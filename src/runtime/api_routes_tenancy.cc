@@ -69,48 +69,54 @@ const std::vector<std::string> kUsageColumns = {"job",
 
 void ApiServer::TenancyRoutes() {
   httplib::Server& s = *http_;
-  auto user_call = [this](auto fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
-      auto who = Authed(req, res, "user");
+  // A route for people that does `verb`.
+  auto user_call = [this](Verb verb, auto fn) {
+    return [this, verb, fn](const httplib::Request& req, httplib::Response& res) {
+      auto who = Authed(req, res, verb);
       if (who) fn(req, res, *who);
     };
   };
   s.Get("/api/v1/whoami", [this](const httplib::Request& req, httplib::Response& res) {
-    auto who = Authed(req, res, "user");
+    auto who = Authed(req, res, Verb::kRead);
     if (!who) return;
     Reply(res, 200,
           {{"name", who->name},
-           {"role", who->role},
+           {"role", Name(who->role)},
            {"tenant", who->tenant},
            {"project", who->project},
            {"token", who->token_id}});
   });
-  s.Post("/api/v1/users", user_call([this](const auto& req, auto& res, const Principal& who) {
+  s.Post("/api/v1/users",
+         user_call(Verb::kWrite, [this](const auto& req, auto& res, const Principal& who) {
            auto body = Body(req);
            Respond(res, body.ok() ? control_->CreateUser(*body, who) : body.status(), 201);
          }));
-  s.Get("/api/v1/users", user_call([this](const auto&, auto& res, const Principal& who) {
+  s.Get("/api/v1/users",
+        user_call(Verb::kRead, [this](const auto&, auto& res, const Principal& who) {
           Reply(res, 200, control_->ListUsers(who));
         }));
   s.Post(R"(/api/v1/users/([^/]+)/remove)",
-         user_call([this](const auto& req, auto& res, const Principal& who) {
+         user_call(Verb::kWrite, [this](const auto& req, auto& res, const Principal& who) {
            Respond(res, control_->RemoveUser(req.matches[1].str(), who));
          }));
-  s.Post("/api/v1/tokens", user_call([this](const auto& req, auto& res, const Principal& who) {
+  s.Post("/api/v1/tokens",
+         user_call(Verb::kWrite, [this](const auto& req, auto& res, const Principal& who) {
            auto body = Body(req);
            Respond(res, body.ok() ? control_->CreateToken(*body, who) : body.status(), 201);
          }));
-  s.Get("/api/v1/tokens", user_call([this](const auto&, auto& res, const Principal& who) {
+  s.Get("/api/v1/tokens",
+        user_call(Verb::kRead, [this](const auto&, auto& res, const Principal& who) {
           Reply(res, 200, control_->ListTokens(who));
         }));
   s.Post(R"(/api/v1/tokens/([^/]+)/revoke)",
-         user_call([this](const auto& req, auto& res, const Principal& who) {
+         user_call(Verb::kWrite, [this](const auto& req, auto& res, const Principal& who) {
            Respond(res, control_->RevokeToken(req.matches[1].str(), who));
          }));
   s.Get("/api/v1/audit/verify", [this](const httplib::Request& req, httplib::Response& res) {
-    if (Authed(req, res, "admin")) Reply(res, 200, control_->VerifyAudit());
+    if (Authed(req, res, Verb::kInspect)) Reply(res, 200, control_->VerifyAudit());
   });
-  s.Get("/api/v1/audit", user_call([this](const auto& req, auto& res, const Principal& who) {
+  s.Get("/api/v1/audit",
+        user_call(Verb::kReport, [this](const auto& req, auto& res, const Principal& who) {
           std::string format = req.has_param("format") ? req.get_param_value("format") : "jsonl";
           if (absl::Status st = CheckFormat(format); !st.ok()) return ReplyError(res, st);
           ControlPlane::AuditQuery q{req.get_param_value("tenant"), IntParam(req, "since_us", 0),
@@ -128,34 +134,32 @@ void ApiServer::TenancyRoutes() {
                 return Format(*page, format, kAuditColumns, false);
               });
         }));
-  s.Get("/api/v1/usage", user_call([this](const auto& req, auto& res, const Principal& who) {
+  s.Get("/api/v1/usage",
+        user_call(Verb::kRead, [this](const auto& req, auto& res, const Principal& who) {
           Respond(res,
                   control_->Usage(req.has_param("by") ? req.get_param_value("by") : "tenant",
                                   IntParam(req, "since_us", 0), IntParam(req, "until_us", 0), who));
         }));
-  s.Get(
-      "/api/v1/usage/records", user_call([this](const auto& req, auto& res, const Principal& who) {
-        std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
-        if (absl::Status st = CheckFormat(format); !st.ok()) return ReplyError(res, st);
-        json records =
-            control_->UsageRecords(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0), who);
-        if (format == "json") return Reply(res, 200, records);
-        res.set_content(Format(records, format, kUsageColumns, true),
-                        format == "csv" ? "text/csv" : "application/x-ndjson");
-      }));
+  s.Get("/api/v1/usage/records",
+        user_call(Verb::kRead, [this](const auto& req, auto& res, const Principal& who) {
+          std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
+          if (absl::Status st = CheckFormat(format); !st.ok()) return ReplyError(res, st);
+          json records = control_->UsageRecords(IntParam(req, "since_us", 0),
+                                                IntParam(req, "until_us", 0), who);
+          if (format == "json") return Reply(res, 200, records);
+          res.set_content(Format(records, format, kUsageColumns, true),
+                          format == "csv" ? "text/csv" : "application/x-ndjson");
+        }));
   s.Get("/api/v1/utilization", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!Authed(req, res, "admin")) return;
+    if (!Authed(req, res, Verb::kInspect)) return;
     Reply(res, 200,
           control_->Utilization(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0)));
   });
   s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-    auto who = Authed(req, res, "user");
+    auto who = Authed(req, res, Verb::kReport);
     if (!who) return;
-    if (who->role != "admin" && who->role != "tenant-admin") {
-      return ReplyError(res, absl::PermissionDeniedError("/metrics needs admin or tenant-admin"));
-    }
     std::string text = control_->Metrics(*who);
-    if (who->role == "admin") {
+    if (who->role == Role::kAdmin) {
       absl::StrAppend(
           &text,
           "# HELP carve_scheduler_cycle_seconds Time spent in scheduling cycles\n"

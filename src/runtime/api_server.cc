@@ -115,7 +115,7 @@ void ApiServer::ReportCycle(const absl::StatusOr<int>& scheduled, const absl::St
 }
 
 std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib::Response& res,
-                                           const char* role) {
+                                           Verb verb) {
   // The header exactly as sent (api_socket.cc): one value, "Bearer " and the token's bytes.
   std::string token;
   if (req.headers.count("Authorization") == 1) {
@@ -133,15 +133,8 @@ std::optional<Principal> ApiServer::Authed(const httplib::Request& req, httplib:
     ReplyError(res, who.status());
     return std::nullopt;
   }
-  // "user": any person (admin, tenant-admin, member, viewer); "admin": admins; "agent": the join
-  // token and node credentials (the control plane checks which node a credential may act for).
-  bool ok = who->role == "admin" ||
-            (std::string(role) == "user"
-                 ? IsUserRole(who->role)
-                 : who->role == role || (std::string(role) == "agent" && who->role == "node"));
-  if (!ok) {
-    ReplyError(res,
-               absl::PermissionDeniedError(absl::StrCat("this call needs the ", role, " role")));
+  if (absl::Status allowed = Authorize(*who, verb); !allowed.ok()) {
+    ReplyError(res, allowed);
     return std::nullopt;
   }
   if (absl::Status st = Admit(*who); !st.ok()) {
@@ -196,8 +189,8 @@ bool ReportsAnEnd(const nlohmann::json& heartbeat) {
 
 void ApiServer::Routes() {
   httplib::Server& s = *http_;
-  auto authed = [this](const httplib::Request& req, httplib::Response& res, const char* role) {
-    return Authed(req, res, role);
+  auto authed = [this](const httplib::Request& req, httplib::Response& res, Verb verb) {
+    return Authed(req, res, verb);
   };
   auto respond = [](httplib::Response& res, const absl::StatusOr<json>& r, int ok = 200) {
     Respond(res, r, ok);
@@ -218,7 +211,7 @@ void ApiServer::Routes() {
   });
   // The server's version (agents report theirs at registration: GET /api/v1/nodes).
   s.Get("/api/v1/version", [=](const httplib::Request& req, httplib::Response& res) {
-    if (!authed(req, res, "user")) return;
+    if (!authed(req, res, Verb::kRead)) return;
     Reply(res, 200, {{"version", CarveVersion()}, {"kernel", KernelVersion()}});
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
@@ -230,7 +223,7 @@ void ApiServer::Routes() {
     res.set_content(OpenApiDocument(), "application/json");
   });
   s.Post("/api/v1/jobs", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "user");
+    auto who = authed(req, res, Verb::kWrite);
     if (!who) return;
     auto body = Body(req);
     if (!body.ok()) return ReplyError(res, body.status());
@@ -242,25 +235,25 @@ void ApiServer::Routes() {
     respond(res, r, 201);
   });
   s.Get("/api/v1/jobs", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "user");
+    auto who = authed(req, res, Verb::kRead);
     if (who) ListJobs(req, res, *who);
   });
   s.Get(R"(/api/v1/jobs/(\d+))", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "user");
+    auto who = authed(req, res, Verb::kRead);
     if (!who) return;
     auto id = job_access(req, res, *who, Access::kRead);
     if (id) respond(res, control_->GetJob(*id));
   });
   s.Get(R"(/api/v1/jobs/(\d+)/explain)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
-          auto who = authed(req, res, "user");
+          auto who = authed(req, res, Verb::kRead);
           if (!who) return;
           auto id = job_access(req, res, *who, Access::kRead);
           if (id) respond(res, control_->Explain(*id));
         });
   s.Post(R"(/api/v1/jobs/(\d+)/cancel)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "user");
+           auto who = authed(req, res, Verb::kWrite);
            if (!who) return;
            auto id = job_access(req, res, *who, Access::kWrite);
            if (!id) return;
@@ -270,14 +263,14 @@ void ApiServer::Routes() {
          });
   s.Post(R"(/api/v1/jobs/(\d+)/renew)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "user");
+           auto who = authed(req, res, Verb::kWrite);
            if (!who) return;
            auto id = job_access(req, res, *who, Access::kWrite);
            if (id) respond(res, control_->Renew(*id, *who));
          });
   s.Post(R"(/api/v1/jobs/(\d+)/scale)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "user");
+           auto who = authed(req, res, Verb::kWrite);
            if (!who) return;
            auto id = job_access(req, res, *who, Access::kWrite);
            if (!id) return;
@@ -297,7 +290,7 @@ void ApiServer::Routes() {
          });
   s.Get(R"(/api/v1/jobs/(\d+)/logs)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
-          auto who = authed(req, res, "user");
+          auto who = authed(req, res, Verb::kRead);
           if (!who) return;
           auto id = job_access(req, res, *who, Access::kRead);
           if (!id) return;
@@ -315,19 +308,19 @@ void ApiServer::Routes() {
           res.set_content(*data, "text/plain");
         });
   s.Get("/api/v1/nodes", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "user");
+    auto who = authed(req, res, Verb::kRead);
     if (!who) return;
     Reply(res, 200, VisibleNodes(control_->ListNodes(), *who));
   });
   s.Post("/api/v1/apply", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "user");
+    auto who = authed(req, res, Verb::kConfigure);
     if (!who) return;
     auto body = Body(req);
     respond(res, body.ok() ? control_->Apply(*body, *who) : absl::StatusOr<json>(body.status()));
   });
   s.Get(R"(/api/v1/(tenants|projects|queues))",
         [=, this](const httplib::Request& req, httplib::Response& res) {
-          auto who = authed(req, res, "user");
+          auto who = authed(req, res, Verb::kRead);
           if (!who) return;
           std::string kind = req.matches[1].str();
           kind.pop_back();
@@ -335,31 +328,31 @@ void ApiServer::Routes() {
         });
   // Queues: quota, used, borrowed, lent and pending per queue (control_plane_queues.cc).
   s.Get("/api/v1/queues/status", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "user");
+    auto who = authed(req, res, Verb::kRead);
     if (!who) return;
     Reply(res, 200, control_->QueueStatus(*who));
   });
   s.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "admin");
+           auto who = authed(req, res, Verb::kOperate);
            if (!who) return;
            respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(),
                                          static_cast<int>(IntParam(req, "gpu", -1)), *who));
          });
   s.Post(R"(/api/v1/nodes/([^/]+)/credential/revoke)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "admin");
+           auto who = authed(req, res, Verb::kOperate);
            if (who) respond(res, control_->RevokeNodeCredential(req.matches[1].str(), *who));
          });
   s.Post(R"(/api/v1/nodes/([^/]+)/dead)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "user");
+           auto who = authed(req, res, Verb::kOperate);
            if (!who) return;
            respond(res, control_->DeclareDead(req.matches[1].str(), *who));
          });
   s.Post(R"(/api/v1/nodes/([^/]+)/maintenance)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "user");
+           auto who = authed(req, res, Verb::kOperate);
            if (!who) return;
            auto body = Body(req);
            respond(res, body.ok() ? control_->Maintenance(req.matches[1].str(), *body, *who)
@@ -367,7 +360,7 @@ void ApiServer::Routes() {
          });
   s.Post(R"(/api/v1/nodes/([^/]+)/gpus/(\d+)/layout)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "user");
+           auto who = authed(req, res, Verb::kOperate);
            if (!who) return;
            auto body = Body(req);
            int gpu = std::atoi(req.matches[2].str().c_str());
@@ -375,7 +368,7 @@ void ApiServer::Routes() {
                                   : absl::StatusOr<json>(body.status()));
          });
   s.Get(R"(/api/v1/events/(\d+))", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "user");
+    auto who = authed(req, res, Verb::kRead);
     if (!who) return;
     auto seq = IdParam(req);
     auto event = seq.ok() ? control_->Event(*seq) : absl::StatusOr<json>(seq.status());
@@ -385,21 +378,21 @@ void ApiServer::Routes() {
     respond(res, event);
   });
   s.Get("/api/v1/events", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "user");
+    auto who = authed(req, res, Verb::kRead);
     if (!who) return;
     Reply(res, 200,
           VisibleEvents(control_->Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000)),
                         *who));
   });
   s.Post("/api/v1/agents/register", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "agent");
+    auto who = authed(req, res, Verb::kJoin);
     if (!who) return;
     auto body = Body(req);
     respond(res, body.ok() ? control_->Register(*body, *who) : absl::StatusOr<json>(body.status()));
   });
   s.Post("/api/v1/agents/heartbeat",
          [=, this](const httplib::Request& req, httplib::Response& res) {
-           auto who = authed(req, res, "agent");
+           auto who = authed(req, res, Verb::kNodeCall);
            if (!who) return;
            auto body = Body(req);
            auto answer =
@@ -410,7 +403,7 @@ void ApiServer::Routes() {
   // Work pushed to agents: the answer comes when the node's work version passes `after`, or
   // after timeout_ms (at most 30 s). A quarter of the workers at most wait; beyond that, 429.
   s.Get("/api/v1/agents/wait", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "agent");
+    auto who = authed(req, res, Verb::kNodeCall);
     if (!who) return;
     auto after = NonNegativeParam(req, "after", 0);
     if (!after.ok()) return ReplyError(res, after.status());
@@ -423,7 +416,7 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"version", *version}});
   });
   s.Post("/api/v1/agents/logs", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, "agent");
+    auto who = authed(req, res, Verb::kNodeCall);
     if (!who) return;
     auto offset = NonNegativeParam(req, "offset", 0);
     if (!offset.ok()) return ReplyError(res, offset.status());

@@ -66,10 +66,9 @@ class ApiServer {
   // duration at trace level. Called by the scheduling thread only.
   void ReportCycle(const absl::StatusOr<int>& scheduled, const absl::Status& accrued, int64_t us);
   void Harden();
-  // Resolves the bearer token and checks that its role may call ("user", "admin" or "agent");
+  // Resolves the bearer token and asks the authorizer (tenancy.h) whether it may do `verb`;
   // replies with the error and returns nothing otherwise.
-  std::optional<Principal> Authed(const httplib::Request& req, httplib::Response& res,
-                                  const char* role);
+  std::optional<Principal> Authed(const httplib::Request& req, httplib::Response& res, Verb verb);
   // The caller's rate limit: ResourceExhausted when its token has no request left.
   absl::Status Admit(const Principal& who);
 

@@ -51,7 +51,11 @@ ControlPlane::ControlPlane(Store* store, const GpuCatalog* catalog, Options opti
       catalog_(catalog),
       options_(std::move(options)),
       now_(std::move(now)),
-      journal_(store) {}
+      journal_(store),
+      identity_(now_, [this](StoreBatch& batch, const std::string& actor, const std::string& type,
+                             const std::string& subject, const std::string& reason, json details) {
+        Event(batch, actor, type, subject, reason, std::move(details));
+      }) {}
 
 absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Open(Store* store,
                                                                  const GpuCatalog* catalog,
@@ -90,7 +94,7 @@ absl::Status ControlPlane::Load() {
     mode_overrides_[r.id] = ModesFromJson(json::parse(r.json, nullptr, false));
   }
   loaded_us_ = now_();
-  if (absl::Status s = LoadTenancy(); !s.ok()) return s;
+  if (absl::Status s = identity_.Load(*store_); !s.ok()) return s;
   return LoadUtilization();
 }
 
@@ -209,9 +213,9 @@ void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std:
   // Which credential acted: the token id, and the tenant or node it is bound to.
   if (acting && details.is_object() && !details.contains("actor_token")) {
     details["actor_token"] = acting->token_id;
-    details["actor_role"] = acting->role;
+    details["actor_role"] = Name(acting->role);
     if (!acting->tenant.empty()) details["actor_tenant"] = acting->tenant;
-    if (acting->role == "node") details["actor_node"] = acting->name;
+    if (acting->role == Role::kNode) details["actor_node"] = acting->name;
   }
   // ... and the versions of the nodes it ran on ({node: version set id}; the sets are on the node
   // records and in their node.registered / node.versions-changed events).
@@ -465,25 +469,26 @@ bool RanOn(const JobRecord& job, int r, const std::string& node) {
 
 absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
                                      const std::string& bytes, const Principal& who) {
-  if (who.role != "node" && who.role != "admin") {
-    return absl::PermissionDeniedError(
-        "a join token only registers nodes; logs are shipped with the node's credential");
-  }
+  if (absl::Status s = Authorize(who, Verb::kNodeCall); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   // A finished job's log may still be arriving: its record is read from the store.
   std::optional<JobRecord> done;
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) (void)Ended(job, done);  // none: answered below as missing
+  if (it == jobs_.end()) {
+    // None: answered below as missing. A store that cannot be read is not "missing": on a 404
+    // the agent stops shipping those bytes, so it gets the store's error and ships them again.
+    if (absl::Status s = Ended(job, done); !s.ok() && !absl::IsNotFound(s)) return s;
+  }
   const JobRecord* rec = it != jobs_.end() ? &it->second : done ? &*done : nullptr;
   // Another node's replica answers exactly like a missing one.
   if (rec == nullptr || replica < 0 || replica >= static_cast<int>(rec->replicas.size()) ||
-      (who.role == "node" && !RanOn(*rec, replica, who.name))) {
+      (who.role == Role::kNode && !RanOn(*rec, replica, who.name))) {
     return absl::NotFoundError(absl::StrCat("no replica ", replica, " of job ", job));
   }
   const ReplicaRecord& placed = rec->replicas[replica];
   // Late output of an earlier attempt on another node: the log now goes on with the current
   // attempt's, so it is dropped (answered OK, so that the agent stops resending it).
-  if (who.role == "node" && placed.node != who.name) return absl::OkStatus();
+  if (who.role == Role::kNode && placed.node != who.name) return absl::OkStatus();
   std::string path = LogPath(*rec, replica);
   int64_t size = LogSize(*rec, replica);
   // The agent's offset is into this attempt's output (a file shorter than the base: bytes the
@@ -505,7 +510,7 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
   StoreBatch batch;
   JobRecord& truncated = it != jobs_.end() ? it->second : *done;
   LogTruncated(truncated, replica, limit, "server",
-               who.role == "node" ? "agent:" + who.name : who.name, batch);
+               who.role == Role::kNode ? "agent:" + who.name : who.name, batch);
   return Durable(lock, std::move(batch));
 }
 

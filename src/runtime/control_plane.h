@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "ports/store.h"
 #include "runtime/cycle_plan.h"
+#include "runtime/identity.h"
 #include "runtime/journal.h"
 #include "runtime/records.h"
 #include "runtime/scheduler_memory.h"
@@ -56,6 +57,9 @@ class ControlPlane {
     int64_t reclaim_timeout_us = 300'000'000;
     // Called by ScheduleOnce while the core plans, without the lock (tests hold a cycle there).
     std::function<void()> while_planning;
+    // Called by ScheduleOnce while it holds the lock, after the timers (tests: calls that must
+    // never wait for a cycle, such as token checks, are answered meanwhile).
+    std::function<void()> while_locked;
     // The cycle lets go of the lock after reading this many jobs for its plan, and after
     // recording this many explanations of why jobs wait, so that calls are answered meanwhile.
     size_t plan_slice = 4096;
@@ -78,7 +82,7 @@ class ControlPlane {
                                                             Options options, Clock now);
 
   // Tokens are stored as SHA-256 hashes. AddToken registers a bootstrap token (no expiry).
-  absl::Status AddToken(const std::string& token, const std::string& name, const std::string& role);
+  absl::Status AddToken(const std::string& token, const std::string& name, Role role);
   absl::StatusOr<Principal> Authenticate(const std::string& token) const;
   // The credential behind the request this thread serves, set by the API server once it has
   // authenticated the caller (nullopt: none, as in the scheduler loop). Every event this thread
@@ -86,7 +90,8 @@ class ControlPlane {
   // tenant's user) or actor_node (a node credential).
   static void SetActing(std::optional<Principal> who);
 
-  // Tenancy (control_plane_tenancy.cc): users, tokens with expiry, per-tenant access.
+  // Tenancy (control_plane_tenancy.cc): users, tokens with expiry, per-tenant access. Identity
+  // (identity.h) keeps users and tokens; these calls authorize, check configuration and commit.
   absl::StatusOr<nlohmann::json> CreateUser(const nlohmann::json& body, const Principal& who);
   nlohmann::json ListUsers(const Principal& who) const;
   absl::StatusOr<nlohmann::json> RemoveUser(const std::string& name, const Principal& who);
@@ -373,12 +378,10 @@ class ControlPlane {
   std::string LogPath(const JobRecord& job, int replica) const;
   int64_t LogSize(const JobRecord& job, int replica) const;  // bytes stored so far (0: none)
   bool ObjectExists(const std::string& kind, const std::string& name) const;
-  // The node's live credential, or nullptr.
-  const TokenRecord* NodeCredential(const std::string& node) const;
-  // Binds the credential whose SHA-256 is `hash` to `node` (only the hash is stored); its id.
-  std::string BindNodeCredential(const std::string& node, const std::string& hash,
-                                 StoreBatch& batch);
-  absl::Status LoadTenancy();
+  // `answer`, once `batch` is durable; an error answer commits nothing.
+  template <typename T>
+  absl::StatusOr<T> Committed(std::unique_lock<std::mutex>& lock, absl::StatusOr<T> answer,
+                              StoreBatch batch);
   absl::Status LoadUtilization();
 
   // Queues and scheduling (control_plane_queues.cc).
@@ -488,8 +491,9 @@ class ControlPlane {
   Workload workload_;
   absl::flat_hash_map<ReplicaRequest, size_t> workload_index_;
   std::map<std::string, NodeRecord> nodes_;
-  std::map<std::string, TokenRecord> tokens_;  // sha256 hex -> token
-  std::map<std::string, UserRecord> users_;    // name -> user
+  // Users, tokens and node credentials, behind their own lock (token checks never wait for
+  // mu_); written only under mu_, which is taken first.
+  Identity identity_;
   UtilizationLedger utilization_;
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
   std::map<std::pair<std::string, std::string>, nlohmann::json> objects_;  // (kind, name)

@@ -13,27 +13,8 @@ namespace carve {
 
 using json = nlohmann::json;
 
-namespace {
-
-std::string AlreadyJoined(const std::string& node) {
-  return absl::StrCat("node \"", node,
-                      "\" is already joined: its agent authenticates with the node credential in "
-                      "its data directory (node.token), not the join token; an admin releases the "
-                      "name with `carve revoke-node-credential ",
-                      node, "`");
-}
-
-std::string OtherNode(const Principal& who, const std::string& what) {
-  return absl::StrCat("this node credential belongs to node \"", who.name, "\"; it ", what,
-                      " only as that node");
-}
-
-}  // namespace
-
 absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& who) {
-  if (who.role != "agent" && who.role != "node" && who.role != "admin") {
-    return absl::PermissionDeniedError("only agents register nodes");
-  }
+  if (absl::Status s = Authorize(who, Verb::kJoin); !s.ok()) return s;
   if (!body.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
   json with_times = body;
   with_times["registered_us"] = now_();
@@ -42,9 +23,7 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   auto node = NodeRecord::FromJson(with_times);
   if (!node.ok()) return node.status();
   if (node->name.empty()) return absl::InvalidArgumentError("name: a node needs a name");
-  if (who.role == "node" && node->name != who.name) {
-    return absl::PermissionDeniedError(OtherNode(who, "registers"));
-  }
+  if (absl::Status s = ActsAs(who, node->name, "registers"); !s.ok()) return s;
   // The credential a joining agent made and saved before it asked (its SHA-256): bound as the
   // node's, so an agent that dies before it reads the answer still holds it (as a kubelet makes
   // its key before it asks for a certificate). Without one the server makes the credential.
@@ -68,17 +47,12 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  // The same join again (the server died or the answer was lost after the commit, and the agent
-  // retried): the node's live credential is the one proposed, so it is not bound twice.
-  auto mine = tokens_.find(proposed);
-  const bool rejoin = who.role == "agent" && mine != tokens_.end() && mine->second.role == "node" &&
-                      mine->second.name == node->name && !mine->second.revoked;
-  if (who.role == "agent" && !rejoin && NodeCredential(node->name) != nullptr) {
-    return absl::PermissionDeniedError(AlreadyJoined(node->name));
-  }
-  if (who.role == "agent" && !rejoin && mine != tokens_.end()) {  // never rebinds another token
-    return absl::InvalidArgumentError(
-        "node_credential_sha256: that credential is already in use; make a new one");
+  // The join token: the node's credential is bound now, or was by the same join retried.
+  std::optional<std::string> rejoin;
+  if (who.role == Role::kAgent) {
+    auto join = identity_.CheckJoin(node->name, proposed);
+    if (!join.ok()) return join.status();
+    rejoin = *join;
   }
   for (const auto& [index, mode] : mode_overrides_[node->name]) {
     if (index < static_cast<int>(node->gpus.size())) node->gpus[index].mode = mode;
@@ -101,14 +75,14 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
          {"versions", node->versions}});
   json out = node->ToJson();
   if (rejoin) {
-    out["node_credential"] = mine->second.id;
-  } else if (who.role == "agent") {  // the join token: the node gets its own credential
+    out["node_credential"] = *rejoin;
+  } else if (who.role == Role::kAgent) {  // the join token: the node gets its own credential
     std::string secret = proposed.empty() ? "carve_" + RandomHex(32) : "";
     if (proposed.empty() && secret.size() != 70) {
       return absl::InternalError("no randomness for a node credential");
     }
-    out["node_credential"] =
-        BindNodeCredential(node->name, proposed.empty() ? Sha256Hex(secret) : proposed, batch);
+    out["node_credential"] = identity_.BindNodeCredential(
+        node->name, proposed.empty() ? Sha256Hex(secret) : proposed, batch);
     if (!secret.empty()) out["node_token"] = secret;  // shown once
   }
   nodes_[node->name] = *std::move(node);
@@ -335,19 +309,10 @@ json ControlPlane::Assignment(const JobRecord& job, int r) const {
 }
 
 absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& who) {
-  if (who.role == "agent") {
-    return absl::PermissionDeniedError(
-        "a join token only registers nodes; heartbeats use the node credential that "
-        "registration returned (node.token)");
-  }
-  if (who.role != "node" && who.role != "admin") {
-    return absl::PermissionDeniedError("only agents send heartbeats");
-  }
+  if (absl::Status s = Authorize(who, Verb::kNodeCall); !s.ok()) return s;
   if (absl::Status s = CheckHeartbeatBody(body); !s.ok()) return s;
   std::string name = body.value("node", "");
-  if (who.role == "node" && name != who.name) {
-    return absl::PermissionDeniedError(OtherNode(who, "heartbeats"));
-  }
+  if (absl::Status s = ActsAs(who, name, "heartbeats"); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   auto node = nodes_.find(name);
   if (node == nodes_.end()) {
@@ -446,17 +411,8 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
 absl::StatusOr<int64_t> ControlPlane::WaitForWork(const std::string& node, int64_t after,
                                                   int64_t timeout_ms, int max_waiters,
                                                   const Principal& who) {
-  if (who.role == "agent") {
-    return absl::PermissionDeniedError(
-        "a join token only registers nodes; agents wait for work "
-        "with their node credential (node.token)");
-  }
-  if (who.role != "node" && who.role != "admin") {
-    return absl::PermissionDeniedError("only agents wait for work");
-  }
-  if (who.role == "node" && node != who.name) {
-    return absl::PermissionDeniedError(OtherNode(who, "waits for work"));
-  }
+  if (absl::Status s = Authorize(who, Verb::kNodeCall); !s.ok()) return s;
+  if (absl::Status s = ActsAs(who, node, "waits for work"); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   if (nodes_.count(node) == 0) {
     return absl::NotFoundError(absl::StrCat("node \"", node, "\" is not registered"));

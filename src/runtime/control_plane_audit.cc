@@ -44,15 +44,14 @@ json AuditRecord(const StoredEvent& e) {
 
 absl::StatusOr<json> ControlPlane::AuditPage(const AuditQuery& query, const Principal& who,
                                              int64_t after, int64_t limit, int64_t* next) const {
+  if (absl::Status s = Authorize(who, Verb::kReport); !s.ok()) return s;
   AuditQuery q = query;
-  if (who.role == "tenant-admin") {
+  if (who.role == Role::kTenantAdmin) {
     if (q.tenant.empty()) q.tenant = who.tenant;
     if (q.tenant != who.tenant) {
       return absl::PermissionDeniedError(
           absl::StrCat("a tenant-admin exports only its tenant (", who.tenant, ")"));
     }
-  } else if (who.role != "admin") {
-    return absl::PermissionDeniedError("audit export needs the admin or tenant-admin role");
   }
   AwaitCommitted();
   json out = json::array();

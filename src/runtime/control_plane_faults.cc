@@ -80,7 +80,7 @@ void ControlPlane::Liveness(int64_t now, StoreBatch& batch) {
 }
 
 absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Principal& who) {
-  if (who.role != "admin") return absl::PermissionDeniedError("only admins declare nodes dead");
+  if (absl::Status s = Authorize(who, Verb::kOperate); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return absl::NotFoundError("no node \"" + name + "\"");
@@ -161,6 +161,7 @@ bool ControlPlane::Displace(JobRecord& job, const std::string& cause, StoreBatch
 
 absl::StatusOr<json> ControlPlane::Cordon(const std::string& name, const std::string& action,
                                           int gpu, const Principal& who) {
+  if (absl::Status s = Authorize(who, Verb::kOperate); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return absl::NotFoundError("no node \"" + name + "\"");

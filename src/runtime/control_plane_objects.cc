@@ -35,7 +35,7 @@ bool ControlPlane::ObjectExists(const std::string& kind, const std::string& name
 }
 
 absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who) {
-  if (who.role != "admin") return absl::PermissionDeniedError("only admins apply configuration");
+  if (absl::Status s = Authorize(who, Verb::kConfigure); !s.ok()) return s;
   if (!docs.is_array() || docs.empty()) {
     return absl::InvalidArgumentError("expected a non-empty list of documents");
   }

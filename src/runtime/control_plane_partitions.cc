@@ -101,7 +101,7 @@ absl::StatusOr<std::vector<std::string>> ResolveLayout(const GpuCatalog& catalog
 
 absl::StatusOr<json> ControlPlane::Relayout(const std::string& name, int gpu, const json& body,
                                             const Principal& who) {
-  if (who.role != "admin") return absl::PermissionDeniedError("only admins change MIG layouts");
+  if (absl::Status s = Authorize(who, Verb::kOperate); !s.ok()) return s;
   if (!body.is_object() || !body.contains("layout")) {
     return absl::InvalidArgumentError(
         "expected {\"layout\": [\"profile@start\" or \"profile\", ...]}");

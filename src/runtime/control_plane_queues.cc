@@ -85,7 +85,7 @@ absl::Status ControlPlane::CheckProjectQueues(
 }
 
 absl::Status ControlPlane::CheckQueueAccess(const JobSpec& spec, const Principal& who) const {
-  bool admin = who.role == "admin";
+  bool admin = who.role == Role::kAdmin;
   if (admin ? ObjectExists("queue", spec.queue)
             : QueueUsable(objects_, spec.tenant, spec.project, spec.queue)) {
     return absl::OkStatus();
@@ -110,7 +110,7 @@ absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body,
                                                       "; not to \"", spec.queue, "\""));
     }
   }
-  bool capped = who.role != "admin";
+  bool capped = who.role != Role::kAdmin;
   std::vector<PriorityClass> classes = PriorityClasses(objects_);
   std::string name = !spec.priority_class.empty() ? spec.priority_class
                      : capped ? DefaultClass(objects_, spec.tenant, spec.project)
@@ -467,11 +467,11 @@ json ControlPlane::ExplainScheduling(const JobRecord& job) const {
 }
 
 bool ControlPlane::QueueVisible(const std::string& queue, const Principal& who) const {
-  if (who.role == "admin") return true;
+  if (who.role == Role::kAdmin) return true;
   // The queues its project may use (H2's rules, scheduling_grants.h); a tenant-admin's: those of
   // any project of its tenant.
   std::vector<std::string> projects = {who.project};
-  if (who.role == "tenant-admin") {
+  if (who.role == Role::kTenantAdmin) {
     projects = {"default"};
     for (const auto& [key, doc] : objects_) {
       if (key.first == "project" && doc.value("tenant", "") == who.tenant) {

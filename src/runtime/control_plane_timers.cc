@@ -146,7 +146,7 @@ void ControlPlane::TolerateWindows(JobRequest& request, const JobSpec& spec, int
 
 absl::StatusOr<json> ControlPlane::Maintenance(const std::string& name, const json& body,
                                                const Principal& who) {
-  if (who.role != "admin") return absl::PermissionDeniedError("only admins plan maintenance");
+  if (absl::Status s = Authorize(who, Verb::kOperate); !s.ok()) return s;
   if (!body.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
   for (const auto& [k, v] : body.items()) {
     if (k != "starts_in" && k != "lasts" && k != "reason" && k != "cancel") {

@@ -110,7 +110,7 @@ std::string ControlPlane::Metrics(const Principal& who) const {
              {{"tenant", job.spec.tenant}, {"queue", job.spec.queue}, {"job", absl::StrCat(id)}},
              static_cast<double>(now - job.created_us) / 1e6);
   }
-  if (who.role == "admin") {
+  if (who.role == Role::kAdmin) {
     m.Help("carve_reclaims", "gauge", "Replica reclaim records of stored jobs, by outcome");
     for (const auto& [status, n] : reclaims) m.Sample("carve_reclaims", {{"outcome", status}}, n);
   }

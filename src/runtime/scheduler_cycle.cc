@@ -160,6 +160,7 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
   Timers(plan.now, batch);  // leases, idle GPUs, maintenance windows
   ReclaimTimeouts(plan.now, batch);
   CancelUnstarted(plan.now, batch);
+  if (options_.while_locked) options_.while_locked();
   // What the timers changed is committed, and calls answered, before the plan is read.
   if (absl::Status s = Breathe(lock, batch, "timers"); !s.ok()) return s;
   if (absl::Status s = PlanCycle(lock, plan, batch); !s.ok()) return s;

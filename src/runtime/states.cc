@@ -14,6 +14,9 @@ constexpr std::array<absl::string_view, 5> kReplicaStates = {"pending", "running
                                                              "retired", "lost"};
 constexpr std::array<absl::string_view, 3> kNodeRecordStates = {"ready", "not-ready", "dead"};
 constexpr std::array<absl::string_view, 3> kProcessStates = {"running", "defunct", "gone"};
+constexpr std::array<absl::string_view, 6> kRoles = {"admin",  "tenant-admin", "member",
+                                                     "viewer", "agent",        "node"};
+static_assert(kRoles.size() == static_cast<size_t>(Role::kNode) + 1);
 static_assert(kJobStates.size() == static_cast<size_t>(JobState::kPreempted) + 1);
 static_assert(kReplicaStates.size() == static_cast<size_t>(ReplicaState::kLost) + 1);
 static_assert(kNodeRecordStates.size() == static_cast<size_t>(NodeRecordState::kDead) + 1);
@@ -35,6 +38,7 @@ absl::string_view Name(NodeRecordState state) {
   return kNodeRecordStates[static_cast<size_t>(state)];
 }
 absl::string_view Name(ProcessState state) { return kProcessStates[static_cast<size_t>(state)]; }
+absl::string_view Name(Role role) { return kRoles[static_cast<size_t>(role)]; }
 
 std::optional<JobState> ParseJobState(absl::string_view name) {
   return Parse<JobState>(kJobStates, name);
@@ -48,6 +52,7 @@ std::optional<NodeRecordState> ParseNodeRecordState(absl::string_view name) {
 std::optional<ProcessState> ParseProcessState(absl::string_view name) {
   return Parse<ProcessState>(kProcessStates, name);
 }
+std::optional<Role> ParseRole(absl::string_view name) { return Parse<Role>(kRoles, name); }
 
 bool IsFinal(JobState state) {
   switch (state) {

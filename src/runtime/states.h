@@ -42,15 +42,21 @@ enum class NodeRecordState : uint8_t { kReady, kNotReady, kDead };
 // defunct (a zombie the device still lists) or gone.
 enum class ProcessState : uint8_t { kRunning, kDefunct, kGone };
 
+// Who a credential is (tenancy.h, Principal): a person's role (admin, tenant-admin, member,
+// viewer), the join token's (agent) or one node's credential (node).
+enum class Role : uint8_t { kAdmin, kTenantAdmin, kMember, kViewer, kAgent, kNode };
+
 absl::string_view Name(JobState state);
 absl::string_view Name(ReplicaState state);
 absl::string_view Name(NodeRecordState state);
 absl::string_view Name(ProcessState state);
+absl::string_view Name(Role role);
 
 std::optional<JobState> ParseJobState(absl::string_view name);
 std::optional<ReplicaState> ParseReplicaState(absl::string_view name);
 std::optional<NodeRecordState> ParseNodeRecordState(absl::string_view name);
 std::optional<ProcessState> ParseProcessState(absl::string_view name);
+std::optional<Role> ParseRole(absl::string_view name);
 
 // succeeded, failed, cancelled, timed-out, lost or preempted.
 bool IsFinal(JobState state);
@@ -66,6 +72,8 @@ void from_json(const nlohmann::json& j, ReplicaState& state) = delete;
 void from_json(const nlohmann::json& j, NodeRecordState& state) = delete;
 void to_json(nlohmann::json& j, ProcessState state) = delete;
 void from_json(const nlohmann::json& j, ProcessState& state) = delete;
+void to_json(nlohmann::json& j, Role role) = delete;
+void from_json(const nlohmann::json& j, Role& role) = delete;
 
 }  // namespace carve
 

@@ -9,10 +9,19 @@ namespace carve {
 
 using json = nlohmann::json;
 
+namespace {
+
+absl::Status Unreadable(const std::string& what, const json& role) {
+  return absl::DataLossError(absl::StrCat("stored ", what, " is unreadable: role ", role.dump(),
+                                          " is not one this server knows"));
+}
+
+}  // namespace
+
 json UserRecord::ToJson() const {
   return {{"id", id},
           {"name", name},
-          {"role", role},
+          {"role", Name(role)},
           {"tenant", tenant},
           {"project", project},
           {"created_us", created_us},
@@ -20,10 +29,14 @@ json UserRecord::ToJson() const {
           {"removed", removed}};
 }
 
-UserRecord UserRecord::FromJson(const json& j) {
+absl::StatusOr<UserRecord> UserRecord::FromJson(const json& j) {
+  if (!j.is_object()) return absl::DataLossError("stored user is not a JSON object");
   UserRecord u;
   u.name = j.value("name", "");
-  u.role = j.value("role", "");
+  std::optional<Role> role = ParseRole(j.value("role", ""));
+  if (!role || !IsUserRole(*role))
+    return Unreadable("user \"" + u.name + "\"", j.value("role", json()));
+  u.role = *role;
   u.tenant = j.value("tenant", "");
   u.project = j.value("project", "");
   u.created_us = j.value("created_us", int64_t{0});
@@ -41,16 +54,20 @@ json TokenRecord::ToJson() const {
             {"revoked", revoked}};
   if (!user.empty()) j["user"] = user;
   if (!name.empty()) j["name"] = name;
-  if (!role.empty()) j["role"] = role;
+  if (role) j["role"] = Name(*role);
   return j;
 }
 
-TokenRecord TokenRecord::FromJson(const json& j) {
+absl::StatusOr<TokenRecord> TokenRecord::FromJson(const json& j) {
+  if (!j.is_object()) return absl::DataLossError("stored token is not a JSON object");
   TokenRecord t;
   t.id = j.value("id", "");
   t.user = j.value("user", "");
   t.name = j.value("name", "");
-  t.role = j.value("role", "");
+  if (std::string role = j.value("role", ""); !role.empty()) {
+    t.role = ParseRole(role);
+    if (!t.role) return Unreadable("token " + t.id, j["role"]);
+  }
   t.description = j.value("description", "");
   t.created_us = j.value("created_us", int64_t{0});
   t.expires_us = j.value("expires_us", int64_t{0});
@@ -58,8 +75,57 @@ TokenRecord TokenRecord::FromJson(const json& j) {
   return t;
 }
 
-bool IsUserRole(const std::string& role) {
-  return role == "admin" || role == "tenant-admin" || role == "member" || role == "viewer";
+bool IsUserRole(Role role) {
+  return role == Role::kAdmin || role == Role::kTenantAdmin || role == Role::kMember ||
+         role == Role::kViewer;
+}
+
+absl::Status Authorize(const Principal& who, Verb verb) {
+  const Role r = who.role;
+  switch (verb) {
+    case Verb::kRead:
+    case Verb::kWrite:
+      if (IsUserRole(r)) return absl::OkStatus();
+      return absl::PermissionDeniedError(absl::StrCat(
+          "a ", Name(r), " credential cannot call this; it is for people (carve user create)"));
+    case Verb::kConfigure:
+      if (r == Role::kAdmin) return absl::OkStatus();
+      return absl::PermissionDeniedError("only admins apply configuration");
+    case Verb::kOperate:
+      if (r == Role::kAdmin) return absl::OkStatus();
+      return absl::PermissionDeniedError(
+          "only admins operate nodes (cordon, drain, maintenance, layouts, dead nodes, "
+          "credentials)");
+    case Verb::kInspect:
+      if (r == Role::kAdmin) return absl::OkStatus();
+      return absl::PermissionDeniedError("this call needs the admin role");
+    case Verb::kReport:
+      if (r == Role::kAdmin || r == Role::kTenantAdmin) return absl::OkStatus();
+      return absl::PermissionDeniedError(
+          "this call (/metrics, the audit export) needs the admin or tenant-admin role");
+    case Verb::kJoin:
+      if (r == Role::kAgent || r == Role::kNode || r == Role::kAdmin) return absl::OkStatus();
+      return absl::PermissionDeniedError("only agents register nodes (the join token)");
+    case Verb::kNodeCall:
+      if (r == Role::kNode || r == Role::kAdmin) return absl::OkStatus();
+      if (r == Role::kAgent) {
+        return absl::PermissionDeniedError(
+            "a join token only registers nodes; heartbeats, logs and waiting for work use the "
+            "node credential that registration returned (node.token)");
+      }
+      return absl::PermissionDeniedError("only agents call this, with their node's credential");
+  }
+  return absl::PermissionDeniedError("unknown verb");
+}
+
+absl::Status ActsAs(const Principal& who, const std::string& node, const std::string& what) {
+  if (who.role != Role::kNode || who.name == node) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("this node credential belongs to node \"",
+                                                  who.name, "\"; it ", what, " only as that node"));
+}
+
+bool Unlimited(const Principal& who) {
+  return who.role == Role::kAdmin || who.role == Role::kAgent || who.role == Role::kNode;
 }
 
 std::string ReservedUserName(const std::string& name) {
@@ -84,17 +150,17 @@ std::string ReservedUserName(const std::string& name) {
 
 bool Allowed(const Principal& who, Access access, const std::string& tenant,
              const std::string& project) {
-  if (who.role == "admin") return true;
+  if (who.role == Role::kAdmin) return true;
   if (who.tenant.empty() || who.tenant != tenant) return false;
-  if (who.role == "tenant-admin") return true;
+  if (who.role == Role::kTenantAdmin) return true;
   if (who.project.empty() || who.project != project) return false;
-  if (who.role == "member") return access != Access::kAdminister;
-  if (who.role == "viewer") return access == Access::kRead;
+  if (who.role == Role::kMember) return access != Access::kAdminister;
+  if (who.role == Role::kViewer) return access == Access::kRead;
   return false;
 }
 
 bool SeesEvent(const Principal& who, const json& details) {
-  if (who.role == "admin") return true;
+  if (who.role == Role::kAdmin) return true;
   if (!details.is_object()) return false;
   std::string tenant = details.value("tenant", "");
   if (tenant.empty()) return false;  // platform events: admins only
@@ -110,7 +176,7 @@ json VisibleEvents(const json& events, const Principal& who) {
 }
 
 json VisibleNodes(const json& nodes, const Principal& who) {
-  if (who.role == "admin") return nodes;
+  if (who.role == Role::kAdmin) return nodes;
   json out = nodes;
   for (json& n : out) {
     for (const char* key : {"quarantined", "fenced", "cordoned_gpus"}) {
@@ -128,7 +194,7 @@ json VisibleNodes(const json& nodes, const Principal& who) {
 }
 
 json VisibleObjects(const std::string& kind, const json& objects, const Principal& who) {
-  if (who.role == "admin" || kind == "queue") return objects;
+  if (who.role == Role::kAdmin || kind == "queue") return objects;
   json out = json::array();
   for (const json& o : objects) {
     std::string tenant = kind == "tenant" ? o.value("name", "") : o.value("tenant", "default");

@@ -29,7 +29,7 @@ TEST(ApiServerTest, SixteenClientsKeepTheirConnectionsAlive) {
   cp_options.log_dir = (dir / "logs").string();
   auto cp = ControlPlane::Open(store->get(), &catalog, cp_options, [] { return int64_t{1} << 50; });
   ASSERT_TRUE(cp.ok()) << cp.status();
-  ASSERT_TRUE((*cp)->AddToken(kAdminToken, "admin", "admin").ok());
+  ASSERT_TRUE((*cp)->AddToken(kAdminToken, "admin", Role::kAdmin).ok());
   ApiServer::Options options;
   options.port = 0;
   ApiServer api(cp->get(), options);

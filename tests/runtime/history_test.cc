@@ -17,10 +17,10 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int64_t kT0 = 1'800'000'000'000'000;
-const Principal kAdmin{"admin", "admin", "", "", "t-admin", "u-admin"};
-const Principal kAgent{"n1", "node", "", "", "t-node"};
-const Principal kAcme{"ann", "member", "acme", "default", "t-ann", "u-ann"};
-const Principal kGlobex{"gus", "member", "globex", "default", "t-gus", "u-gus"};
+const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin", "u-admin"};
+const Principal kAgent{"n1", Role::kNode, "", "", "t-node"};
+const Principal kAcme{"ann", Role::kMember, "acme", "default", "t-ann", "u-ann"};
+const Principal kGlobex{"gus", Role::kMember, "globex", "default", "t-gus", "u-gus"};
 
 class HistoryTest : public ::testing::Test {
  protected:
@@ -160,10 +160,30 @@ TEST_F(HistoryTest, AFinishedJobIsSeenOnlyByItsTenant) {
   absl::Status other = cp_->CheckJob(a, kGlobex, Access::kRead);
   EXPECT_TRUE(absl::IsNotFound(other)) << other;
   EXPECT_EQ(other.message(), NoJobMessage(a));  // as for a job that does not exist
-  Principal viewer{"vic", "viewer", "acme", "default", "t-vic", "u-vic"};
+  Principal viewer{"vic", Role::kViewer, "acme", "default", "t-vic", "u-vic"};
   EXPECT_TRUE(absl::IsPermissionDenied(cp_->CheckJob(a, viewer, Access::kWrite)));
   EXPECT_EQ(cp_->UsageRecords(0, 0, kAcme).size(), 1u);
   EXPECT_EQ(cp_->UsageRecords(0, 0, kGlobex).size(), 0u);
+}
+
+// A finished job's output may still arrive after the job left memory. When the store cannot be
+// read, the answer must not be "no replica" (404): on that the agent stops shipping those bytes,
+// and they were lost for good because AppendLog dropped the store's error ((void)Ended).
+TEST_F(HistoryTest, LateOutputOfAFinishedJobIsKeptWhenTheStoreCannotBeRead) {
+  int64_t a = Submit("");
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  ASSERT_TRUE(End(a, 0).ok());
+  ASSERT_EQ(cp_->JobsInMemory(), 0u);
+  faulty_->FailReads();
+  absl::Status refused = cp_->AppendLog(a, 0, 0, "late line\n", kAgent);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_FALSE(absl::IsNotFound(refused)) << refused;
+  faulty_->Heal();  // the agent ships the same bytes again
+  ASSERT_TRUE(cp_->AppendLog(a, 0, 0, "late line\n", kAgent).ok());
+  int64_t size = 0;
+  auto log = cp_->ReadLog(a, 0, 0, 1024, &size);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(*log, "late line\n");
 }
 
 // Pages of any size list every job once, in id order, memory's and the store's merged; a tenant's
@@ -204,7 +224,7 @@ TEST_F(HistoryTest, JobsEndingBetweenPagesAreListedOnce) {
   ASSERT_EQ(*cp_->ScheduleOnce(), 4);
   for (const Principal& who : {kAdmin, kAcme}) {
     SCOPED_TRACE(who.name);
-    const std::vector<int64_t>& expected = who.role == "admin" ? all : acme;
+    const std::vector<int64_t>& expected = who.role == Role::kAdmin ? all : acme;
     std::vector<int64_t> listed;
     int64_t after = 0;
     for (int pages = 0; pages < 10; ++pages) {
@@ -213,7 +233,7 @@ TEST_F(HistoryTest, JobsEndingBetweenPagesAreListedOnce) {
       ASSERT_TRUE(page.ok()) << page.status();
       for (int64_t id : Ids(*page)) listed.push_back(id);
       // Between two pages the job the next page starts with ends (from memory to the store).
-      if (who.role == "admin" && pages + 1 < static_cast<int>(all.size())) {
+      if (who.role == Role::kAdmin && pages + 1 < static_cast<int>(all.size())) {
         ASSERT_TRUE(End(all[pages + 1], 0).ok());
       }
       if (next == 0) break;

@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kT0 = 1'800'000'000'000'000;
 constexpr int64_t kSecond = 1'000'000;
-const Principal kAdmin{"admin", "admin", "", "", "t-admin"};
+const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin"};
 
 class ServiceSchedulingTest : public ControlPlaneFixture {
  protected:

@@ -21,7 +21,7 @@ namespace {
 using json = nlohmann::json;
 using ::testing::HasSubstr;
 
-const Principal kAdmin{"admin", "admin", "", "", "t-admin"};
+const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin"};
 constexpr char kAdminToken[] = "store-failure-admin-token";
 
 class StoreFailureTest : public ::testing::Test {
@@ -53,7 +53,7 @@ class StoreFailureTest : public ::testing::Test {
     auto cp = ControlPlane::Open(store, &catalog_, options, [] { return int64_t{1} << 50; });
     ASSERT_TRUE(cp.ok()) << cp.status();
     cp_ = *std::move(cp);
-    ASSERT_TRUE(cp_->AddToken(kAdminToken, "admin", "admin").ok());
+    ASSERT_TRUE(cp_->AddToken(kAdminToken, "admin", Role::kAdmin).ok());
   }
 
   // Serves the API on a free port. The scheduling loop runs only when a submission kicks it.

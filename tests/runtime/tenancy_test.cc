@@ -21,11 +21,11 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 TEST(TenancyTest, RolesReachOnlyTheirTenantAndProject) {
-  Principal admin{"a", "admin", "", "", ""};
-  Principal tadmin{"t", "tenant-admin", "acme", "", ""};
-  Principal member{"m", "member", "acme", "vision", ""};
-  Principal viewer{"v", "viewer", "acme", "vision", ""};
-  Principal agent{"g", "agent", "", "", ""};
+  Principal admin{"a", Role::kAdmin, "", "", ""};
+  Principal tadmin{"t", Role::kTenantAdmin, "acme", "", ""};
+  Principal member{"m", Role::kMember, "acme", "vision", ""};
+  Principal viewer{"v", Role::kViewer, "acme", "vision", ""};
+  Principal agent{"g", Role::kAgent, "", "", ""};
   EXPECT_TRUE(Allowed(admin, Access::kAdminister, "globex", "nlp"));
   EXPECT_TRUE(Allowed(tadmin, Access::kAdminister, "acme", "audio"));
   EXPECT_FALSE(Allowed(tadmin, Access::kRead, "globex", "nlp"));
@@ -35,7 +35,7 @@ TEST(TenancyTest, RolesReachOnlyTheirTenantAndProject) {
   EXPECT_TRUE(Allowed(viewer, Access::kRead, "acme", "vision"));
   EXPECT_FALSE(Allowed(viewer, Access::kWrite, "acme", "vision"));
   EXPECT_FALSE(Allowed(agent, Access::kRead, "acme", "vision"));
-  EXPECT_FALSE(Allowed(Principal{"x", "member", "", "", ""}, Access::kRead, "", ""));
+  EXPECT_FALSE(Allowed(Principal{"x", Role::kMember, "", "", ""}, Access::kRead, "", ""));
   EXPECT_TRUE(SeesEvent(member, {{"tenant", "acme"}, {"project", "vision"}}));
   EXPECT_FALSE(SeesEvent(member, {{"tenant", "acme"}}));
   EXPECT_TRUE(SeesEvent(tadmin, {{"tenant", "acme"}}));
@@ -47,10 +47,10 @@ TEST(TenancyTest, NodesHideWhyAGpuIsOutFromNonAdmins) {
   json nodes = json::array({{{"name", "n1"},
                              {"quarantined", {{"0", "job 17: device-memory: 2048 MiB"}}},
                              {"fenced", {{"1", 18}}}}});
-  json seen = VisibleNodes(nodes, Principal{"m", "member", "acme", "vision", ""});
+  json seen = VisibleNodes(nodes, Principal{"m", Role::kMember, "acme", "vision", ""});
   EXPECT_EQ(seen[0]["quarantined"]["0"], "out of service");
   EXPECT_EQ(seen[0]["fenced"]["1"], "out of service");
-  EXPECT_EQ(VisibleNodes(nodes, Principal{"a", "admin", "", "", ""}), nodes);
+  EXPECT_EQ(VisibleNodes(nodes, Principal{"a", Role::kAdmin, "", "", ""}), nodes);
 }
 
 TEST(TenantPathsTest, WorkdirMustStayInsideTheTenantDirectory) {

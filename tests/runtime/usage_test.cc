@@ -15,8 +15,8 @@ using json = nlohmann::json;
 
 constexpr int64_t kT0 = 1'800'000'000'000'000;  // a whole minute
 constexpr int64_t kMin = 60'000'000;
-const Principal kAdmin{"admin", "admin", "", "", "t-admin"};
-const Principal kAgent{"n1", "node", "", "", "t-node"};  // n1's node credential
+const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin"};
+const Principal kAgent{"n1", Role::kNode, "", "", "t-node"};  // n1's node credential
 
 class UsageTest : public ::testing::Test {
  protected:
@@ -202,7 +202,7 @@ TEST_F(UsageTest, MatrixAndUsageHaveExactFigures) {
   EXPECT_EQ(records[1]["devices"][0]["mig_profile"], "3g.40gb");
   EXPECT_EQ(records[1]["end"], "failed");
   // A tenant's view holds only its own records.
-  Principal acme{"ann", "tenant-admin", "acme", "", "t-ann"};
+  Principal acme{"ann", Role::kTenantAdmin, "acme", "", "t-ann"};
   EXPECT_EQ(cp_->UsageRecords(0, 0, acme).size(), 1u);
   EXPECT_FALSE(cp_->Usage("colour", 0, 0, kAdmin).ok());
 }

@@ -19,6 +19,22 @@ void FaultyStore::FailAllCommits() {
   fail_all_ = true;
 }
 
+void FaultyStore::FailReads() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_reads_ = true;
+}
+
+absl::StatusOr<std::optional<StoredRecord>> FaultyStore::Get(const std::string& kind,
+                                                             const std::string& id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fail_reads_) {
+      return absl::UnavailableError(absl::StrCat("injected read failure (", kind, "/", id, ")"));
+    }
+  }
+  return inner_->Get(kind, id);
+}
+
 void FaultyStore::SlowCommits(absl::Duration delay) {
   std::lock_guard<std::mutex> lock(mu_);
   delay_ = delay;
@@ -28,6 +44,7 @@ void FaultyStore::Heal() {
   std::lock_guard<std::mutex> lock(mu_);
   fail_at_ = fail_after_write_at_ = 0;
   fail_all_ = false;
+  fail_reads_ = false;
   delay_ = absl::ZeroDuration();
 }
 

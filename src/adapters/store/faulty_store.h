@@ -16,7 +16,7 @@ namespace carve {
 // commit that fails (nothing written), a commit that is written but reports a failure (fsync
 // failed after the write: the caller cannot know the outcome), and slow commits. For tests of
 // what the controller does when its store fails (tests/runtime/store_failure_test.cc).
-// Thread-safe. Reads are never faulted.
+// Thread-safe. Reads are faulted only by FailReads (Get; loads, lists and events never).
 class FaultyStore final : public Store {
  public:
   explicit FaultyStore(Store* inner) : inner_(inner) {}
@@ -27,6 +27,8 @@ class FaultyStore final : public Store {
   void FailNthCommitAfterWrite(int64_t n);
   // Every commit from now on fails and writes nothing, until Heal().
   void FailAllCommits();
+  // Every Get fails (Unavailable) until Heal(), as a disk that stopped answering reads.
+  void FailReads();
   // Every commit waits `delay` before it reaches the inner store.
   void SlowCommits(absl::Duration delay);
   // No more faults or delays.
@@ -40,9 +42,7 @@ class FaultyStore final : public Store {
     return inner_->Load(kind);
   }
   absl::StatusOr<std::optional<StoredRecord>> Get(const std::string& kind,
-                                                  const std::string& id) override {
-    return inner_->Get(kind, id);
-  }
+                                                  const std::string& id) override;
   absl::StatusOr<std::vector<StoredRecord>> List(const std::string& kind,
                                                  const std::string& after_id,
                                                  int64_t limit) override {
@@ -68,6 +68,7 @@ class FaultyStore final : public Store {
   int64_t fail_at_ = 0;              // commit number that fails; 0: none
   int64_t fail_after_write_at_ = 0;  // commit number written, then failed; 0: none
   bool fail_all_ = false;
+  bool fail_reads_ = false;
   absl::Duration delay_ = absl::ZeroDuration();
 };
 
