@@ -86,8 +86,10 @@ absl::Status Authorize(const Principal& who, Verb verb) {
     case Verb::kRead:
     case Verb::kWrite:
       if (IsUserRole(r)) return absl::OkStatus();
-      return absl::PermissionDeniedError(absl::StrCat(
-          "a ", Name(r), " credential cannot call this; it is for people (carve user create)"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("this call needs a person's role (admin, tenant-admin, member or viewer); "
+                       "the caller's is ",
+                       Name(r)));
     case Verb::kConfigure:
       if (r == Role::kAdmin) return absl::OkStatus();
       return absl::PermissionDeniedError("only admins apply configuration");

@@ -127,3 +127,93 @@ TEST(AuthorizerTest, EachVerbAllowsItsRolesOnly) {
 
 }  // namespace
 }  // namespace carve
+
+namespace carve {
+namespace {
+
+// Identity on its own, on a virtual clock: what each write puts into the batch, and when a token
+// stops working.
+class IdentityServiceTest : public ::testing::Test {
+ protected:
+  IdentityServiceTest()
+      : identity_([this] { return now_; },
+                  [this](StoreBatch&, const std::string& actor, const std::string& type,
+                         const std::string& subject, const std::string&,
+                         json) { events_.push_back(type + " " + subject + " by " + actor); }) {}
+
+  // A user `name` of tenant acme, project vision, made by the bootstrap admin.
+  void AddUser(const std::string& name, const std::string& role) {
+    json body = {{"name", name}, {"role", role}, {"tenant", "acme"}};
+    if (role != "tenant-admin") body["project"] = "vision";
+    auto user = Identity::NewUser(body, kAdmin);
+    ASSERT_TRUE(user.ok()) << user.status();
+    StoreBatch batch;
+    ASSERT_TRUE(identity_.CreateUser(*user, kAdmin, batch).ok());
+    EXPECT_EQ(batch.puts.size(), 1u);
+  }
+  // A token for `user`, as `who`; its secret.
+  std::string Token(const std::string& user, const Principal& who, const std::string& life) {
+    StoreBatch batch;
+    auto made = identity_.CreateToken({{"user", user}, {"expires_in", life}}, who, batch);
+    EXPECT_TRUE(made.ok()) << made.status();
+    return made.ok() ? (*made)["token"].get<std::string>() : "";
+  }
+
+  int64_t now_ = 1'700'000'000'000'000;
+  std::vector<std::string> events_;
+  Identity identity_;
+};
+
+TEST_F(IdentityServiceTest, ATokenWorksUntilItExpiresAndNotAfterItsUserIsRemoved) {
+  ASSERT_NO_FATAL_FAILURE(AddUser("ann", "member"));
+  std::string secret = Token("ann", kAdmin, "2h");
+  auto ann = identity_.Authenticate(secret);
+  ASSERT_TRUE(ann.ok()) << ann.status();
+  EXPECT_EQ(ann->role, Role::kMember);
+  EXPECT_EQ(ann->tenant, "acme");
+  now_ += int64_t{2} * 3600 * 1'000'000 - 1;  // the last microsecond of its life
+  EXPECT_TRUE(identity_.Authenticate(secret).ok());
+  now_ += 1;
+  EXPECT_TRUE(absl::IsUnauthenticated(identity_.Authenticate(secret).status()));
+
+  std::string fresh = Token("ann", kAdmin, "1h");
+  StoreBatch batch;
+  auto removed = identity_.RemoveUser("ann", kAdmin, batch);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ((*removed)["tokens_revoked"], 2);
+  EXPECT_EQ(batch.puts.size(), 3u);  // the user and its two tokens
+  EXPECT_TRUE(absl::IsUnauthenticated(identity_.Authenticate(fresh).status()));
+  EXPECT_EQ(events_.back(), "user.removed user/ann by user:admin");
+}
+
+TEST_F(IdentityServiceTest, ATokenCannotOutliveTheTokenThatMadeIt) {
+  ASSERT_NO_FATAL_FAILURE(AddUser("ann", "member"));
+  std::string parent = Token("ann", kAdmin, "1h");
+  auto ann = identity_.Authenticate(parent);
+  ASSERT_TRUE(ann.ok());
+  StoreBatch batch;
+  auto longer = identity_.CreateToken({{"expires_in", "2h"}}, *ann, batch);
+  EXPECT_TRUE(absl::IsInvalidArgument(longer.status())) << longer.status();
+  EXPECT_TRUE(batch.puts.empty());  // a refused write puts nothing into the batch
+  auto capped = identity_.CreateToken(json::object(), *ann, batch);  // left out: capped
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ((*capped)["expires_us"], now_ + int64_t{3600} * 1'000'000);
+}
+
+TEST_F(IdentityServiceTest, ATenantAdminManagesItsTenantOnly) {
+  ASSERT_NO_FATAL_FAILURE(AddUser("tom", "tenant-admin"));
+  auto tom = identity_.Authenticate(Token("tom", kAdmin, "1h"));
+  ASSERT_TRUE(tom.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      Identity::NewUser({{"name", "root2"}, {"role", "admin"}, {"tenant", ""}}, *tom).status()));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      Identity::NewUser({{"name", "gus"}, {"tenant", "globex"}, {"project", "p"}}, *tom).status()));
+  auto ok = Identity::NewUser({{"name", "amy"}, {"project", "vision"}}, *tom);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->tenant, "acme");  // a tenant-admin's users default to its tenant
+  StoreBatch batch;
+  EXPECT_TRUE(absl::IsNotFound(identity_.RemoveUser("nobody", *tom, batch).status()));
+}
+
+}  // namespace
+}  // namespace carve
