@@ -8,12 +8,15 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -48,8 +51,8 @@ void Fill(Store& store, int first, int count, JobState state) {
   }
 }
 
-// A control plane whose store holds `finished` succeeded jobs, one registered node with eight
-// H200s, and one running job on it.
+// A control plane whose store holds `finished` succeeded jobs and `queued` queued ones, one
+// registered node with eight H200s, and one running job on it.
 struct Fixture {
   std::filesystem::path dir;
   GpuCatalog catalog = GpuCatalog::BuiltIn();
@@ -57,11 +60,12 @@ struct Fixture {
   std::unique_ptr<ControlPlane> cp;
   int64_t now = 1'700'000'000'000'000;
 
-  explicit Fixture(int finished) {
+  explicit Fixture(int finished, int queued = 0) {
     char tmpl[] = "/tmp/carve-control-bench-XXXXXX";
     dir = mkdtemp(tmpl);
     store = *OpenSqliteStore((dir / "carve.db").string());
     Fill(*store, 1, finished, JobState::kSucceeded);
+    Fill(*store, finished + 1, queued, JobState::kQueued);
     ControlPlane::Options options;
     options.log_dir = (dir / "logs").string();
     options.node_timeout_us = 3600 * 1'000'000LL;
@@ -121,6 +125,80 @@ void SchedulingCycle(benchmark::State& state) {
 }
 BENCHMARK(SchedulingCycle)->Arg(0)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMicrosecond);
 
+// What a reader of the controller's state costs with `range(0)` queued jobs: /metrics, the queue
+// status, the node list and usage. Each holds the control plane's lock for about its whole
+// duration, so every other call waits that long behind it.
+std::map<int, std::unique_ptr<Fixture>>& QueuedFixtures() {
+  static auto* fixtures = new std::map<int, std::unique_ptr<Fixture>>;
+  return *fixtures;
+}
+Fixture& QueuedFixture(int queued) {
+  auto& f = QueuedFixtures()[queued];
+  if (!f) f = std::make_unique<Fixture>(0, queued);
+  return *f;
+}
+
+void ReadMetrics(benchmark::State& state) {
+  Fixture& f = QueuedFixture(static_cast<int>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(f.cp->Metrics(kAdmin));
+  state.counters["queued_jobs"] = static_cast<double>(state.range(0));
+}
+BENCHMARK(ReadMetrics)->Arg(1000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void ReadQueueStatus(benchmark::State& state) {
+  Fixture& f = QueuedFixture(static_cast<int>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(f.cp->QueueStatus(kAdmin));
+  state.counters["queued_jobs"] = static_cast<double>(state.range(0));
+}
+BENCHMARK(ReadQueueStatus)->Arg(1000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+void ReadUsage(benchmark::State& state) {
+  Fixture& f = QueuedFixture(static_cast<int>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(f.cp->Usage("tenant", 0, 0, kAdmin));
+  state.counters["queued_jobs"] = static_cast<double>(state.range(0));
+}
+BENCHMARK(ReadUsage)->Arg(1000)->Arg(100000)->Unit(benchmark::kMillisecond);
+
+// How long a call that takes the control plane's lock (JobsInMemory: nothing but the lock) waits
+// while another thread reads every 20 ms (range(0): 0 /metrics, 1 queue status, 2 usage) with
+// 100,000 queued jobs: the time a reader makes every other call wait. Mean per call; max_us the
+// longest wait seen.
+void WaitBehindReader(benchmark::State& state) {
+  Fixture& f = QueuedFixture(100000);
+  std::atomic<bool> stop{false};
+  const int reader = static_cast<int>(state.range(0));
+  std::thread loop([&] {
+    while (!stop) {
+      if (reader == 0) benchmark::DoNotOptimize(f.cp->Metrics(kAdmin));
+      if (reader == 1) benchmark::DoNotOptimize(f.cp->QueueStatus(kAdmin));
+      if (reader == 2) benchmark::DoNotOptimize(f.cp->Usage("tenant", 0, 0, kAdmin));
+      // A pause between reads (a scraper's interval, shortened): back to back, the reader would
+      // take the lock again at once and starve the caller (std::mutex is not fair).
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  double max_us = 0;
+  for (auto _ : state) {
+    auto start = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(f.cp->JobsInMemory());
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(s);
+    max_us = std::max(max_us, s * 1e6);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a call every millisecond
+  }
+  stop = true;
+  loop.join();
+  state.counters["max_us"] = max_us;
+  state.SetLabel(reader == 0 ? "metrics" : reader == 1 ? "queue status" : "usage");
+}
+BENCHMARK(WaitBehindReader)
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseManualTime()
+    ->Iterations(500)
+    ->Unit(benchmark::kMicrosecond);
+
 // A server restart: open the store and load it, with `range(0)` jobs in the store of which
 // `range(1)` are active (queued; the rest succeeded). Wall time of ControlPlane::Open.
 void Restart(benchmark::State& state) {
@@ -165,5 +243,6 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   carve::Fixtures().clear();  // removes their stores
+  carve::QueuedFixtures().clear();
   return 0;
 }

@@ -495,20 +495,18 @@ json ControlPlane::QueueStatus(const Principal& who) const {
     const JobRecord& job = *active.job;
     const JobRequest* cached = RequestOf(job);
     if (cached == nullptr || IsFinal(job.state)) continue;
-    std::optional<JobRequest> request = *cached;
-    // What it holds (a service's replicas being placed: not yet).
-    if (job.state != JobState::kQueued) {
-      request->replicas = static_cast<int>(
-          std::count_if(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& r) {
-            return !r.node.empty() && r.state != ReplicaState::kRetired;
-          }));
-    }
-    ResourceList charge = RequestCharge(*request, *catalog_);
-    if (job.state == JobState::kQueued) {
+    if (job.state == JobState::kQueued) {  // the cached request, not a copy per queued job
       ++pending[job.spec.queue];
-      AddResources(waiting[job.spec.queue], charge);
+      AddResources(waiting[job.spec.queue], RequestCharge(*cached, *catalog_));
       continue;
     }
+    // What it holds (a service's replicas being placed: not yet).
+    std::optional<JobRequest> request = *cached;
+    request->replicas = static_cast<int>(
+        std::count_if(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& r) {
+          return !r.node.empty() && r.state != ReplicaState::kRetired;
+        }));
+    ResourceList charge = RequestCharge(*request, *catalog_);
     if (request->replica.gpu.mode == DeliveryMode::kExclusive &&
         request->replica.allowed_models.size() != 1) {
       for (const ReplicaRecord& r : job.replicas) {

@@ -35,7 +35,7 @@ struct Held {
 // Every device hold of a job: earlier attempts (kept in `attempts`) and the current one.
 std::vector<Held> Holds(const JobRecord& job, int64_t now) {
   std::vector<Held> out;
-  const json attempts = job.attempts;
+  const json& attempts = job.attempts;
   for (const json& a : attempts) {
     const json replicas = a.value("replicas", json::array());
     for (const json& r : replicas) {
@@ -166,14 +166,17 @@ bool Figures(json& r, int64_t since_us, int64_t until_us) {
 
 json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const {
   std::map<std::pair<int64_t, int>, json> records;  // (job, attempt)
-  std::set<int64_t> live;
+  std::vector<int64_t> live;                        // in id order (jobs_ is)
   int64_t now = 0;
   {
     // Jobs in memory first: one that ends meanwhile is in the store by the time it leaves memory.
     std::lock_guard<std::mutex> lock(mu_);
     now = now_();
+    live.reserve(jobs_.size());
     for (const auto& [id, job] : jobs_) {
-      live.insert(id);
+      live.push_back(id);
+      // Never held a device: no rows (most of a long queue).
+      if (job.scheduled_us == 0 && job.attempts.empty()) continue;
       if (!Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) continue;
       for (json& r : UsageRows(job, now)) {
         int attempt = r["attempt"];
@@ -185,7 +188,10 @@ json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Princi
   // Finished jobs' rows, written when they ended (ids order them by the end of their hold).
   ForEachStored("usage", UsageRowsFrom(since_us), [&](const StoredRecord& s) {
     json r = json::parse(s.json, nullptr, false);
-    if (!r.is_object() || live.count(r.value("job", int64_t{0}))) return;
+    if (!r.is_object() ||
+        std::binary_search(live.begin(), live.end(), r.value("job", int64_t{0}))) {
+      return;
+    }
     if (!Allowed(who, Access::kRead, r.value("tenant", ""), r.value("project", ""))) return;
     records.try_emplace({r.value("job", int64_t{0}), r.value("attempt", 0)}, std::move(r));
   });
@@ -361,7 +367,10 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
   // it).
   ForEachStored("usage", UsageRowsFrom(from), [&](const StoredRecord& s) {
     json r = json::parse(s.json, nullptr, false);
-    if (!r.is_object() || live.count(r.value("job", int64_t{0}))) return;
+    if (!r.is_object() ||
+        std::binary_search(live.begin(), live.end(), r.value("job", int64_t{0}))) {
+      return;
+    }
     double overlap =
         Overlap(r.value("held_from_us", int64_t{0}), r.value("held_to_us", int64_t{0}), from, to);
     for (const json& d : r.value("devices", json::array())) {

@@ -48,12 +48,11 @@ absl::StatusOr<int64_t> Lifetime(const std::string& text) {
   return us;
 }
 
-// When the token with public id `id` expires (0: never, or no such token).
-int64_t ExpiryOf(const std::map<std::string, TokenRecord>& tokens, const std::string& id) {
-  for (const auto& [hash, t] : tokens) {
-    if (t.id == id) return t.expires_us;
-  }
-  return 0;
+// When the token whose SHA-256 is `hash` expires (0: never, or no such token). By the full hash:
+// a public id (12 digits) may be shared by a credential a join proposed before ids were checked.
+int64_t ExpiryOf(const std::map<std::string, TokenRecord>& tokens, const std::string& hash) {
+  auto it = tokens.find(hash);
+  return it == tokens.end() ? 0 : it->second.expires_us;
 }
 
 std::string LeftText(int64_t us) {
@@ -74,11 +73,13 @@ absl::Status StringFields(const json& body, const std::vector<std::string>& know
   return absl::OkStatus();
 }
 
-// Whether `who` sees (and may revoke) token `t` of a user in `tenant`.
-bool SeesToken(const Principal& who, const TokenRecord& t, const std::string& tenant) {
+// Whether `who` sees (and may revoke) a token of `owner` (null: a bootstrap token or a node
+// credential, which only admins see).
+bool SeesToken(const Principal& who, const UserRecord* owner) {
   return who.role == Role::kAdmin ||
-         (who.role == Role::kTenantAdmin && !tenant.empty() && tenant == who.tenant) ||
-         (!t.user.empty() && t.user == who.name && IsUserRole(who.role));
+         (owner != nullptr && who.role == Role::kTenantAdmin && !owner->tenant.empty() &&
+          owner->tenant == who.tenant) ||
+         (owner != nullptr && owner->id == who.user_id && IsUserRole(who.role));
 }
 
 }  // namespace
@@ -127,14 +128,11 @@ absl::StatusOr<Principal> Identity::Authenticate(const std::string& token) const
   }
   if (t.user.empty()) {
     if (!t.role) return absl::UnauthenticatedError("the token names no user and no role");
-    return Principal{t.name, *t.role, "", "", t.id, "token-" + t.id};
+    return Principal{t.name, *t.role, "", "", t.id, "token-" + t.id, hash};
   }
-  auto user = users_.find(t.user);
-  if (user == users_.end() || user->second.removed) {
-    return absl::UnauthenticatedError("the token's user was removed");
-  }
-  const UserRecord& u = user->second;
-  return Principal{u.name, u.role, u.tenant, u.project, t.id, u.id};
+  const UserRecord* u = OwnerOf(t);
+  if (u == nullptr || u->removed) return absl::UnauthenticatedError("the token's user was removed");
+  return Principal{u->name, u->role, u->tenant, u->project, t.id, u->id, hash};
 }
 
 bool Identity::AddBootstrap(const std::string& token, const std::string& name, Role role,
@@ -283,7 +281,7 @@ absl::StatusOr<json> Identity::CreateToken(const json& body, const Principal& wh
   // A token cannot outlive the token that creates it (M3: a 1-day token minted a 366-day one).
   // Bootstrap tokens never expire. Left out, the lifetime is capped; asked for, it is refused.
   int64_t now = now_();
-  int64_t parent_expires = ExpiryOf(tokens_, who.token_id);
+  int64_t parent_expires = ExpiryOf(tokens_, who.token_hash);
   if (parent_expires != 0 && now + *life > parent_expires) {
     int64_t left = parent_expires - now;
     if (!expires_in.empty()) {
@@ -323,9 +321,16 @@ absl::StatusOr<json> Identity::CreateToken(const json& body, const Principal& wh
   return out;
 }
 
-std::string Identity::TenantOf(const TokenRecord& t) const {
+const UserRecord* Identity::OwnerOf(const TokenRecord& t) const {
   auto u = users_.find(t.user);
-  return u == users_.end() ? "" : u->second.tenant;
+  // A token made before the user of that name was (re-)created is the removed one's.
+  if (u == users_.end() || t.created_us < u->second.created_us) return nullptr;
+  return &u->second;
+}
+
+std::string Identity::TenantOf(const TokenRecord& t) const {
+  const UserRecord* u = OwnerOf(t);
+  return u == nullptr ? "" : u->tenant;
 }
 
 json Identity::ListTokens(const Principal& who) const {
@@ -333,9 +338,9 @@ json Identity::ListTokens(const Principal& who) const {
   json out = json::array();
   for (const auto& [hash, t] : tokens_) {
     std::string tenant = TenantOf(t);
-    if (!SeesToken(who, t, tenant)) continue;
+    if (!SeesToken(who, OwnerOf(t))) continue;
     json j = t.ToJson();
-    if (auto u = users_.find(t.user); u != users_.end()) j["role"] = Name(u->second.role);
+    if (const UserRecord* u = OwnerOf(t)) j["role"] = Name(u->role);
     j["tenant"] = tenant;
     out.push_back(j);
   }
@@ -345,10 +350,21 @@ json Identity::ListTokens(const Principal& who) const {
 absl::StatusOr<json> Identity::RevokeToken(const std::string& id, const Principal& who,
                                            StoreBatch& batch) {
   std::unique_lock<std::shared_mutex> lock(mu_);
+  // Ids are unique since joins are checked (CheckJoin); a store from before may hold a node
+  // credential that copied another token's id. Never a silent pick among those the caller sees.
+  int seen = 0;
+  for (const auto& [hash, t] : tokens_) {
+    if (t.id == id && SeesToken(who, OwnerOf(t))) ++seen;
+  }
+  if (seen > 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(seen, " tokens have id ", id,
+                     "; revoke node credentials by node (carve revoke-node-credential) first"));
+  }
   for (auto& [hash, t] : tokens_) {
     if (t.id != id) continue;
     std::string tenant = TenantOf(t);
-    if (!SeesToken(who, t, tenant)) break;
+    if (!SeesToken(who, OwnerOf(t))) continue;
     if (t.revoked) return absl::FailedPreconditionError("token " + id + " is already revoked");
     t.revoked = true;
     batch.puts.push_back({"token", hash, t.ToJson().dump()});
@@ -357,6 +373,13 @@ absl::StatusOr<json> Identity::RevokeToken(const std::string& id, const Principa
     return t.ToJson();
   }
   return absl::NotFoundError("no token " + id + "; `carve token ls` lists them");
+}
+
+bool Identity::IdTaken(const std::string& id) const {
+  for (const auto& [hash, t] : tokens_) {
+    if (t.id == id) return true;
+  }
+  return false;
 }
 
 const TokenRecord* Identity::NodeCredential(const std::string& node) const {
@@ -387,6 +410,13 @@ absl::StatusOr<std::optional<std::string>> Identity::CheckJoin(const std::string
   if (mine != tokens_.end()) {  // never rebinds another token
     return absl::InvalidArgumentError(
         "node_credential_sha256: that credential is already in use; make a new one");
+  }
+  // The joining agent chooses the hash, and its first 12 digits become the public id that people
+  // revoke tokens by: one copying another token's id (the join token's own, whose holder can
+  // hash it) would shadow that token (red team, IdentityRedTeamTest).
+  if (!proposed.empty() && IdTaken(proposed.substr(0, 12))) {
+    return absl::InvalidArgumentError(
+        "node_credential_sha256: its first 12 digits are another token's id; make a new one");
   }
   return std::optional<std::string>();
 }

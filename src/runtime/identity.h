@@ -73,8 +73,12 @@ class Identity {
 
  private:
   const TokenRecord* NodeCredential(const std::string& node) const;  // under mu_
+  // The user a token belongs to: the user of its name, unless that user was created after the
+  // token (a removed user's name taken again). Null for bootstrap tokens and node credentials.
+  const UserRecord* OwnerOf(const TokenRecord& t) const;  // under mu_
   // The tenant of the token's user ("" for bootstrap tokens and node credentials).
   std::string TenantOf(const TokenRecord& t) const;  // under mu_
+  bool IdTaken(const std::string& id) const;         // under mu_
 
   Clock now_;
   Recorder record_;

@@ -31,19 +31,25 @@ json UserRecord::ToJson() const {
 
 absl::StatusOr<UserRecord> UserRecord::FromJson(const json& j) {
   if (!j.is_object()) return absl::DataLossError("stored user is not a JSON object");
-  UserRecord u;
-  u.name = j.value("name", "");
-  std::optional<Role> role = ParseRole(j.value("role", ""));
-  if (!role || !IsUserRole(*role))
-    return Unreadable("user \"" + u.name + "\"", j.value("role", json()));
-  u.role = *role;
-  u.tenant = j.value("tenant", "");
-  u.project = j.value("project", "");
-  u.created_us = j.value("created_us", int64_t{0});
-  u.created_by = j.value("created_by", "");
-  u.removed = j.value("removed", false);
-  u.id = j.value("id", "");
-  return u;
+  try {
+    UserRecord u;
+    u.name = j.value("name", "");
+    u.removed = j.value("removed", false);
+    std::optional<Role> role = ParseRole(j.value("role", ""));
+    // A removed user never authenticates: a role this server cannot read does not matter there.
+    if ((!role || !IsUserRole(*role)) && !u.removed) {
+      return Unreadable("user \"" + u.name + "\"", j.value("role", json()));
+    }
+    u.role = role && IsUserRole(*role) ? *role : Role::kViewer;
+    u.tenant = j.value("tenant", "");
+    u.project = j.value("project", "");
+    u.created_us = j.value("created_us", int64_t{0});
+    u.created_by = j.value("created_by", "");
+    u.id = j.value("id", "");
+    return u;
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat("stored user is unreadable: ", e.what()));
+  }
 }
 
 json TokenRecord::ToJson() const {
@@ -60,19 +66,24 @@ json TokenRecord::ToJson() const {
 
 absl::StatusOr<TokenRecord> TokenRecord::FromJson(const json& j) {
   if (!j.is_object()) return absl::DataLossError("stored token is not a JSON object");
-  TokenRecord t;
-  t.id = j.value("id", "");
-  t.user = j.value("user", "");
-  t.name = j.value("name", "");
-  if (std::string role = j.value("role", ""); !role.empty()) {
-    t.role = ParseRole(role);
-    if (!t.role) return Unreadable("token " + t.id, j["role"]);
+  try {
+    TokenRecord t;
+    t.id = j.value("id", "");
+    t.user = j.value("user", "");
+    t.name = j.value("name", "");
+    t.revoked = j.value("revoked", false);
+    if (std::string role = j.value("role", ""); !role.empty()) {
+      t.role = ParseRole(role);
+      // A revoked token never authenticates: its role does not matter.
+      if (!t.role && !t.revoked) return Unreadable("token " + t.id, j["role"]);
+    }
+    t.description = j.value("description", "");
+    t.created_us = j.value("created_us", int64_t{0});
+    t.expires_us = j.value("expires_us", int64_t{0});
+    return t;
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat("stored token is unreadable: ", e.what()));
   }
-  t.description = j.value("description", "");
-  t.created_us = j.value("created_us", int64_t{0});
-  t.expires_us = j.value("expires_us", int64_t{0});
-  t.revoked = j.value("revoked", false);
-  return t;
 }
 
 bool IsUserRole(Role role) {

@@ -28,6 +28,9 @@ struct Principal {
   // Stable for the life of the user (a re-created user of the same name gets another); a
   // bootstrap token's principal has "token-" + its token id.
   std::string user_id = {};
+  // The token's full SHA-256 (the key it is stored under): what Identity looks the caller's own
+  // token up by. token_id is only its first 12 digits, for people and the audit to read.
+  std::string token_hash = {};
 };
 
 // A person or service account. Stored as kind "user", id = name.
