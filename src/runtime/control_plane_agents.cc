@@ -367,6 +367,9 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     }
     JobRecord& job = it->second;
     ApplyReport(job, r, report, name, batch);
+    // An exit that ended a displaced attempt requeued the job (Recover clears its replicas):
+    // the replica's record is gone, and the rest of its report has nothing left to apply to.
+    if (r >= static_cast<int>(job.replicas.size())) continue;
     ApplyLogReport(job, r, report, name, batch);
     bool failed_sibling = false;
     for (const ReplicaRecord& rep : job.replicas) {

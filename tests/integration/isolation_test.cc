@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "integration/harness.h"
+#include "integration/sanitized.h"
 
 namespace carve::it {
 namespace {
@@ -164,6 +165,9 @@ TEST_F(IsolationTest, ATenantsJobCannotReachAnotherTenantOrTheServer) {
   WaitFinal(vid);
 }
 
+// The job's memory limit in AJobCannotLoosenItsCgroupLimits: its monitor must fit in it.
+constexpr int64_t kLimitMiB = kSanitized ? 1024 : 64;
+
 // A job writing its own memory limit and CPU quota, and moving itself out of its cgroup, is
 // denied; the limits stay as Carve set them.
 TEST_F(IsolationTest, AJobCannotLoosenItsCgroupLimits) {
@@ -175,16 +179,17 @@ TEST_F(IsolationTest, AJobCannotLoosenItsCgroupLimits) {
       "&& echo ${d%/}; done; }; m=$(mine memory); c=$(mine cpu); "
       "[ -e \"$m/memory.limit_in_bytes\" ] && [ -e \"$c/cpu.cfs_quota_us\" ] || "
       "{ echo NOCGROUP; exit 0; }; "
-      "echo 268435456 > $m/memory.limit_in_bytes && echo ALLOWED memory; "
+      "echo $LOOSER > $m/memory.limit_in_bytes && echo ALLOWED memory; "
       "echo -1 > $c/cpu.cfs_quota_us && echo ALLOWED cpu; "
       "echo $$ > /sys/fs/cgroup/memory/cgroup.procs && echo ALLOWED leave; "
       "echo mem=$(cat $m/memory.limit_in_bytes) cpu=$(cat $c/cpu.cfs_quota_us); "
       "echo still-in=$(mine memory)",
-      {{"resources", {{"cpu", "500m"}, {"memory", "64Mi"}}}});
+      {{"resources", {{"cpu", "500m"}, {"memory", absl::StrCat(kLimitMiB, "Mi")}}},
+       {"env", {{"LOOSER", absl::StrCat(4 * kLimitMiB << 20)}}}});
   if (out.find("NOCGROUP") != std::string::npos)
     GTEST_SKIP() << "no cgroup v1 cpu+memory here: " << out;
   EXPECT_THAT(out, Not(HasSubstr("ALLOWED"))) << out;
-  EXPECT_THAT(out, HasSubstr("mem=67108864 cpu=50000")) << out;
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("mem=", kLimitMiB << 20, " cpu=50000"))) << out;
   EXPECT_THAT(out, HasSubstr("still-in=/sys/fs/cgroup/memory/carve/")) << out;
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "integration/harness.h"
+#include "integration/sanitized.h"
 
 namespace carve {
 namespace {
@@ -67,6 +68,11 @@ TEST_F(PlatformTest, IdleGpusAreFlaggedAndStoppedWhereTheQueueSaysSo) {
   EXPECT_EQ(Job(busy)["idle_flagged_us"], 0);
 }
 
+// A sanitized job monitor takes about half a second to start (ASan, on 2 busy cores): the short
+// job gets room to end inside its max_runtime, and the window starts late enough for it.
+constexpr const char* kWindowIn = kSanitized ? "6s" : "3s";
+constexpr const char* kShortRuntime = kSanitized ? "3s" : "1s";
+
 TEST_F(PlatformTest, MaintenanceWindowKeepsLongJobsOffThenDrainsAndReturns) {
   // Already on gpu-a (its L40S are the only ones) when the window is planned.
   int64_t early = Submit(
@@ -78,7 +84,7 @@ TEST_F(PlatformTest, MaintenanceWindowKeepsLongJobsOffThenDrainsAndReturns) {
   EXPECT_TRUE(Node("gpu-a")["maintenance"].is_null()) << "a refused window changed the node";
   ASSERT_TRUE(Api()
                   .Post("/api/v1/nodes/gpu-a/maintenance",
-                        json{{"starts_in", "3s"}, {"lasts", "2s"}, {"reason", "firmware"}})
+                        json{{"starts_in", kWindowIn}, {"lasts", "2s"}, {"reason", "firmware"}})
                   .ok());
   auto h200 = [](const json& extra) {
     json spec = {{"command", {"sleep", "60"}},
@@ -91,7 +97,8 @@ TEST_F(PlatformTest, MaintenanceWindowKeepsLongJobsOffThenDrainsAndReturns) {
   EXPECT_EQ(Job(first)["replicas"][0]["node"], "gpu-b")
       << "an unbounded job landed before a window";
   int64_t waits = Submit(h200(json::object()))["id"];
-  int64_t short_job = Submit(h200({{"max_runtime", "1s"}, {"command", {"sleep", "0.2"}}}))["id"];
+  int64_t short_job =
+      Submit(h200({{"max_runtime", kShortRuntime}, {"command", {"sleep", "0.2"}}}))["id"];
   json quick = WaitFinal(short_job);
   EXPECT_EQ(quick["state"], "succeeded");
   EXPECT_EQ(quick["replicas"][0]["node"], "gpu-a") << "a job that ends in time may use the node";

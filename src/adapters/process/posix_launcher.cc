@@ -53,6 +53,15 @@ constexpr milliseconds kCleanupWait(1000);  // how long Cleanup waits for a cgro
 // The child's stack between clone and exec: it needs a few KiB; a sanitizer build more. Only the
 // pages it touches are ever allocated.
 constexpr size_t kChildStackBytes = 256 * 1024;
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer intercepts clone and treats the child as a forked process: with CLONE_VM its
+// bookkeeping for the child runs in the agent's own memory, marks the agent as forked, and the
+// agent dies at its next new thread ("starting new threads after multi-threaded fork"). Its
+// builds copy the agent's memory instead, as TSan itself turns vfork into fork.
+constexpr int kCloneFlags = CLONE_VFORK | SIGCHLD;
+#else
+constexpr int kCloneFlags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+#endif
 
 std::string ErrnoText(int err) {
   char buf[128];
@@ -325,7 +334,7 @@ absl::StatusOr<pid_t> CloneChild(const ChildPlan& plan, int sock) {
   sigset_t old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
-  pid_t pid = clone(ChildMain, stack.top(), CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  pid_t pid = clone(ChildMain, stack.top(), kCloneFlags, &args);
   int err = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return absl::UnavailableError(absl::StrCat("clone: ", ErrnoText(err)));

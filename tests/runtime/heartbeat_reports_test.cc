@@ -1,0 +1,65 @@
+// What the replica reports in an agent's heartbeat do to the job records, on a real control
+// plane and SQLite store.
+#include <gtest/gtest.h>
+
+#include "runtime/control_plane.h"
+#include "runtime/control_plane_fixture.h"
+
+namespace carve {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int64_t kT0 = 1'800'000'000'000'000;
+const Principal kAdmin{"admin", "admin", "", "", "t-admin"};
+
+class HeartbeatReportsTest : public ControlPlaneFixture {
+ protected:
+  void SetUp() override {
+    OpenPlane("heartbeat-reports", ControlPlane::Options{}, [this] { return now_; });
+    RegisterH200Node("w1", 1, kAdmin);
+  }
+
+  absl::StatusOr<json> Beat(json report) {
+    report["job"] = job_;
+    report["replica"] = 0;
+    report["pid"] = 1000;
+    report["started_us"] = kT0;
+    return cp_->Heartbeat({{"node", "w1"}, {"replicas", {report}}}, kAdmin);
+  }
+
+  int64_t now_ = kT0;
+  int64_t job_ = 0;
+};
+
+// A drained job's replica exits and its devices come back in one report that also names its
+// log's disk state (as the agent sends it): the exit requeues the job, which drops the replica's
+// record, and the rest of the report must not be applied to it (it was, through a dangling
+// reference: a heap-use-after-free that AddressSanitizer found in scripts/sanitize).
+TEST_F(HeartbeatReportsTest, AnExitThatRequeuesADrainedJobAppliesNothingMoreOfItsReport) {
+  auto job = cp_->Submit({{"command", {"sleep", "600"}},
+                          {"recovery", {{"policy", "requeue"}, {"max_retries", 3}}},
+                          {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}},
+                         "", kAdmin);
+  ASSERT_TRUE(job.ok()) << job.status();
+  job_ = (*job)["id"];
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  const std::string disk = "bounded: the node keeps the last 4096 bytes of the log";
+  ASSERT_TRUE(Beat({{"state", "running"}, {"log_disk", disk}}).ok());
+  ASSERT_TRUE(cp_->Cordon("w1", "drain", -1, kAdmin).ok());
+  ASSERT_NE((*cp_->GetJob(job_)).value("displaced", ""), "");
+
+  auto beat = Beat({{"state", "exited"},
+                    {"signal", 15},
+                    {"reclaim", {{"status", "verified"}, {"checks", json::array()}}},
+                    {"log_truncated_at", 4096},
+                    {"log_disk", disk}});
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  json requeued = *cp_->GetJob(job_);
+  EXPECT_EQ(requeued["state"], "queued") << requeued.dump(1);
+  EXPECT_EQ(requeued["attempt"], 1);
+  EXPECT_TRUE(requeued["replicas"].empty()) << requeued.dump(1);
+}
+
+}  // namespace
+}  // namespace carve
