@@ -17,6 +17,12 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   if (absl::Status s = Authorize(who, Verb::kJoin); !s.ok()) return s;
   if (!body.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
   json with_times = body;
+  // What the control plane keeps about the node's GPUs is its own, never taken from the agent
+  // (versions are the agent's report, made into a set below).
+  for (const char* kept :
+       {"relayouts", "layout_mismatch", "instance_faults", "residue", "versions"}) {
+    with_times.erase(kept);
+  }
   with_times["registered_us"] = now_();
   with_times["last_heartbeat_us"] = now_();
   with_times["state"] = Name(NodeRecordState::kReady);
@@ -72,7 +78,7 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
         "node/" + node->name, absl::StrCat(node->gpus.size(), " GPUs via ", node->backend),
         {{"cpu_milli", node->cpu_milli},
          {"memory_mib", node->memory_mib},
-         {"versions", node->versions}});
+         {"versions", node->versions->ToJson()}});
   json out = node->ToJson();
   if (rejoin) {
     out["node_credential"] = *rejoin;
@@ -92,33 +98,43 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
 
 void ControlPlane::VersionsChanged(const NodeRecord& old, const NodeRecord& fresh,
                                    StoreBatch& batch) {
-  auto field = [](const json& v, const char* key) {
-    return v.is_object() ? v.value(key, "") : std::string();
-  };
-  if (field(old.versions, "id") == field(fresh.versions, "id")) return;
+  const NodeVersionSet none;
+  const NodeVersionSet& was = old.versions ? *old.versions : none;
+  const NodeVersionSet& now = fresh.versions ? *fresh.versions : none;
+  if (was.id == now.id) return;
   std::vector<std::string> what;
-  for (const char* key : {"carve", "kernel", "driver", "cuda_driver", "nvml"}) {
-    std::string was = field(old.versions, key);
-    std::string now = field(fresh.versions, key);
-    if (was != now) what.push_back(absl::StrCat(key, " ", was.empty() ? "?" : was, " -> ", now));
+  // In the order and with the keys the set shows.
+  static constexpr std::pair<const char*, std::string NodeVersionSet::*> kFields[] = {
+      {"carve", &NodeVersionSet::carve},
+      {"kernel", &NodeVersionSet::kernel},
+      {"driver", &NodeVersionSet::driver},
+      {"cuda_driver", &NodeVersionSet::cuda_driver},
+      {"nvml", &NodeVersionSet::nvml}};
+  for (const auto& [key, field] : kFields) {
+    const std::string& before = was.*field;
+    const std::string& after = now.*field;
+    if (before != after) {
+      what.push_back(absl::StrCat(key, " ", before.empty() ? "?" : before, " -> ", after));
+    }
   }
-  if (old.versions.is_object() && old.versions.value("gpus", json()) != fresh.versions["gpus"]) {
-    what.push_back("GPU VBIOS or MIG mode");
-  }
+  if (old.versions && was.gpus != now.gpus) what.push_back("GPU VBIOS or MIG mode");
   // Partition ids, jobs and audit records name the node, not a version: they stay traceable;
   // records made before carry the old set's id, which this event (and the old one) spells out.
+  auto shown = [](const std::optional<NodeVersionSet>& v) { return v ? v->ToJson() : json(); };
   Event(batch, "agent:" + fresh.name, "node.versions-changed", "node/" + fresh.name,
         what.empty() ? "versions changed" : absl::StrJoin(what, ", "),
-        {{"old", old.versions}, {"new", fresh.versions}});
+        {{"old", shown(old.versions)}, {"new", shown(fresh.versions)}});
 }
 
 void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const std::string& node,
                                StoreBatch& batch) {
   ReplicaRecord& rep = job.replicas[r];
   auto where = nodes_.find(node);
-  const json versions = where == nodes_.end() || !where->second.versions.is_object()
-                            ? json::object()
-                            : where->second.versions;
+  // The node's version set ({} and no id when it has none).
+  const std::optional<NodeVersionSet> none;
+  const std::optional<NodeVersionSet>& set = where == nodes_.end() ? none : where->second.versions;
+  const json compact = set ? set->Compact() : json::object();
+  const std::string set_id = set ? set->id : "";
   const std::optional<ReplicaState> state = ParseReplicaState(report.value("state", ""));
   std::string subject = absl::StrCat("job/", job.id);
   if (rep.state == ReplicaState::kPending &&
@@ -127,7 +143,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     rep.pid = report.value("pid", int64_t{0});
     rep.started_us = report.value("started_us", now_());
     rep.enforcement = report.value("enforcement", "");
-    rep.versions = CompactVersions(versions);
+    rep.versions = compact;
     if (report.contains("gpu_isolation")) rep.gpu_isolation = report["gpu_isolation"];
     if (job.state == JobState::kRunning) {
       Event(batch, "agent:" + node, "job.replica-started", subject,
@@ -149,7 +165,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
   // The reclaim record may follow the exit in a later heartbeat.
   if (rep.state == ReplicaState::kExited && rep.reclaim.is_null() && report.contains("reclaim")) {
     rep.reclaim = report["reclaim"];
-    if (rep.reclaim.is_object()) rep.reclaim["versions"] = versions.value("id", "");
+    if (rep.reclaim.is_object()) rep.reclaim["versions"] = set_id;
     rep.oom_killed = report.value("oom_killed", false);
     if (!rep.retire.empty()) {
       Retire(job, r, batch);
@@ -171,7 +187,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     rep.timed_out = report.value("timed_out", false);
     rep.oom_killed = report.value("oom_killed", false);
     if (report.contains("reclaim")) rep.reclaim = report["reclaim"];
-    if (rep.reclaim.is_object()) rep.reclaim["versions"] = versions.value("id", "");
+    if (rep.reclaim.is_object()) rep.reclaim["versions"] = set_id;
     Event(batch, "agent:" + node, "job.replica-exited", subject,
           rep.exit_code
               ? absl::StrCat("replica ", r, " exited with code ", *rep.exit_code)

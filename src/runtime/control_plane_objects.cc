@@ -178,16 +178,12 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
         }
         if (g.contains("state") && node.layout_mismatch.count(gpu.index)) {
           // Clearing a layout mismatch adopts what the agent discovered.
-          json found = node.layout_mismatch[gpu.index];
+          gpu.mig_instances = std::move(node.layout_mismatch[gpu.index]);
           node.layout_mismatch.erase(gpu.index);
-          gpu.mig_instances.clear();
-          for (const json& m : found) {
-            gpu.mig_instances.push_back(
-                {m.value("uuid", ""), m.value("profile", ""), m.value("start", 0)});
-          }
           Event(batch, "user:" + who.name, "device.layout-adopted",
                 absl::StrCat("node/", name, "/gpu/", gpu.index),
-                "the discovered MIG layout was adopted by an admin", {{"instances", found}});
+                "the discovered MIG layout was adopted by an admin",
+                {{"instances", MigInstancesToJson(gpu.mig_instances)}});
         }
         if (!g.contains("mode")) continue;
         gpu.mode = g["mode"];

@@ -16,11 +16,10 @@ using json = nlohmann::json;
 namespace {
 
 // "profile@start" per instance, sorted by start: the form layouts are compared and shown in.
-std::vector<std::string> LayoutNames(const json& instances) {
+std::vector<std::string> LayoutNames(const std::vector<DiscoveredMigInstance>& instances) {
   std::vector<std::pair<int, std::string>> slots;
-  for (const json& m : instances) {
-    slots.push_back(
-        {m.value("start", 0), absl::StrCat(m.value("profile", ""), "@", m.value("start", 0))});
+  for (const DiscoveredMigInstance& m : instances) {
+    slots.push_back({m.start, absl::StrCat(m.profile, "@", m.start)});
   }
   std::sort(slots.begin(), slots.end());
   std::vector<std::string> out;
@@ -28,10 +27,15 @@ std::vector<std::string> LayoutNames(const json& instances) {
   return out;
 }
 
-json InstancesJson(const std::vector<DiscoveredMigInstance>& instances) {
-  json out = json::array();
-  for (const DiscoveredMigInstance& m : instances) {
-    out.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
+// The instances an agent's heartbeat lists for GPU `gpu` (checked by CheckHeartbeatBody).
+std::vector<DiscoveredMigInstance> ReportedInstances(const json& report, int gpu) {
+  std::vector<DiscoveredMigInstance> out;
+  for (const json& g : report.value("gpus", json::array())) {
+    if (g.value("index", -1) != gpu) continue;
+    out.clear();
+    for (const json& m : g.value("mig_instances", json::array())) {
+      out.push_back({m.value("uuid", ""), m.value("profile", ""), m.value("start", 0)});
+    }
   }
   return out;
 }
@@ -90,10 +94,8 @@ absl::StatusOr<std::vector<std::string>> ResolveLayout(const GpuCatalog& catalog
                                                    " do not fit together on ", model.name,
                                                    " next to the fixed instances"));
   }
-  json named = json::array();
-  for (const MigSlot& s : fixed) {
-    named.push_back({{"profile", model.mig_profiles[s.profile].name}, {"start", s.start}});
-  }
+  std::vector<DiscoveredMigInstance> named;
+  for (const MigSlot& s : fixed) named.push_back({"", model.mig_profiles[s.profile].name, s.start});
   return LayoutNames(named);
 }
 
@@ -120,114 +122,104 @@ absl::StatusOr<json> ControlPlane::Relayout(const std::string& name, int gpu, co
   auto layout = ResolveLayout(*catalog_, model, body["layout"]);
   if (!layout.ok()) return layout.status();
   if (auto r = node.relayouts.find(gpu);
-      r != node.relayouts.end() && r->second.value("phase", "") != "failed") {
-    return absl::FailedPreconditionError(absl::StrCat("GPU ", gpu, " of ", name,
-                                                      " is already being re-laid out (",
-                                                      r->second.value("phase", ""), ")"));
+      r != node.relayouts.end() && r->second.phase != RelayoutPhase::kFailed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GPU ", gpu, " of ", name, " is already being re-laid out (", Name(r->second.phase), ")"));
   }
   StoreBatch batch;
   // Re-laying out a GPU whose layout changed behind Carve's back is how an admin settles it.
   if (node.layout_mismatch.erase(gpu) > 0) node.quarantined.erase(gpu);
   std::string target = absl::StrCat("GPU ", gpu, " of node ", name);
   std::string cause = absl::StrCat("MIG re-layout of ", target, " by ", who.name);
-  json moved = MoveOff(name, gpu, -1, cause, true, batch)["jobs"];
-  json record = {{"layout", *layout},
-                 {"from", LayoutNames(InstancesJson(node.gpus[gpu].mig_instances))},
-                 {"by", who.name},
-                 {"phase", "draining"},
-                 {"request", absl::StrCat(now_())},
-                 {"requested_us", now_()},
-                 {"jobs_moved", moved}};
+  RelayoutRecord record;
+  record.layout = *layout;
+  record.from = LayoutNames(node.gpus[gpu].mig_instances);
+  record.by = who.name;
+  record.request = absl::StrCat(now_());
+  record.requested_us = now_();
+  record.jobs_moved =
+      MoveOff(name, gpu, -1, cause, true, batch)["jobs"].get<std::vector<int64_t>>();
   node.relayouts[gpu] = record;
   batch.puts.push_back({"node", name, node.ToJson().dump()});
   Event(batch, "user:" + who.name, "device.relayout-requested",
         absl::StrCat("node/", name, "/gpu/", gpu),
         absl::StrCat("draining ", target, " for layout ", absl::StrJoin(*layout, ", "), "; ",
-                     moved.size(), " jobs moved by policy"),
-        record);
+                     record.jobs_moved.size(), " jobs moved by policy"),
+        record.ToJson());
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
-  return record;
+  return record.ToJson();
 }
 
 void ControlPlane::AdvanceRelayouts(NodeRecord& node, const json& report, StoreBatch& batch,
                                     json& layouts) {
   for (auto& [gpu, r] : node.relayouts) {
     std::string subject = absl::StrCat("node/", node.name, "/gpu/", gpu);
-    std::string phase = r.value("phase", "");
-    if (phase == "draining") {
+    if (r.phase == RelayoutPhase::kDraining) {
       // (index = gpu: clang 14, which builds scripts/fuzz, cannot capture a binding.)
       bool busy = std::any_of(active_.begin(), active_.end(), [&, index = gpu](const auto& job) {
         return job.second.job->Uses(node.name, index);
       });
       if (busy) continue;  // its jobs are still stopping or their evidence is not in
       if (node.quarantined.count(gpu)) {
-        r["phase"] = "failed";
-        r["error"] = "reclaim was not verified: " + node.quarantined[gpu];
-        Event(batch, "scheduler", "device.relayout-failed", subject, r["error"], r);
+        r.phase = RelayoutPhase::kFailed;
+        r.error = "reclaim was not verified: " + node.quarantined[gpu];
+        Event(batch, "scheduler", "device.relayout-failed", subject, r.error, r.ToJson());
         batch.puts.push_back({"node", node.name, node.ToJson().dump()});
         continue;
       }
-      r["phase"] = phase = "reconfiguring";
-      r["reclaimed_us"] = now_();
+      r.phase = RelayoutPhase::kReconfiguring;
+      r.reclaimed_us = now_();
       Event(batch, "scheduler", "device.reconfiguring", subject,
-            "every job off the GPU with verified reclamation; applying the layout", r);
+            "every job off the GPU with verified reclamation; applying the layout", r.ToJson());
       batch.puts.push_back({"node", node.name, node.ToJson().dump()});
     }
-    if (phase != "reconfiguring") continue;
-    layouts.push_back({{"gpu", gpu}, {"layout", r["layout"]}, {"request", r["request"]}});
+    if (r.phase != RelayoutPhase::kReconfiguring) continue;
+    layouts.push_back({{"gpu", gpu}, {"layout", r.layout}, {"request", r.request}});
     json result;
     for (const json& l : report.value("layouts", json::array())) {
-      if (l.value("gpu", -1) == gpu && l.value("request", "") == r.value("request", "")) result = l;
+      if (l.value("gpu", -1) == gpu && l.value("request", "") == r.request) result = l;
     }
     if (result.is_null()) continue;  // not applied yet
-    json discovered = json::array();
-    for (const json& g : report.value("gpus", json::array())) {
-      if (g.value("index", -1) == gpu) discovered = g.value("mig_instances", json::array());
-    }
-    std::vector<std::string> wanted = r["layout"];
-    if (!result.value("ok", false) || LayoutNames(discovered) != wanted) {
-      r["phase"] = "failed";
-      r["error"] = !result.value("ok", false)
-                       ? "the agent could not apply it: " + result.value("error", "")
-                       : "the agent reports " + absl::StrJoin(LayoutNames(discovered), ", ");
-      Event(batch, "agent:" + node.name, "device.relayout-failed", subject, r["error"], r);
+    std::vector<DiscoveredMigInstance> discovered = ReportedInstances(report, gpu);
+    if (!result.value("ok", false) || LayoutNames(discovered) != r.layout) {
+      r.phase = RelayoutPhase::kFailed;
+      r.error = !result.value("ok", false)
+                    ? "the agent could not apply it: " + result.value("error", "")
+                    : "the agent reports " + absl::StrJoin(LayoutNames(discovered), ", ");
+      Event(batch, "agent:" + node.name, "device.relayout-failed", subject, r.error, r.ToJson());
       batch.puts.push_back({"node", node.name, node.ToJson().dump()});
       continue;
     }
     DiscoveredGpu& g = node.gpus[gpu];
-    g.mig_instances.clear();
-    for (const json& m : discovered) {
-      g.mig_instances.push_back({m.value("uuid", ""), m.value("profile", ""), m.value("start", 0)});
-    }
+    g.mig_instances = discovered;
     g.mode = "partition";
     g.mig_enabled = true;
     g.dynamic_layout = false;
     mode_overrides_[node.name][gpu] = "partition";
-    json ids = json::array();
     for (const DiscoveredMigInstance& m : g.mig_instances) {
-      ids.push_back({{"id", PartitionId(node.name, gpu, m.profile, m.start)}, {"uuid", m.uuid}});
+      r.partitions.push_back({PartitionId(node.name, gpu, m.profile, m.start), m.uuid});
     }
-    r["phase"] = "done";
-    r["partitions"] = ids;
-    r["done_us"] = now_();
+    r.phase = RelayoutPhase::kDone;
+    r.done_us = now_();
     Event(batch, "agent:" + node.name, "device.relayout-done", subject,
-          absl::StrCat("layout ", absl::StrJoin(wanted, ", "), " verified; GPU back in service"),
-          r);
+          absl::StrCat("layout ", absl::StrJoin(r.layout, ", "), " verified; GPU back in service"),
+          r.ToJson());
     batch.puts.push_back({"node-modes", node.name, ModesToJson(mode_overrides_[node.name]).dump()});
   }
   bool done = std::erase_if(node.relayouts, [](const auto& entry) {
-                return entry.second.value("phase", "") == "done";
+                return entry.second.phase == RelayoutPhase::kDone;
               }) > 0;
   if (done) batch.puts.push_back({"node", node.name, node.ToJson().dump()});
 }
 
 void ControlPlane::InstanceHealth(NodeRecord& node, const json& gpus, StoreBatch& batch) {
-  std::set<std::string> listed;
+  auto subject = [&](const MigSlotRef& slot) {
+    return absl::StrCat("node/", node.name, "/gpu/", slot.gpu, "/mig/", slot.start);
+  };
+  std::set<MigSlotRef> listed;
   for (const json& g : gpus) {
     const json instances = g.value("mig_instances", json::array());
-    for (const json& m : instances) {
-      listed.insert(absl::StrCat(g.value("index", -1), "/", m.value("start", -1)));
-    }
+    for (const json& m : instances) listed.insert({g.value("index", -1), m.value("start", -1)});
   }
   // A faulty dynamic instance that was destroyed (with the jobs it held) takes its fault along.
   for (auto it = node.instance_faults.begin(); it != node.instance_faults.end();) {
@@ -235,9 +227,7 @@ void ControlPlane::InstanceHealth(NodeRecord& node, const json& gpus, StoreBatch
       ++it;
       continue;
     }
-    Event(batch, "agent:" + node.name, "device.healthy",
-          absl::StrCat("node/", node.name, "/gpu/", it->first.substr(0, it->first.find('/')),
-                       "/mig/", it->first.substr(it->first.find('/') + 1)),
+    Event(batch, "agent:" + node.name, "device.healthy", subject(it->first),
           "the faulty MIG instance no longer exists");
     it = node.instance_faults.erase(it);
     batch.puts.push_back({"node", node.name, node.ToJson().dump()});
@@ -247,34 +237,31 @@ void ControlPlane::InstanceHealth(NodeRecord& node, const json& gpus, StoreBatch
     if (index < 0 || index >= static_cast<int>(node.gpus.size())) continue;
     const json instances = g.value("mig_instances", json::array());
     for (const json& m : instances) {
-      int start = m.value("start", -1);
-      std::string key = absl::StrCat(index, "/", start);
-      std::string health = m.value("health", "healthy");
-      auto known = node.instance_faults.find(key);
-      std::string subject = absl::StrCat("node/", node.name, "/gpu/", index, "/mig/", start);
-      if (health == "healthy") {
+      const MigSlotRef slot{index, m.value("start", -1)};
+      InstanceFault fault{m.value("profile", ""), m.value("health", "healthy"),
+                          m.value("health_reason", "")};
+      auto known = node.instance_faults.find(slot);
+      if (fault.health == "healthy") {
         if (known == node.instance_faults.end()) continue;
         node.instance_faults.erase(known);
         batch.puts.push_back({"node", node.name, node.ToJson().dump()});
-        Event(batch, "agent:" + node.name, "device.healthy", subject,
+        Event(batch, "agent:" + node.name, "device.healthy", subject(slot),
               "the MIG instance reports healthy");
         continue;
       }
-      std::string why = m.value("health_reason", "");
-      if (known != node.instance_faults.end() && known->second.value("health", "") == health &&
-          known->second.value("reason", "") == why) {
+      if (known != node.instance_faults.end() && known->second.health == fault.health &&
+          known->second.reason == fault.reason) {
         continue;
       }
-      std::string profile = m.value("profile", "");
-      node.instance_faults[key] = {{"profile", profile}, {"health", health}, {"reason", why}};
+      node.instance_faults[slot] = fault;
       batch.puts.push_back({"node", node.name, node.ToJson().dump()});
       // The blast radius: only the jobs on this instance.
       std::string cause =
-          absl::StrCat("MIG instance ", PartitionId(node.name, index, profile, start), " is ",
-                       health, why.empty() ? "" : ": " + why);
-      json radius = MoveOff(node.name, index, start, cause, false, batch);
-      radius["reason"] = why;
-      Event(batch, "agent:" + node.name, "device." + health, subject, cause, radius);
+          absl::StrCat("MIG instance ", PartitionId(node.name, index, fault.profile, slot.start),
+                       " is ", fault.health, fault.reason.empty() ? "" : ": " + fault.reason);
+      json radius = MoveOff(node.name, index, slot.start, cause, false, batch);
+      radius["reason"] = fault.reason;
+      Event(batch, "agent:" + node.name, "device." + fault.health, subject(slot), cause, radius);
     }
   }
 }
@@ -291,8 +278,8 @@ void ControlPlane::CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatc
     if (g.index >= static_cast<int>(old.gpus.size())) continue;
     const DiscoveredGpu& was = old.gpus[g.index];
     if (was.mode != "partition" || was.dynamic_layout || fresh.relayouts.count(g.index)) continue;
-    json recorded = InstancesJson(was.mig_instances);
-    json discovered = InstancesJson(g.mig_instances);
+    const std::vector<DiscoveredMigInstance>& recorded = was.mig_instances;
+    const std::vector<DiscoveredMigInstance> discovered = g.mig_instances;
     if (LayoutNames(recorded) == LayoutNames(discovered)) {  // same ids, maybe new UUIDs
       if (fresh.layout_mismatch.erase(g.index) > 0) {
         fresh.quarantined.erase(g.index);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/node_records.h"
 
 namespace carve {
 
@@ -131,6 +132,14 @@ absl::Status CheckHeartbeatBody(const json& body) {
     s = CheckList(gpus[i], absl::StrCat("gpus[", i, "]."), "mig_instances",
                   {{"uuid", Type::kString}, {"profile", Type::kString}, {"start", Type::kNumber}});
     if (!s.ok()) return s;
+    // The node record keeps the residue as sent, so it is read with the record's codec.
+    if (gpus[i].contains("residue") && gpus[i]["residue"].is_object()) {
+      absl::StatusOr<GpuResidue> residue = GpuResidue::FromJson(gpus[i]["residue"]);
+      if (!residue.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("gpus[", i, "].residue: ", residue.status().message()));
+      }
+    }
   }
   return CheckList(body, "", "layouts",
                    {{"gpu", Type::kNumber},

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/node_records.h"
 
 namespace carve {
 
@@ -113,21 +114,11 @@ DeviceView ViewDevice(DeviceBackend& devices, int index, std::optional<int64_t> 
 
 json ResidueJson(const DeviceView& view, int64_t tolerance_mib) {
   if (view.Clean(tolerance_mib)) return json();
-  json processes = json::array();
-  for (const ResidueProcess& p : view.residue) {
-    processes.push_back({{"pid", p.pid},
-                         {"uid", p.uid},
-                         {"command", p.command},
-                         {"memory_mib", p.memory_mib},
-                         {"state", Name(p.state)}});
-  }
-  json out = {{"processes", processes}};
+  GpuResidue residue{view.residue, std::nullopt};
   if (!view.MemoryClean(tolerance_mib)) {
-    out["unexplained_mib"] = view.Unexplained();
-    out["used_mib"] = view.used_mib;
-    out["baseline_mib"] = view.baseline_mib;
+    residue.memory = UnexplainedMemory{view.Unexplained(), view.used_mib, view.baseline_mib};
   }
-  return out;
+  return residue.ToJson();
 }
 
 void DeviceBaselines::Load() {

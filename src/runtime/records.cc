@@ -18,6 +18,59 @@ std::string UnknownState(absl::string_view field, absl::string_view name) {
   return absl::StrCat(field, ": unknown state \"", absl::CEscape(name), "\"");
 }
 
+// Reads each entry of the object j[field] (keyed by `Key`, parsed by `parse_key`) with `read`
+// into `out`; an absent field leaves `out` empty.
+template <typename Key, typename Value, typename ParseKey, typename Read>
+absl::Status ReadKeyed(const json& j, const char* field, ParseKey parse_key, Read read,
+                       std::map<Key, Value>& out) {
+  if (!j.contains(field)) return absl::OkStatus();
+  const json& entries = j[field];
+  if (!entries.is_object())
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must be an object"));
+  for (const auto& [key, value] : entries.items()) {
+    std::optional<Key> parsed = parse_key(key);
+    if (!parsed) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": \"", absl::CEscape(key), "\" is not a key it takes"));
+    }
+    absl::StatusOr<Value> read_value = read(value);
+    if (!read_value.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".", key, ": ", read_value.status().message()));
+    }
+    out[*parsed] = *std::move(read_value);
+  }
+  return absl::OkStatus();
+}
+
+std::optional<int> GpuIndex(const std::string& key) {
+  int index = 0;
+  if (!absl::SimpleAtoi(key, &index) || index < 0 || std::to_string(index) != key) {
+    return std::nullopt;
+  }
+  return index;
+}
+
+// The parts of a node record the control plane keeps about its GPUs and software.
+absl::Status ReadGpuParts(const json& j, NodeRecord& n) {
+  absl::Status s = ReadKeyed(j, "relayouts", GpuIndex, RelayoutRecord::FromJson, n.relayouts);
+  if (s.ok()) {
+    s = ReadKeyed(j, "layout_mismatch", GpuIndex, MigInstancesFromJson, n.layout_mismatch);
+  }
+  if (s.ok()) {
+    s = ReadKeyed(j, "instance_faults", ParseSlotKey, InstanceFault::FromJson, n.instance_faults);
+  }
+  if (s.ok()) s = ReadKeyed(j, "residue", GpuIndex, GpuResidue::FromJson, n.residue);
+  if (s.ok() && j.contains("versions") && !j["versions"].is_null()) {
+    absl::StatusOr<NodeVersionSet> versions = NodeVersionSet::FromJson(j["versions"]);
+    if (!versions.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("versions: ", versions.status().message()));
+    }
+    n.versions = *std::move(versions);
+  }
+  return s;
+}
+
 }  // namespace
 
 json GrantToJson(const GrantRecord& g) {
@@ -250,30 +303,6 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const json& j) {
   }
 }
 
-json NodeVersions(const json& reported, const std::string& backend,
-                  const std::vector<DiscoveredGpu>& gpus) {
-  json v = json::object();
-  for (const char* key : {"carve", "kernel", "driver", "cuda_driver", "nvml"}) {
-    const json field = reported.is_object() ? reported.value(key, json("")) : json("");
-    v[key] = field.is_string() ? field.get<std::string>() : "";
-  }
-  v["backend"] = backend;
-  v["gpus"] = json::array();
-  for (const DiscoveredGpu& g : gpus) {
-    v["gpus"].push_back({{"index", g.index}, {"vbios", g.vbios}, {"mig", g.mig_enabled}});
-  }
-  v["id"] = "vs-" + Sha256Hex(v.dump()).substr(0, 10);
-  return v;
-}
-
-json CompactVersions(const json& versions) {
-  if (!versions.is_object()) return json();
-  json out = versions;
-  out.erase("gpus");
-  out.erase("backend");
-  return out;
-}
-
 std::string PartitionId(const std::string& node, int gpu, const std::string& profile, int start) {
   return absl::StrCat(node, "/gpu", gpu, "/", profile, "@", start);
 }
@@ -281,7 +310,7 @@ std::string PartitionId(const std::string& node, int gpu, const std::string& pro
 std::string NodeRecord::GpuState(int index) const {
   if (quarantined.count(index)) return "quarantined";
   if (auto r = relayouts.find(index); r != relayouts.end()) {
-    return r->second.value("phase", "") == "reconfiguring" ? "reconfiguring" : "draining";
+    return r->second.phase == RelayoutPhase::kReconfiguring ? "reconfiguring" : "draining";
   }
   if (fenced.count(index)) return "fenced";
   if (cordoned_gpus.count(index)) {
@@ -307,13 +336,17 @@ json NodeRecord::ToJson() const {
     gpu_list.push_back(std::move(gj));
   }
   json relayout = json::object();
-  for (const auto& [index, r] : relayouts) relayout[std::to_string(index)] = r;
+  for (const auto& [index, r] : relayouts) relayout[std::to_string(index)] = r.ToJson();
   json mismatch = json::object();
-  for (const auto& [index, m] : layout_mismatch) mismatch[std::to_string(index)] = m;
+  for (const auto& [index, m] : layout_mismatch) {
+    mismatch[std::to_string(index)] = MigInstancesToJson(m);
+  }
+  json faults = json::object();
+  for (const auto& [slot, fault] : instance_faults) faults[SlotKey(slot)] = fault.ToJson();
   json residue_json = json::object();
-  for (const auto& [index, r] : residue) residue_json[std::to_string(index)] = r;
+  for (const auto& [index, r] : residue) residue_json[std::to_string(index)] = r.ToJson();
   return {{"name", name},
-          {"instance_faults", instance_faults},
+          {"instance_faults", faults},
           {"maintenance", maintenance ? maintenance->ToJson() : json()},
           {"relayouts", relayout},
           {"layout_mismatch", mismatch},
@@ -330,7 +363,7 @@ json NodeRecord::ToJson() const {
           {"fenced", fence},
           {"cordoned_by", cordoned_by},
           {"cordoned_gpus", cordoned},
-          {"versions", versions},
+          {"versions", versions ? versions->ToJson() : json()},
           {"residue", residue_json}};
 }
 
@@ -402,14 +435,10 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
       }
       n.maintenance = *std::move(window);
     }
-    n.instance_faults = j.value("instance_faults", std::map<std::string, json>{});
-    const json relayouts = j.value("relayouts", json::object());
-    for (const auto& [index, r] : relayouts.items()) n.relayouts[std::stoi(index)] = r;
-    const json mismatch = j.value("layout_mismatch", json::object());
-    for (const auto& [index, m] : mismatch.items()) n.layout_mismatch[std::stoi(index)] = m;
-    n.versions = j.value("versions", json());
-    const json residue = j.value("residue", json::object());
-    for (const auto& [index, r] : residue.items()) n.residue[std::stoi(index)] = r;
+    if (absl::Status s = ReadGpuParts(j, n); !s.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("stored node ", n.name, " is unreadable: ", s.message()));
+    }
     const json fenced = j.value("fenced", json::object());
     for (const auto& [index, job] : fenced.items()) {
       n.fenced[std::stoi(index)] = job.get<int64_t>();

@@ -11,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 #include "runtime/job_spec.h"
+#include "runtime/node_records.h"
 #include "runtime/states.h"
 
 namespace carve {
@@ -136,28 +137,28 @@ struct NodeRecord {
   std::string cordoned_by;                   // no new work while set ("admin", "admin (drain)")
   std::map<int, std::string> cordoned_gpus;  // GPU index -> who: no new work on that GPU
   std::map<int, int64_t> fenced;  // GPU index -> job lost with the node; kept out until it returns
-  // GPU index -> a planned MIG re-layout in progress: {layout: ["profile@start"...], by, phase:
-  // draining | reconfiguring | failed, requested_us, error}.
-  std::map<int, nlohmann::json> relayouts;
+  // GPU index -> a planned MIG re-layout in progress (draining, reconfiguring) or failed.
+  std::map<int, RelayoutRecord> relayouts;
   // GPU index -> the MIG instances the agent discovered that differ from the recorded layout; not
   // adopted (the GPU is quarantined) until an admin re-lays it out or clears the quarantine.
-  std::map<int, nlohmann::json> layout_mismatch;
-  // "GPU/START" -> {profile, health, reason}: MIG instances reported unhealthy while their GPU is
-  // not; nothing is placed on them until they report healthy again.
-  std::map<std::string, nlohmann::json> instance_faults;
+  std::map<int, std::vector<DiscoveredMigInstance>> layout_mismatch;
+  // MIG instances reported unhealthy while their GPU is not; nothing is placed on them until they
+  // report healthy again.
+  std::map<MigSlotRef, InstanceFault> instance_faults;
   std::optional<MaintenanceWindow> maintenance;  // none: no window planned
-  // What the node runs: {id, carve, kernel, driver, cuda_driver, nvml, backend, gpus: [{index,
-  // vbios, mig}]}, as its agent last registered; `id` ("vs-" and 10 hex digits) names the set.
-  nlohmann::json versions;
-  // GPU index -> residue the agent currently sees on it ({processes, unexplained_mib, ...});
-  // a quarantine is not cleared while its GPU has residue.
-  std::map<int, nlohmann::json> residue;
+  // What the node runs, as its agent last registered (none: registered before versions were kept).
+  std::optional<NodeVersionSet> versions;
+  // GPU index -> residue the agent currently sees on it; a quarantine is not cleared while its GPU
+  // has residue.
+  std::map<int, GpuResidue> residue;
 
   // The GPU's state for scheduling and display: available, cordoned, draining, reconfiguring,
   // quarantined or fenced.
   std::string GpuState(int index) const;
 
   nlohmann::json ToJson() const;
+  // Refuses (DataLoss, naming the node) a relayout phase, residue or any other part this server
+  // cannot read; InvalidArgument for a missing name or resources or an unknown state.
   static absl::StatusOr<NodeRecord> FromJson(const nlohmann::json& j);
 };
 
@@ -172,12 +173,6 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const nlohmann::json& j);
 // takes the [[1, "exclusive"]] that earlier servers wrote, and skips what it cannot read.
 nlohmann::json ModesToJson(const std::map<int, std::string>& modes);
 std::map<int, std::string> ModesFromJson(const nlohmann::json& j);
-// The node's version set from an agent's registration (`reported` versions, the GPUs' VBIOS and
-// MIG modes, the backend), with its id.
-nlohmann::json NodeVersions(const nlohmann::json& reported, const std::string& backend,
-                            const std::vector<DiscoveredGpu>& gpus);
-// The compact form a replica, an attempt or a usage record carries (no per-GPU entries).
-nlohmann::json CompactVersions(const nlohmann::json& versions);
 
 }  // namespace carve
 

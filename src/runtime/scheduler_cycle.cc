@@ -2,10 +2,8 @@
 #include <algorithm>
 #include <random>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "core/sched/placement/placer.h"
 #include "runtime/control_plane.h"
 #include "runtime/cycle_plan.h"
@@ -28,15 +26,11 @@ void AddInstances(const GpuCatalog& catalog, const DiscoveredGpu& g, Device& d) 
 
 // Faulty MIG instances take no work: occupied whether or not a job still holds them.
 void BlockFaultyInstances(const GpuCatalog& catalog, const NodeRecord& rec, Node& node) {
-  for (const auto& [key, fault] : rec.instance_faults) {
-    std::vector<std::string> parts = absl::StrSplit(key, '/');
-    int gpu = 0, start = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &gpu) ||
-        !absl::SimpleAtoi(parts[1], &start) || gpu >= static_cast<int>(node.devices.size())) {
-      continue;
-    }
+  for (const auto& [slot, fault] : rec.instance_faults) {
+    const auto [gpu, start] = slot;
+    if (gpu < 0 || gpu >= static_cast<int>(node.devices.size())) continue;
     Device& d = node.devices[gpu];
-    auto profile = catalog.FindProfile(d.model, fault.value("profile", ""));
+    auto profile = catalog.FindProfile(d.model, fault.profile);
     bool found = false;
     for (MigInstance& m : d.instances) {
       if (m.start == start) m.allocated = found = true;

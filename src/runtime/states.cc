@@ -16,6 +16,9 @@ constexpr std::array<absl::string_view, 3> kNodeRecordStates = {"ready", "not-re
 constexpr std::array<absl::string_view, 3> kProcessStates = {"running", "defunct", "gone"};
 constexpr std::array<absl::string_view, 6> kRoles = {"admin",  "tenant-admin", "member",
                                                      "viewer", "agent",        "node"};
+constexpr std::array<absl::string_view, 4> kRelayoutPhases = {"draining", "reconfiguring", "failed",
+                                                              "done"};
+static_assert(kRelayoutPhases.size() == static_cast<size_t>(RelayoutPhase::kDone) + 1);
 static_assert(kRoles.size() == static_cast<size_t>(Role::kNode) + 1);
 static_assert(kJobStates.size() == static_cast<size_t>(JobState::kPreempted) + 1);
 static_assert(kReplicaStates.size() == static_cast<size_t>(ReplicaState::kLost) + 1);
@@ -39,6 +42,7 @@ absl::string_view Name(NodeRecordState state) {
 }
 absl::string_view Name(ProcessState state) { return kProcessStates[static_cast<size_t>(state)]; }
 absl::string_view Name(Role role) { return kRoles[static_cast<size_t>(role)]; }
+absl::string_view Name(RelayoutPhase phase) { return kRelayoutPhases[static_cast<size_t>(phase)]; }
 
 std::optional<JobState> ParseJobState(absl::string_view name) {
   return Parse<JobState>(kJobStates, name);
@@ -53,6 +57,9 @@ std::optional<ProcessState> ParseProcessState(absl::string_view name) {
   return Parse<ProcessState>(kProcessStates, name);
 }
 std::optional<Role> ParseRole(absl::string_view name) { return Parse<Role>(kRoles, name); }
+std::optional<RelayoutPhase> ParseRelayoutPhase(absl::string_view name) {
+  return Parse<RelayoutPhase>(kRelayoutPhases, name);
+}
 
 bool IsFinal(JobState state) {
   switch (state) {

@@ -46,17 +46,24 @@ enum class ProcessState : uint8_t { kRunning, kDefunct, kGone };
 // viewer), the join token's (agent) or one node's credential (node).
 enum class Role : uint8_t { kAdmin, kTenantAdmin, kMember, kViewer, kAgent, kNode };
 
+// A planned MIG re-layout of one GPU (node_records.h, RelayoutRecord): draining (its jobs are moved
+// off and reclaimed) -> reconfiguring (the agent applies the layout) -> done (verified; the record
+// goes) or failed (kept, with why, until an admin asks again).
+enum class RelayoutPhase : uint8_t { kDraining, kReconfiguring, kFailed, kDone };
+
 absl::string_view Name(JobState state);
 absl::string_view Name(ReplicaState state);
 absl::string_view Name(NodeRecordState state);
 absl::string_view Name(ProcessState state);
 absl::string_view Name(Role role);
+absl::string_view Name(RelayoutPhase phase);
 
 std::optional<JobState> ParseJobState(absl::string_view name);
 std::optional<ReplicaState> ParseReplicaState(absl::string_view name);
 std::optional<NodeRecordState> ParseNodeRecordState(absl::string_view name);
 std::optional<ProcessState> ParseProcessState(absl::string_view name);
 std::optional<Role> ParseRole(absl::string_view name);
+std::optional<RelayoutPhase> ParseRelayoutPhase(absl::string_view name);
 
 // succeeded, failed, cancelled, timed-out, lost or preempted.
 bool IsFinal(JobState state);
@@ -74,6 +81,8 @@ void to_json(nlohmann::json& j, ProcessState state) = delete;
 void from_json(const nlohmann::json& j, ProcessState& state) = delete;
 void to_json(nlohmann::json& j, Role role) = delete;
 void from_json(const nlohmann::json& j, Role& role) = delete;
+void to_json(nlohmann::json& j, RelayoutPhase phase) = delete;
+void from_json(const nlohmann::json& j, RelayoutPhase& phase) = delete;
 
 }  // namespace carve
 

@@ -21,7 +21,15 @@ TEST(ProtocolChecksTest, HeartbeatBodiesHaveTheProtocolsTypes) {
          {"log_truncated_at", 65536},
          {"log_disk", "bounded: ..."},
          {"reclaim", {{"status", "failed"}, {"checks", {{{"ok", false}, {"device", 0}}}}}}}}},
-      {"gpus", {{{"index", 0}, {"utilization_pct", 40}, {"mig_instances", json::array()}}}},
+      {"gpus",
+       {{{"index", 0}, {"utilization_pct", 40}, {"mig_instances", json::array()}},
+        {{"index", 1},
+         {"residue",
+          {{"processes",
+            {{{"pid", 41}, {"uid", 0}, {"command", "x"}, {"memory_mib", 9}, {"state", "defunct"}}}},
+           {"unexplained_mib", 512},
+           {"used_mib", 1024},
+           {"baseline_mib", 512}}}}}},
       {"layouts", json::array()}};
   EXPECT_TRUE(CheckHeartbeatBody(good).ok());
   struct Case {
@@ -41,6 +49,12 @@ TEST(ProtocolChecksTest, HeartbeatBodiesHaveTheProtocolsTypes) {
       {{{"layouts", "none"}}, "layouts: must be a list"},
       {{{"replicas", {{{"log_truncated_at", "64Ki"}}}}}, "replicas[0].log_truncated_at"},
       {{{"replicas", {{{"log_disk", true}}}}}, "replicas[0].log_disk: must be a string"},
+      // The node record keeps a GPU's residue as sent: one it could not store is refused here.
+      {json::parse(R"({"gpus": [{"index": 0, "residue": {"processes": [{"pid": 7,
+           "state": "zombie"}]}}]})"),
+       "gpus[0].residue: processes[0].state: unknown state \"zombie\""},
+      {json::parse(R"({"gpus": [{"index": 0, "residue": {"unexplained_mib": "lots"}}]})"),
+       "gpus[0].residue: "},
   };
   for (const Case& c : cases) {
     absl::Status s = CheckHeartbeatBody(c.body);
