@@ -41,9 +41,9 @@ struct World {
                                {{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}}}),
         kAdmin);
   }
-  static inline const carve::Principal kAdmin{"admin", "admin", "", "", "a"};
-  static inline const carve::Principal kMember{"m", "member", "acme", "vision", "m"};
-  static inline const carve::Principal kAgent{"agents", "agent", "", "", "g"};
+  static inline const carve::Principal kAdmin{"admin", carve::Role::kAdmin, "", "", "a"};
+  static inline const carve::Principal kMember{"m", carve::Role::kMember, "acme", "vision", "m"};
+  static inline const carve::Principal kAgent{"agents", carve::Role::kAgent, "", "", "g"};
 };
 
 }  // namespace
