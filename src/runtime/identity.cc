@@ -337,11 +337,11 @@ json Identity::ListTokens(const Principal& who) const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   json out = json::array();
   for (const auto& [hash, t] : tokens_) {
-    std::string tenant = TenantOf(t);
-    if (!SeesToken(who, OwnerOf(t))) continue;
+    const UserRecord* owner = OwnerOf(t);
+    if (!SeesToken(who, owner)) continue;
     json j = t.ToJson();
-    if (const UserRecord* u = OwnerOf(t)) j["role"] = Name(u->role);
-    j["tenant"] = tenant;
+    if (owner != nullptr) j["role"] = Name(owner->role);
+    j["tenant"] = owner != nullptr ? owner->tenant : "";
     out.push_back(j);
   }
   return out;
