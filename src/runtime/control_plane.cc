@@ -129,6 +129,10 @@ void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) {
 }
 
 void ControlPlane::Index(const JobRecord& job) {
+  auto prior = active_.find(job.id);
+  const bool was_queued = prior != active_.end() && prior->second.queued;
+  const bool queued = job.state == JobState::kQueued && jobs_.count(job.id) > 0;
+  if (was_queued != queued) CountQueued(job, queued ? 1 : -1);
   if (IsFinal(job.state)) {
     active_.erase(job.id);
     placed_.erase(job.id);
@@ -137,13 +141,24 @@ void ControlPlane::Index(const JobRecord& job) {
   }
   auto stored = jobs_.find(job.id);  // Submit and Load index a job once it is in jobs_
   if (stored == jobs_.end()) return;
-  LiveJob live{&stored->second, ++next_revision_};
+  LiveJob live{&stored->second, ++next_revision_, queued};
   active_[job.id] = live;
   if (job.state == JobState::kQueued) {  // a queued job holds no replica (Recover clears them)
     placed_.erase(job.id);
   } else {
     placed_[job.id] = live;
   }
+}
+
+void ControlPlane::CountQueued(const JobRecord& job, int sign) {
+  QueuedTotal& total = queued_[job.spec.queue];
+  total.jobs += sign;
+  // A queued job's spec does not change, so the charge taken off is the one added.
+  if (const JobRequest* request = RequestOf(job); request != nullptr) {
+    AddResources(total.demand, RequestCharge(*request, *catalog_), sign);
+    std::erase_if(total.demand, [](const auto& entry) { return entry.second == 0; });
+  }
+  if (total.jobs == 0) queued_.erase(job.spec.queue);
 }
 
 uint64_t ControlPlane::Revision(int64_t job) const {

@@ -440,6 +440,10 @@ class ControlPlane {
   absl::Status RecordWaits(std::unique_lock<std::mutex>& lock, CyclePlan& plan, const Decisions& d,
                            StoreBatch& batch);
   void RecordWait(CyclePlan& plan, const WaitExplanation& core, StoreBatch& batch);
+  // A queue whose quota starts holding waiting jobs (event queue.quota-holds), or, judged by a
+  // cycle that ordered every waiting job, stops (queue.quota-frees): one record per crossing,
+  // where each job's own record leaves the quota out (WaitExplanation::OwnSummary).
+  void RecordQuotaHolds(const CyclePlan& plan, StoreBatch& batch);
   // Whether the job is as the plan read it (no change since), and each node a bind uses.
   bool Unchanged(const CyclePlan& plan, int64_t job) const;
   bool NodesUnchanged(const CyclePlan& plan, const std::vector<ReplicaPlacement>& where) const;
@@ -476,10 +480,19 @@ class ControlPlane {
   struct LiveJob {
     JobRecord* job = nullptr;
     uint64_t revision = 0;
+    bool queued = false;  // counted in queued_ (its state is queued)
   };
   absl::btree_map<int64_t, LiveJob> active_;
   absl::btree_map<int64_t, LiveJob> placed_;  // active_ less the queued jobs
   uint64_t Revision(int64_t job) const;       // 0 for a job not active
+  // Per queue, its queued jobs and what they would charge its quota, kept as jobs enter and leave
+  // the queued state (Index), so that the queue status walks only the placed jobs.
+  struct QueuedTotal {
+    int jobs = 0;
+    ResourceList demand;
+  };
+  std::map<std::string, QueuedTotal> queued_;
+  void CountQueued(const JobRecord& job, int sign);
   // Work pushed to agents (WaitForWork): a version per node, and the work it covers.
   std::map<std::string, int64_t> work_version_;
   std::map<std::string, std::set<std::tuple<int64_t, int, bool>>> work_signalled_;
@@ -506,6 +519,8 @@ class ControlPlane {
   int64_t kept_cluster_drift_ = 0;  // under schedule_mu_ (CheckKeptCluster)
   mutable absl::node_hash_map<int64_t, JobRequest> requests_;  // RequestOf, under mu_
   CycleStats last_cycle_;                                      // under mu_
+  // (queue, resource) whose quota held waiting jobs when last recorded (RecordQuotaHolds).
+  std::set<std::pair<std::string, std::string>> quota_held_;
   std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   // Finished jobs: those still in memory until their final record is committed, and what the

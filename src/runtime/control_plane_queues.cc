@@ -260,44 +260,6 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
                         stopping, by});
 }
 
-void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
-  plan.waits = std::make_shared<WaitMap>();
-  plan.waits->reserve(d.waits.size());
-  const size_t planned = plan.in.pending.size();
-  for (size_t i = 0; i < d.waits.size(); ++i) {
-    WaitExplanation& w = d.waits[i];
-    if (w.job < 0) {  // a service's replica: its record's wording needs the replica (rare)
-      plan.explain.push_back(i);
-      continue;
-    }
-    // Recorded (the job's record, a job.waiting event) when the reason changes, not its counts:
-    // a bind elsewhere changes how many nodes are full for every waiting job.
-    const int64_t id = w.job;
-    std::string summary = w.Summary(), signature = w.Signature();
-    const Waiting* last = last_waits_->Find(id);
-    if (last == nullptr || last->signature != signature) plan.explain.push_back(i);
-    plan.waits->insert_or_assign(id, Waiting{std::move(w), std::move(summary), std::move(signature),
-                                             json::object(), plan.now, !plan.incremental, planned});
-  }
-}
-
-// A full cycle's table replaces the last; an incremental one's goes on top of it (its parked jobs
-// keep their explanations).
-std::shared_ptr<const WaitTable> ControlPlane::Publish(CyclePlan& plan) const {
-  auto table = std::make_shared<WaitTable>();
-  // An incremental cycle that left nothing parked judged every waiting job, as a full one does.
-  if (!plan.incremental || plan.parked == 0) {
-    table->base = std::move(plan.waits);
-    return table;
-  }
-  table->base = waits_->base;
-  auto delta = std::make_shared<WaitMap>(*waits_->delta);
-  for (int64_t id : plan.dropped) (*delta)[id].gone = true;
-  for (auto& [id, w] : *plan.waits) (*delta)[id] = std::move(w);
-  table->delta = std::move(delta);
-  return table;
-}
-
 int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch) {
   plan.own.emplace_back(next_revision_, std::numeric_limits<uint64_t>::max());
   // Nominations only hold while a job is queued (it may have been cancelled) or has replicas
@@ -345,47 +307,6 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
   return scheduled;
 }
 
-absl::Status ControlPlane::RecordWaits(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
-                                       const Decisions& d, StoreBatch& batch) {
-  if (plan.void_) return absl::OkStatus();
-  // In slices, each committed on its own: a cycle that explains thousands of jobs (a burst of
-  // submissions) lets calls in between instead of holding the lock for all of them.
-  const size_t slice = std::max<size_t>(options_.explain_slice, 1);
-  for (size_t from = 0;; from += slice) {
-    size_t to = std::min(from + slice, plan.explain.size());
-    for (size_t k = from; k < to; ++k) RecordWait(plan, d.waits[plan.explain[k]], batch);
-    if (to == plan.explain.size()) break;
-    plan.own.back().second = next_revision_;
-    if (absl::Status s = Breathe(lock, batch, "explain"); !s.ok()) return s;
-    plan.own.emplace_back(next_revision_, std::numeric_limits<uint64_t>::max());
-  }
-  plan.replaced = std::exchange(waits_, Publish(plan));  // freed after the lock
-  last_waits_ = waits_;
-  Remember(plan, d);
-  return absl::OkStatus();
-}
-
-void ControlPlane::RecordWait(CyclePlan& plan, const WaitExplanation& core, StoreBatch& batch) {
-  int64_t id = core.job < 0 ? plan.work[-core.job - 1].job : core.job;
-  if (!Unchanged(plan, id)) {  // not recorded: the next cycle compares it again
-    if (core.job >= 0) {
-      plan.waits->erase(id);
-      plan.dropped.push_back(id);
-    }
-    return;
-  }
-  if (core.job >= 0) {
-    Waits(jobs_.at(id), plan.waits->at(id), batch);
-  } else if (plan.explained_work.insert(id).second) {
-    Waiting& w = (*plan.waits)[id];
-    w.wait = core;
-    w.at_us = plan.now;
-    w.full = !plan.incremental;
-    w.planned = plan.in.pending.size();
-    ReplicaWaits(jobs_.at(id), plan.work[-core.job - 1].replica, w, batch);
-  }
-}
-
 void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) {
   JobRecord& victim = jobs_.at(p.victim);
   JobRecord& preemptor = jobs_.at(p.preemptor);
@@ -397,17 +318,6 @@ void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) 
   preemptor.victims.push_back({{"job", p.victim}, {"reason", p.reason}});
   nominated_.emplace(p.preemptor, now);
   Touch(preemptor, batch);
-}
-
-void ControlPlane::Waits(JobRecord& job, const Waiting& w, StoreBatch& batch) {
-  if (w.summary == job.explanation) return;  // as recorded (a restart, a skipped cycle)
-  json explained = WaitToJson(w.wait);
-  job.explanation = w.summary;
-  job.explanation_reasons = explained["reasons"].get<std::map<std::string, int>>();
-  job.reason = "waiting: " + w.summary;
-  Event(batch, "scheduler", "job.waiting", absl::StrCat("job/", job.id), w.summary,
-        {{"gates", explained["gates"]}, {"fix", w.wait.fix}, {"policy", options_.policy}});
-  Touch(job, batch);
 }
 
 void ControlPlane::BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,
@@ -437,35 +347,6 @@ void ControlPlane::BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& 
   Touch(job, batch);
 }
 
-json ControlPlane::ExplainScheduling(const JobRecord& job) const {
-  json out = {{"queue", job.spec.queue},
-              {"priority_class", job.spec.priority_class},
-              {"priority", job.spec.priority},
-              {"preemptible", job.spec.preemptible.value_or(true)}};
-  if (job.preempted_by != 0) {
-    out["preempted_by"] = job.preempted_by;
-    out["preemption"] = job.preemption;
-  }
-  if (!job.victims.empty()) out["victims"] = job.victims;
-  const Waiting* wait = waits_->Find(job.id);
-  // The table is the last cycle's: a job bound, cancelled or held since is not waiting.
-  bool waiting = job.state == JobState::kQueued ||
-                 (job.state == JobState::kRunning && !job.explanation.empty());
-  if (waiting && wait != nullptr) {
-    out.update(WaitToJson(wait->wait));
-    out.update(wait->extra);
-    out["judged"] = {{"at_us", wait->at_us},
-                     {"cycle", wait->full ? "full" : "incremental"},
-                     {"jobs_planned", wait->planned}};
-  } else if (job.state == JobState::kQueued) {  // no cycle of this server has explained it yet
-    out.update({{"gate", ""},
-                {"gates", json::array()},
-                {"explanation", job.explanation},
-                {"reasons", job.explanation_reasons}});
-  }
-  return out;
-}
-
 bool ControlPlane::QueueVisible(const std::string& queue, const Principal& who) const {
   if (who.role == Role::kAdmin) return true;
   // The queues its project may use (H2's rules, scheduling_grants.h); a tenant-admin's: those of
@@ -489,17 +370,11 @@ json ControlPlane::QueueStatus(const Principal& who) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<QueueSpec> specs = QueueSpecs();
   QuotaLedger ledger(specs);
-  std::map<std::string, int> pending, running;
-  std::map<std::string, ResourceList> waiting;
-  for (const auto& [id, active] : active_) {
-    const JobRecord& job = *active.job;
+  std::map<std::string, int> running;
+  for (const auto& [id, placed] : placed_) {  // queued jobs are counted in queued_ as they come
+    const JobRecord& job = *placed.job;
     const JobRequest* cached = RequestOf(job);
     if (cached == nullptr || IsFinal(job.state)) continue;
-    if (job.state == JobState::kQueued) {  // the cached request, not a copy per queued job
-      ++pending[job.spec.queue];
-      AddResources(waiting[job.spec.queue], RequestCharge(*cached, *catalog_));
-      continue;
-    }
     // What it holds (a service's replicas being placed: not yet).
     std::optional<JobRequest> request = *cached;
     request->replicas = static_cast<int>(
@@ -525,12 +400,14 @@ json ControlPlane::QueueStatus(const Principal& who) const {
   }
   std::set<std::string> names = {"default"};
   for (const QueueSpec& q : specs) names.insert(q.name);
-  for (const auto& [q, n] : pending) names.insert(q);
+  for (const auto& [q, total] : queued_) names.insert(q);
   for (const auto& [q, n] : running) names.insert(q);
   json out = json::array();
   for (const std::string& name : names) {
     if (!QueueVisible(name, who)) continue;
     const QueueSpec* q = ledger.Find(name);
+    auto found = queued_.find(name);
+    const auto* queued = found == queued_.end() ? nullptr : &*found;
     json resources = json::object();
     for (const auto& [resource, s] : ledger.Status(name)) {
       // (a named copy: clang 14, which builds scripts/fuzz, cannot capture a binding.)
@@ -544,14 +421,15 @@ json ControlPlane::QueueStatus(const Principal& who) const {
       }
       resources[resource] = r;
     }
-    out.push_back({{"name", name},
-                   {"cohort", q ? q->cohort : ""},
-                   {"pool", q ? q->pool : ""},
-                   {"weight", q ? q->weight : 1.0},
-                   {"pending", pending[name]},
-                   {"running", running[name]},
-                   {"pending_demand", ResourcesToJson(waiting[name])},
-                   {"resources", resources}});
+    out.push_back(
+        {{"name", name},
+         {"cohort", q ? q->cohort : ""},
+         {"pool", q ? q->pool : ""},
+         {"weight", q ? q->weight : 1.0},
+         {"pending", queued ? queued->second.jobs : 0},
+         {"running", running[name]},
+         {"pending_demand", ResourcesToJson(queued ? queued->second.demand : ResourceList{})},
+         {"resources", resources}});
   }
   return out;
 }

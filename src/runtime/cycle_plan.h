@@ -111,6 +111,15 @@ struct CyclePlan {
   std::set<int64_t> explained_work;           // services whose first waiting replica was recorded
   std::shared_ptr<const WaitTable> replaced;  // the table this plan's replaced, freed with it
   std::vector<int64_t> dropped;               // jobs bound, or whose explanation was not recorded
+  // Per queue and resource, the waiting jobs this cycle's quota gate held: how many, and the
+  // first one's verdict (the queue's used, nominal and borrowable). Made without the lock; a
+  // queue that starts or stops holding jobs is recorded once (ControlPlane::RecordQuotaHolds),
+  // not in each job's record.
+  struct QuotaHold {
+    QuotaVerdict verdict;
+    size_t jobs = 0;
+  };
+  std::map<std::pair<std::string, std::string>, QuotaHold> quota_holds;
 };
 
 }  // namespace carve

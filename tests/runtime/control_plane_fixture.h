@@ -17,6 +17,10 @@ namespace carve {
 
 class ControlPlaneFixture : public ::testing::Test {
  protected:
+  // An admin caller, and a start for tests on a virtual clock (a whole minute).
+  static inline const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin"};
+  static constexpr int64_t kT0 = 1'800'000'000'000'000;
+
   // A fresh directory named after `name`, its store, and a control plane with `options` (its
   // log directory inside) on `clock`.
   void OpenPlane(const std::string& name, ControlPlane::Options options,
@@ -43,8 +47,7 @@ class ControlPlaneFixture : public ::testing::Test {
   // The jobs an admin sees (with `all`, ended ones too), one page of up to 10,000.
   nlohmann::json Jobs(bool all) {
     int64_t next = 0;
-    auto page =
-        cp_->JobsPage(all, Principal{"admin", Role::kAdmin, "", "", "t-admin"}, 0, 10000, &next);
+    auto page = cp_->JobsPage(all, kAdmin, 0, 10000, &next);
     EXPECT_TRUE(page.ok()) << page.status();
     return page.ok() ? *page : nlohmann::json::array();
   }

@@ -10,8 +10,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int64_t kT0 = 1'800'000'000'000'000;
-const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin"};
 
 class HeartbeatReportsTest : public ControlPlaneFixture {
  protected:

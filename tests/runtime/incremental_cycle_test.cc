@@ -17,8 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int64_t kT0 = 1'800'000'000'000'000;
-const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin"};
 
 class IncrementalCycleTest : public ControlPlaneFixture {
  protected:

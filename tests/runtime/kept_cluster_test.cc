@@ -21,9 +21,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int64_t kT0 = 1'800'000'000'000'000;
 constexpr int64_t kSecond = 1'000'000;
-const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin"};
 
 class KeptClusterTest : public ControlPlaneFixture {
  protected:

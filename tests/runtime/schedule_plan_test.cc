@@ -21,8 +21,6 @@ namespace {
 using json = nlohmann::json;
 using ::testing::HasSubstr;
 
-constexpr int64_t kT0 = 1'800'000'000'000'000;
-const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin"};
 const Principal kNode{"n1", Role::kNode};
 // How long a call made while the cycle plans may take before the test calls it blocked. Far
 // above any answer's time on a loaded machine; a blocked call never answers before the cycle

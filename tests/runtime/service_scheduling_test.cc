@@ -17,9 +17,7 @@ namespace {
 using json = nlohmann::json;
 using ::testing::HasSubstr;
 
-constexpr int64_t kT0 = 1'800'000'000'000'000;
 constexpr int64_t kSecond = 1'000'000;
-const Principal kAdmin{"admin", Role::kAdmin, "", "", "t-admin"};
 
 class ServiceSchedulingTest : public ControlPlaneFixture {
  protected:

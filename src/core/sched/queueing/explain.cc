@@ -80,36 +80,67 @@ absl::string_view ToString(Gate gate) {
   return "unknown";
 }
 
-std::string WaitExplanation::Summary() const {
+namespace {
+
+// The gates a job's own record keeps (WaitExplanation::OwnSummary): all but the quota gate, or
+// all when the quota is the only one.
+std::vector<const GateFacts*> OwnGates(const std::vector<GateFacts>& gates) {
+  std::vector<const GateFacts*> own;
+  for (const GateFacts& g : gates) {
+    if (g.gate != Gate::kQuota) own.push_back(&g);
+  }
+  if (own.empty()) {
+    for (const GateFacts& g : gates) own.push_back(&g);
+  }
+  return own;
+}
+
+std::vector<const GateFacts*> AllGates(const std::vector<GateFacts>& gates) {
+  std::vector<const GateFacts*> all;
+  for (const GateFacts& g : gates) all.push_back(&g);
+  return all;
+}
+
+std::string SummaryOf(const std::vector<const GateFacts*>& gates) {
   std::vector<std::string> parts;
-  for (const GateFacts& g : gates) parts.push_back(g.summary);
+  for (const GateFacts* g : gates) parts.push_back(g->summary);
   return absl::StrJoin(parts, "; ");
 }
 
-std::string WaitExplanation::Signature() const {
+std::string SignatureOf(bool reserved, const std::vector<const GateFacts*>& gates) {
   std::string out = reserved ? "reserved" : "";
-  for (const GateFacts& g : gates) {
-    absl::StrAppend(&out, "|", ToString(g.gate));
-    switch (g.gate) {
+  for (const GateFacts* g : gates) {
+    absl::StrAppend(&out, "|", ToString(g->gate));
+    switch (g->gate) {
       case Gate::kQuota:
-        absl::StrAppend(&out, ":", g.queue, ":", g.quota.resource);
+        absl::StrAppend(&out, ":", g->queue, ":", g->quota.resource);
         break;
       case Gate::kGang:
-        absl::StrAppend(&out, ":", g.needed);
+        absl::StrAppend(&out, ":", g->needed);
         break;
       case Gate::kPlacement:
-        for (const auto& [reason, count] : g.reasons) absl::StrAppend(&out, ":", reason);
+        for (const auto& [reason, count] : g->reasons) absl::StrAppend(&out, ":", reason);
         break;
       case Gate::kOrder:
-        absl::StrAppend(&out, ":", g.reserved_job);
+        absl::StrAppend(&out, ":", g->reserved_job);
         break;
       case Gate::kPreemption:
-        for (int64_t v : g.victims) absl::StrAppend(&out, ":", v);
+        for (int64_t v : g->victims) absl::StrAppend(&out, ":", v);
         break;
     }
   }
   return out;
 }
+
+}  // namespace
+
+std::string WaitExplanation::Summary() const { return SummaryOf(AllGates(gates)); }
+
+std::string WaitExplanation::Signature() const { return SignatureOf(reserved, AllGates(gates)); }
+
+std::string WaitExplanation::OwnSummary() const { return SummaryOf(OwnGates(gates)); }
+
+std::string WaitExplanation::OwnSignature() const { return SignatureOf(reserved, OwnGates(gates)); }
 
 GateFacts PlacementGate(const Cluster& cluster, const FitReport& report) {
   GateFacts g;

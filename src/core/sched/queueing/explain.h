@@ -70,6 +70,12 @@ struct WaitExplanation {
   // signature keep it waiting for the same reason, even where counts (nodes per failure, quota
   // used) moved.
   std::string Signature() const;
+  // What a job's own record keeps: every gate but its queue's quota, unless the quota is all that
+  // holds it. A queue crossing its quota moves that gate for every waiting job of the queue at
+  // once; the runtime records such a crossing once, for the queue (event queue.quota-holds),
+  // instead of rewriting each job's record.
+  std::string OwnSummary() const;
+  std::string OwnSignature() const;
 };
 
 // The placement gate's facts from a failed placement: per-reason counts, with nodes that are

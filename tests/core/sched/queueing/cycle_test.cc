@@ -90,9 +90,36 @@ TEST(Cycle, QuotaGateExplainsUsedNominalAndBorrowable) {
   EXPECT_EQ(g.quota.requested, 2000);
   EXPECT_EQ(g.quota.borrowable, 0);
   EXPECT_EQ(g.summary, "queue a: gpus 3/4 used, needs 2, 0 borrowable");
+  // The quota is all that holds it: a job's own reason keeps it (OwnSignature).
+  EXPECT_EQ(w->OwnSignature(), w->Signature());
+  EXPECT_EQ(w->OwnSummary(), g.summary);
   EXPECT_EQ(w->fix,
             "needs 1 more gpus in queue a: wait for its jobs to end, or raise its nominal quota "
             "or borrowing limit");
+}
+
+// A queue crossing its quota adds or removes the quota gate of every waiting job of the queue at
+// once; what a job's own record keeps (OwnSignature) must not move with it, or each crossing
+// rewrites thousands of records.
+TEST(Cycle, AJobsOwnReasonLeavesOutTheQuotaItsQueueMovesAtOnce) {
+  auto wait_with_running = [](bool running) {
+    Cluster cluster = H200Cluster(1, 4);
+    OneCycle c(&cluster);
+    c.input.queues = {Queue("a", "", 8)};
+    if (running) c.input.running.push_back(Running(cluster, 1, "a", Gpus(1)));
+    c.input.pending.push_back(Pending(2, "a", Gpus(8)));  // no node has 8
+    Decisions d = c.Run();
+    const WaitExplanation* w = WaitOf(d, 2);
+    return w == nullptr ? WaitExplanation{} : *w;
+  };
+  WaitExplanation over = wait_with_running(true), under = wait_with_running(false);
+  ASSERT_EQ(over.gates.size(), 2u);
+  EXPECT_EQ(over.gates[0].gate, Gate::kQuota);
+  ASSERT_EQ(under.gates.size(), 1u);
+  EXPECT_EQ(under.gates[0].gate, Gate::kPlacement);
+  EXPECT_NE(over.Signature(), under.Signature());
+  EXPECT_EQ(over.OwnSignature(), under.OwnSignature());
+  EXPECT_EQ(over.OwnSummary(), under.Summary());
 }
 
 TEST(Cycle, GangOfEightIsNeverPartiallyPlaced) {
