@@ -10,7 +10,6 @@ namespace {
 
 using json = nlohmann::json;
 
-
 class HeartbeatReportsTest : public ControlPlaneFixture {
  protected:
   void SetUp() override {

@@ -17,7 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-
 class IncrementalCycleTest : public ControlPlaneFixture {
  protected:
   void SetUp() override {

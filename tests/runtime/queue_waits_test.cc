@@ -16,7 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-
 class QueueWaitsTest : public ControlPlaneFixture {
  protected:
   void SetUp() override {
