@@ -51,8 +51,28 @@ void Fill(Store& store, int first, int count, JobState state) {
   }
 }
 
-// A control plane whose store holds `finished` succeeded jobs and `queued` queued ones, one
-// registered node with eight H200s, and one running job on it.
+// Writes `count` running jobs with ids from `first`, each holding GPU 0 of one of 1,000 other
+// nodes (o0 .. o999).
+void FillRunning(Store& store, int first, int count) {
+  JobRecord job;
+  job.spec =
+      *JobSpecFromJson({{"name", "other"}, {"command", {"true"}}, {"resources", {{"gpus", 1}}}});
+  job.state = JobState::kRunning;
+  ReplicaRecord rep;
+  rep.state = ReplicaState::kRunning;
+  rep.grants.push_back(GrantRecord{0, 1000, 0});
+  job.replicas = {rep};
+  StoreBatch batch;
+  for (int i = first; i < first + count; ++i) {
+    job.id = i;
+    job.replicas[0].node = absl::StrCat("o", i % 1000);
+    batch.puts.push_back({"job", absl::StrFormat("%012d", i), job.ToJson().dump()});
+  }
+  if (!batch.empty() && !store.Commit(std::move(batch)).ok()) std::abort();
+}
+
+// A control plane whose store holds `finished` succeeded jobs, `queued` queued ones and `running`
+// ones on other nodes, one registered node with eight H200s, and one running job on it.
 struct Fixture {
   std::filesystem::path dir;
   GpuCatalog catalog = GpuCatalog::BuiltIn();
@@ -60,12 +80,13 @@ struct Fixture {
   std::unique_ptr<ControlPlane> cp;
   int64_t now = 1'700'000'000'000'000;
 
-  explicit Fixture(int finished, int queued = 0) {
+  explicit Fixture(int finished, int queued = 0, int running = 0) {
     char tmpl[] = "/tmp/carve-control-bench-XXXXXX";
     dir = mkdtemp(tmpl);
     store = *OpenSqliteStore((dir / "carve.db").string());
     Fill(*store, 1, finished, JobState::kSucceeded);
     Fill(*store, finished + 1, queued, JobState::kQueued);
+    FillRunning(*store, finished + queued + 1, running);
     ControlPlane::Options options;
     options.log_dir = (dir / "logs").string();
     options.node_timeout_us = 3600 * 1'000'000LL;
@@ -117,6 +138,21 @@ void Heartbeat(benchmark::State& state) {
   state.counters["finished_jobs"] = static_cast<double>(state.range(0));
 }
 BENCHMARK(Heartbeat)->Arg(0)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMicrosecond);
+
+// A node's heartbeat while `range(0)` jobs run on 1,000 other nodes: it walked every placed job
+// twice (assignments, GPU activity); it walks only its own node's now (replicas by node).
+void HeartbeatAmongRunning(benchmark::State& state) {
+  static auto* fixtures = new std::map<int, std::unique_ptr<Fixture>>;
+  auto& f = (*fixtures)[static_cast<int>(state.range(0))];
+  if (!f) f = std::make_unique<Fixture>(0, 0, static_cast<int>(state.range(0)));
+  json body = {
+      {"node", "n1"},
+      {"replicas", json::array()},
+      {"gpus", json::array({{{"index", 0}, {"health", "healthy"}, {"utilization_pct", 50}}})}};
+  for (auto _ : state) benchmark::DoNotOptimize(f->cp->Heartbeat(body, kNode));
+  state.counters["running_jobs"] = static_cast<double>(state.range(0));
+}
+BENCHMARK(HeartbeatAmongRunning)->Arg(0)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
 void SchedulingCycle(benchmark::State& state) {
   Fixture& f = FixtureFor(static_cast<int>(state.range(0)));

@@ -470,14 +470,9 @@ namespace {
 // Whether replica `r` of `job` runs on `node` now or ran there in an earlier attempt.
 bool RanOn(const JobRecord& job, int r, const std::string& node) {
   if (job.replicas[static_cast<size_t>(r)].node == node) return true;
-  for (const json& attempt : job.attempts) {
-    const json& held = attempt.value("replicas", json::array());
-    if (held.is_array() && r < static_cast<int>(held.size()) && held[r].is_object() &&
-        held[r].value("node", "") == node) {
-      return true;
-    }
-  }
-  return false;
+  return std::any_of(job.attempts.begin(), job.attempts.end(), [&](const AttemptRecord& a) {
+    return r < static_cast<int>(a.replicas.size()) && a.replicas[r].node == node;
+  });
 }
 
 }  // namespace

@@ -260,9 +260,11 @@ class ControlPlane {
   // Every record of `kind` with id > `after`, page by page, in id order (not under mu_).
   void ForEachStored(const std::string& kind, const std::string& after,
                      const std::function<void(const StoredRecord&)>& each) const;
-  // A job's usage rows, one per attempt that held devices, without a range's figures (what
-  // Finish stores, kind usage, ids by UsageRowId).
-  std::vector<nlohmann::json> UsageRows(const JobRecord& job, int64_t now) const;
+  // A job's usage rows, one per attempt that held devices (only attempt `attempt`'s, if given),
+  // without a range's figures: what Recover stores for the attempt that ended and Finish for
+  // every attempt (kind usage, ids by UsageRowId).
+  std::vector<nlohmann::json> UsageRows(const JobRecord& job, int64_t now,
+                                        std::optional<int> attempt = std::nullopt) const;
   // The ids of jobs not in a final state, copied: a loop over them may Touch.
   std::vector<int64_t> ActiveIds() const;
   // The active jobs past the queue (scheduled, running, reclaiming): the ones that hold or held

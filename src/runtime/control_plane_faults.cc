@@ -29,25 +29,19 @@ void ControlPlane::Recover(JobRecord& job, std::string cause, std::string fault_
           {{"cause", fault_ref}});
     return;
   }
-  json held = json::array();  // what the attempt held, for usage records
-  json reclaim = json::array();
-  for (const ReplicaRecord& r : job.replicas) {
-    json grants = json::array();
-    for (const GrantRecord& g : r.grants) grants.push_back(GrantToJson(g));
-    held.push_back({{"node", r.node}, {"grants", grants}, {"versions", r.versions}});
-    reclaim.push_back(r.reclaim);
+  AttemptRecord ended{job.attempt, cause, node, job.scheduled_us, now_(), {}, fault_ref};
+  for (const ReplicaRecord& r : job.replicas) {  // what it held, for its usage row
+    ended.replicas.push_back({r.node, r.grants, r.versions});
+    ended.reclaim.push_back(r.reclaim);
   }
-  job.attempts.push_back({{"attempt", job.attempt},
-                          {"cause", cause},
-                          {"node", node},
-                          {"scheduled_us", job.scheduled_us},
-                          {"ended_us", now_()},
-                          {"replicas", held},
-                          {"fault", fault_ref},
-                          {"reclaim", reclaim}});
+  job.attempts.push_back(std::move(ended));
   ++job.attempt;
   job.state = JobState::kQueued;
   job.replicas.clear();
+  // Its usage row is written now, not recomputed until the job ends.
+  for (const json& row : UsageRows(job, now_(), job.attempt - 1)) {
+    batch.puts.push_back({"usage", UsageRowId(row), row.dump()});
+  }
   job.outcome.reset();
   job.displaced.clear();
   job.reason = absl::StrCat(policy, ": attempt ", job.attempt + 1, " after ", cause);

@@ -233,6 +233,13 @@ absl::Status ControlPlane::LoadJobs() {
       idempotency_[IdempotencyId(*job)] = job->id;
     }
     CountWorkload(job->spec);
+    // Earlier attempts' usage rows (written when each ended since they have been; a store from
+    // before has them only at the job's end). Puts of the same rows: idempotent.
+    for (const AttemptRecord& a : job->attempts) {
+      for (const json& row : UsageRows(*job, now_(), a.attempt)) {
+        migrate.puts.push_back({"usage", UsageRowId(row), row.dump()});
+      }
+    }
     Index(jobs_[job->id] = *std::move(job));
   }
   if (!migrate.empty()) {

@@ -1,6 +1,8 @@
 // Usage records per job and the utilization matrix (docs/utilization.md defines every figure).
 #include <algorithm>
 #include <array>
+#include <future>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -29,31 +31,36 @@ struct Held {
   int64_t from = 0;
   int64_t to = 0;
   bool current = false;  // the job's latest attempt
+  std::string cause;     // an earlier attempt's: why it ended
   std::string versions;  // the version set id of the node it ran on
 };
 
-// Every device hold of a job: earlier attempts (kept in `attempts`) and the current one.
-std::vector<Held> Holds(const JobRecord& job, int64_t now) {
+std::string VersionsId(const json& versions) {
+  return versions.is_object() ? versions.value("id", "") : "";
+}
+
+// Every device hold of a job (only attempt `attempt`'s, if given): earlier attempts (kept in
+// `attempts`) and the current one.
+std::vector<Held> Holds(const JobRecord& job, int64_t now,
+                        std::optional<int> attempt = std::nullopt) {
   std::vector<Held> out;
-  const json& attempts = job.attempts;
-  for (const json& a : attempts) {
-    const json replicas = a.value("replicas", json::array());
-    for (const json& r : replicas) {
-      const json grants = r.value("grants", json::array());
-      for (const json& g : grants) {
-        const json v = r.value("versions", json());
-        out.push_back({&job, a.value("attempt", 0), r.value("node", ""), GrantFromJson(g),
-                       a.value("scheduled_us", int64_t{0}), a.value("ended_us", int64_t{0}), false,
-                       v.is_object() ? v.value("id", "") : ""});
+  for (const AttemptRecord& a : job.attempts) {
+    if (attempt && a.attempt != *attempt) continue;
+    for (const AttemptReplica& r : a.replicas) {
+      for (const GrantRecord& g : r.grants) {
+        out.push_back({&job, a.attempt, r.node, g, a.scheduled_us, a.ended_us, false,
+                       VersionsId(r.versions), a.cause});
       }
     }
   }
-  if (job.scheduled_us == 0 || job.replicas.empty()) return out;
+  if (job.scheduled_us == 0 || job.replicas.empty() || (attempt && *attempt != job.attempt)) {
+    return out;
+  }
   int64_t end = job.ended_us > 0 ? job.ended_us : (IsFinal(job.state) ? job.scheduled_us : now);
   for (const ReplicaRecord& r : job.replicas) {
     for (const GrantRecord& g : r.grants) {
-      out.push_back({&job, job.attempt, r.node, g, job.scheduled_us, end, true,
-                     r.versions.is_object() ? r.versions.value("id", "") : ""});
+      out.push_back(
+          {&job, job.attempt, r.node, g, job.scheduled_us, end, true, VersionsId(r.versions), ""});
     }
   }
   return out;
@@ -86,9 +93,10 @@ double GrantGpus(const GpuCatalog& catalog, const std::map<std::string, NodeReco
   return static_cast<double>(g.compute_milli) / 1000.0;
 }
 
-std::vector<json> ControlPlane::UsageRows(const JobRecord& job, int64_t now) const {
+std::vector<json> ControlPlane::UsageRows(const JobRecord& job, int64_t now,
+                                          std::optional<int> attempt) const {
   std::map<int, json> rows;  // by attempt
-  for (const Held& h : Holds(job, now)) {
+  for (const Held& h : Holds(job, now, attempt)) {
     std::string model;
     double gpus = GrantGpus(*catalog_, nodes_, h.node, h.grant, &model);
     json& r = rows[h.attempt];
@@ -113,7 +121,7 @@ std::vector<json> ControlPlane::UsageRows(const JobRecord& job, int64_t now) con
            {"held_to_us", h.to},
            {"ended_us", h.current ? job.ended_us : h.to},
            {"end", h.current ? Name(job.state) : "retried"},
-           {"end_reason", h.current ? job.reason : "the platform ran it again"},
+           {"end_reason", h.current ? job.reason : "the platform ran it again: " + h.cause},
            {"devices", json::array()}};
     }
     json dev = {{"node", h.node},
@@ -166,32 +174,28 @@ bool Figures(json& r, int64_t since_us, int64_t until_us) {
 
 json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const {
   std::map<std::pair<int64_t, int>, json> records;  // (job, attempt)
-  std::vector<int64_t> live;                        // in id order (jobs_ is)
   int64_t now = 0;
+  std::future<absl::Status> committed;
   {
-    // Jobs in memory first: one that ends meanwhile is in the store by the time it leaves memory.
+    // The attempts that hold devices now, from memory first: one that ends meanwhile has its row
+    // in the store by the time it leaves memory.
     std::lock_guard<std::mutex> lock(mu_);
     now = now_();
-    live.reserve(jobs_.size());
     for (const auto& [id, job] : jobs_) {
-      live.push_back(id);
-      // Never held a device: no rows (most of a long queue).
-      if (job.scheduled_us == 0 && job.attempts.empty()) continue;
+      if (job.replicas.empty()) continue;  // holds nothing now (most of a long queue)
       if (!Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) continue;
-      for (json& r : UsageRows(job, now)) {
-        int attempt = r["attempt"];
-        records[{id, attempt}] = std::move(r);
-      }
+      for (json& r : UsageRows(job, now, job.attempt)) records[{id, job.attempt}] = std::move(r);
     }
+    // An attempt that ended before this left memory's view with its row still being committed.
+    committed = journal_.Append(StoreBatch{});
   }
+  committed.wait();
   if (until_us <= 0) until_us = now;
-  // Finished jobs' rows, written when they ended (ids order them by the end of their hold).
+  // Every ended attempt's row, written when it ended (ids order them by the end of their hold);
+  // memory's row of an attempt wins.
   ForEachStored("usage", UsageRowsFrom(since_us), [&](const StoredRecord& s) {
     json r = json::parse(s.json, nullptr, false);
-    if (!r.is_object() ||
-        std::binary_search(live.begin(), live.end(), r.value("job", int64_t{0}))) {
-      return;
-    }
+    if (!r.is_object()) return;
     if (!Allowed(who, Access::kRead, r.value("tenant", ""), r.value("project", ""))) return;
     records.try_emplace({r.value("job", int64_t{0}), r.value("attempt", 0)}, std::move(r));
   });
@@ -331,9 +335,10 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
   constexpr int64_t kB = UtilizationLedger::kBucketUs;
   std::map<UtilizationLedger::Key, UtilizationCell> cells;
   std::map<UtilizationLedger::Key, std::pair<double, double>> held;  // allocated, productive
-  std::set<int64_t> live;
+  std::set<std::pair<int64_t, int>> live;    // (job, attempt) holding devices now
   std::map<std::string, std::string> pools;  // node -> pool
   int64_t from = 0, to = 0;
+  std::future<absl::Status> committed;
   {
     // Memory first: a job that ends meanwhile is in the store by the time it leaves memory.
     std::lock_guard<std::mutex> lock(mu_);
@@ -350,8 +355,9 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
     }
     for (const auto& [name, node] : nodes_) pools[name] = Pool(node);
     for (const auto& [id, job] : jobs_) {
-      live.insert(id);
-      for (const Held& h : Holds(job, now)) {
+      if (job.replicas.empty()) continue;
+      live.emplace(id, job.attempt);
+      for (const Held& h : Holds(job, now, job.attempt)) {
         std::string model;
         double gpus = GrantGpus(*catalog_, nodes_, h.node, h.grant, &model);
         auto pool = pools.find(h.node);
@@ -362,13 +368,14 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
         cells[key];  // a row even when the ledger has none
       }
     }
+    committed = journal_.Append(StoreBatch{});  // as in UsageRecords
   }
-  // Finished jobs' holds from their usage rows (those that ended before the range hold nothing in
-  // it).
+  committed.wait();
+  // Ended attempts' holds from their usage rows (those that ended before the range hold nothing
+  // in it).
   ForEachStored("usage", UsageRowsFrom(from), [&](const StoredRecord& s) {
     json r = json::parse(s.json, nullptr, false);
-    if (!r.is_object() ||
-        std::binary_search(live.begin(), live.end(), r.value("job", int64_t{0}))) {
+    if (!r.is_object() || live.count({r.value("job", int64_t{0}), r.value("attempt", 0)})) {
       return;
     }
     double overlap =

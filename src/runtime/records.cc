@@ -71,6 +71,12 @@ absl::Status ReadGpuParts(const json& j, NodeRecord& n) {
   return s;
 }
 
+json AttemptsToJson(const std::vector<AttemptRecord>& attempts) {
+  json out = json::array();
+  for (const AttemptRecord& a : attempts) out.push_back(a.ToJson());
+  return out;
+}
+
 }  // namespace
 
 json GrantToJson(const GrantRecord& g) {
@@ -92,6 +98,43 @@ GrantRecord GrantFromJson(const json& j) {
   g.start = j.value("start", -1);
   g.created = j.value("created", false);
   return g;
+}
+
+json AttemptRecord::ToJson() const {
+  json held = json::array();
+  for (const AttemptReplica& r : replicas) {
+    json grants = json::array();
+    for (const GrantRecord& g : r.grants) grants.push_back(GrantToJson(g));
+    held.push_back({{"node", r.node}, {"grants", grants}, {"versions", r.versions}});
+  }
+  return {
+      {"attempt", attempt},   {"cause", cause},   {"node", node},   {"scheduled_us", scheduled_us},
+      {"ended_us", ended_us}, {"replicas", held}, {"fault", fault}, {"reclaim", reclaim}};
+}
+
+absl::StatusOr<AttemptRecord> AttemptRecord::FromJson(const json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("an attempt must be an object");
+  try {
+    AttemptRecord a;
+    a.attempt = j.value("attempt", 0);
+    a.cause = j.value("cause", "");
+    a.node = j.value("node", "");
+    a.scheduled_us = j.value("scheduled_us", int64_t{0});
+    a.ended_us = j.value("ended_us", int64_t{0});
+    a.fault = j.value("fault", "");
+    a.reclaim = j.value("reclaim", json::array());
+    for (const json& r : j.value("replicas", json::array())) {
+      AttemptReplica held;
+      held.node = r.value("node", "");
+      for (const json& g : r.value("grants", json::array()))
+        held.grants.push_back(GrantFromJson(g));
+      held.versions = r.value("versions", json());
+      a.replicas.push_back(std::move(held));
+    }
+    return a;
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("attempt: ", e.what()));
+  }
 }
 
 bool JobRecord::Uses(const std::string& node, int gpu) const {
@@ -161,7 +204,7 @@ json JobRecord::ToJson() const {
             {"lease_expires_us", lease_expires_us},
             {"idle_flagged_us", idle_flagged_us},
             {"not_before_us", not_before_us},
-            {"attempts", attempts},
+            {"attempts", AttemptsToJson(attempts)},
             {"replicas", reps},
             {"explanation", explanation},
             {"explanation_reasons", explanation_reasons},
@@ -209,7 +252,15 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.lease_expires_us = j.value("lease_expires_us", int64_t{0});
     r.idle_flagged_us = j.value("idle_flagged_us", int64_t{0});
     r.not_before_us = j.value("not_before_us", int64_t{0});
-    r.attempts = j.value("attempts", json::array());
+    for (const json& aj : j.value("attempts", json::array())) {
+      auto attempt = AttemptRecord::FromJson(aj);
+      if (!attempt.ok()) {
+        return absl::DataLossError(absl::StrCat("stored job ", r.id, " is unreadable: attempts[",
+                                                r.attempts.size(),
+                                                "]: ", attempt.status().message()));
+      }
+      r.attempts.push_back(*std::move(attempt));
+    }
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
     r.preempted_by = j.value("preempted_by", int64_t{0});

@@ -66,6 +66,32 @@ struct ReplicaRecord {
   std::string log_disk;
 };
 
+// What one replica held during an earlier attempt of its job.
+struct AttemptReplica {
+  std::string node;
+  std::vector<GrantRecord> grants;
+  nlohmann::json versions;  // as ReplicaRecord::versions
+};
+
+// An earlier run of a job, kept in its record when the platform runs it again (retry, requeue,
+// failover, preemption). Its usage row is written when it ends.
+struct AttemptRecord {
+  int attempt = 0;
+  std::string cause;  // why it ended
+  std::string node;   // its first replica's node
+  int64_t scheduled_us = 0;
+  int64_t ended_us = 0;
+  std::vector<AttemptReplica> replicas;
+  std::string fault;                                 // the fault's reference, if one ended it
+  nlohmann::json reclaim = nlohmann::json::array();  // each replica's reclaim record
+
+  // {attempt, cause, node, scheduled_us, ended_us, replicas: [{node, grants, versions}], fault,
+  // reclaim}, as stored since attempts were kept.
+  nlohmann::json ToJson() const;
+  // Refuses (InvalidArgument, naming the field) a part of the wrong type.
+  static absl::StatusOr<AttemptRecord> FromJson(const nlohmann::json& j);
+};
+
 struct JobRecord {
   int64_t id = 0;
   JobSpec spec;
@@ -83,14 +109,14 @@ struct JobRecord {
   bool cancel_requested = false;
   std::string cancelled_by;
   std::string displaced;  // why the platform stopped it to run it again (drain, device fault)
-  std::optional<JobState> outcome;  // while reclaiming: the final state the job ends in
-  int64_t lease_expires_us = 0;     // 0: no lease
-  int64_t idle_flagged_us = 0;      // when it was flagged for holding GPUs without using them
-  int64_t not_before_us = 0;        // a retry's backoff: not scheduled before then
-  int attempt = 0;                  // 0 for the first run; +1 per retry, requeue or failover
-  nlohmann::json attempts = nlohmann::json::array();  // earlier attempts: node, end, cause
-  std::vector<ReplicaRecord> replicas;                // empty until scheduled
-  std::string explanation;                            // last scheduling cycle's reason for waiting
+  std::optional<JobState> outcome;      // while reclaiming: the final state the job ends in
+  int64_t lease_expires_us = 0;         // 0: no lease
+  int64_t idle_flagged_us = 0;          // when it was flagged for holding GPUs without using them
+  int64_t not_before_us = 0;            // a retry's backoff: not scheduled before then
+  int attempt = 0;                      // 0 for the first run; +1 per retry, requeue or failover
+  std::vector<AttemptRecord> attempts;  // earlier attempts, oldest first
+  std::vector<ReplicaRecord> replicas;  // empty until scheduled
+  std::string explanation;              // last scheduling cycle's reason for waiting
   std::map<std::string, int> explanation_reasons;
   // Preemption, both sides: the job it was last preempted for and why; the jobs it preempted.
   int64_t preempted_by = 0;

@@ -12,6 +12,7 @@ namespace carve {
 namespace {
 
 using json = nlohmann::json;
+using ::testing::HasSubstr;
 
 constexpr int64_t kT0 = 1'800'000'000'000'000;  // a whole minute
 constexpr int64_t kMin = 60'000'000;
@@ -220,7 +221,50 @@ TEST_F(UsageTest, EarlierAttemptsCountInUsage) {
   json records = cp_->UsageRecords(0, kT0 + 2 * kMin, kAdmin);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0]["end"], "retried");
+  EXPECT_THAT(records[0]["end_reason"].get<std::string>(), HasSubstr("drain"));
   EXPECT_DOUBLE_EQ(records[0]["gpu_seconds"].get<double>(), 60);
+  // The attempt's row was written when it ended, while its job still waits to run again (it was
+  // written only when the job ended, and recomputed from the job's record until then).
+  auto stored = store_->Load("usage");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ(json::parse((*stored)[0].json)["attempt"], 0);
+
+  // The second attempt runs for a minute and succeeds: two rows, one per attempt, and the
+  // utilization matrix counts both minutes once.
+  ASSERT_EQ(*cp_->ScheduleOnce(), 0);  // n1 is drained: nowhere to go
+  ASSERT_TRUE(cp_->Cordon("n1", "uncordon", -1, kAdmin).ok());
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  now_ = kT0 + 2 * kMin;
+  End(a, 0);
+  records = cp_->UsageRecords(0, kT0 + 3 * kMin, kAdmin);
+  ASSERT_EQ(records.size(), 2u) << records.dump(1);
+  EXPECT_EQ(records[1]["end"], "succeeded");
+  EXPECT_DOUBLE_EQ(records[1]["gpu_seconds"].get<double>(), 60);
+  json matrix = cp_->Utilization(kT0, kT0 + 3 * kMin);
+  EXPECT_NEAR(Row(matrix, "train", "H200-141GB")["gpu_hours"]["allocated"].get<double>(), 2.0 / 60,
+              1e-9);
+}
+
+// A job's record from before attempts had their own usage rows (written only when the job
+// ended): the restart writes its earlier attempts' rows.
+TEST_F(UsageTest, ARestartWritesTheRowsOfEarlierAttemptsStoredBefore) {
+  int64_t a = SubmitJob({{"tenant", "acme"},
+                         {"kind", "batch"},
+                         {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  now_ = kT0 + kMin;
+  ASSERT_TRUE(cp_->Cordon("n1", "drain", -1, kAdmin).ok());
+  End(a, 143);
+  StoreBatch erase;  // as an older server left it: no row until the job ends
+  for (const StoredRecord& r : *store_->Load("usage")) erase.deletes.push_back({"usage", r.id});
+  ASSERT_TRUE(store_->Commit(std::move(erase)).ok());
+  Open();
+  auto stored = store_->Load("usage");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ(json::parse((*stored)[0].json)["job"], a);
+  EXPECT_EQ(cp_->UsageRecords(0, 0, kAdmin).size(), 1u);
 }
 
 }  // namespace
