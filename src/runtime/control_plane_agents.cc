@@ -319,6 +319,24 @@ AgentAssignment ControlPlane::Assignment(const JobRecord& job, int r) const {
 
 namespace {
 
+// Whether a replica of `job` (not one being replaced) exited other than with code 0: its gang's
+// other replicas stop.
+bool AReplicaFailed(const JobRecord& job) {
+  return std::any_of(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& rep) {
+    return rep.retire.empty() && rep.state == ReplicaState::kExited &&
+           !(rep.exit_code && *rep.exit_code == 0);
+  });
+}
+
+// The order to stop replica `r`, with the job's checkpoint grace when it has one.
+StopOrder StopFor(const JobRecord& job, int r) {
+  StopOrder stop{job.id, r, std::nullopt};
+  if (!job.spec.checkpoint_grace.empty()) {
+    stop.grace_ms = ParseDurationUs(job.spec.checkpoint_grace).value_or(0) / 1000;
+  }
+  return stop;
+}
+
 // The jobs of which the heartbeat reports a running replica.
 std::set<int64_t> RunningJobs(const HeartbeatRequest& beat) {
   std::set<int64_t> running;
@@ -397,18 +415,9 @@ absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& 
     // the replica's record is gone, and the rest of its report has nothing left to apply to.
     if (r >= static_cast<int>(job.replicas.size())) continue;
     ApplyLogReport(job, r, report, name, batch);
-    bool failed_sibling = false;
-    for (const ReplicaRecord& rep : job.replicas) {
-      failed_sibling |= rep.retire.empty() && rep.state == ReplicaState::kExited &&
-                        !(rep.exit_code && *rep.exit_code == 0);
-    }
     if (running && (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() ||
-                    failed_sibling || MustStop(job, job.replicas[r]))) {
-      StopOrder stop{id, r, std::nullopt};
-      if (!job.spec.checkpoint_grace.empty()) {
-        stop.grace_ms = ParseDurationUs(job.spec.checkpoint_grace).value_or(0) / 1000;
-      }
-      answer.stop.push_back(stop);
+                    AReplicaFailed(job) || MustStop(job, job.replicas[r]))) {
+      answer.stop.push_back(StopFor(job, r));
     }
   }
   for (JobRecord* placed : Placed()) {
