@@ -63,19 +63,19 @@ std::string EnforcementText(const Enforcement& e) {
 
 }  // namespace
 
-std::vector<std::string> NvidiaDeviceNodes(const json& grants,
+std::vector<std::string> NvidiaDeviceNodes(const std::vector<GrantRecord>& grants,
                                            const std::vector<DiscoveredGpu>& gpus) {
   std::vector<std::string> nodes = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
                                     "/dev/nvidia-modeset"};
   bool mig = false;
-  for (const json& g : grants) {
-    int device = g.value("device", 0);
+  for (const GrantRecord& g : grants) {
+    const int device = g.device;
     int minor = device;
     for (const DiscoveredGpu& gpu : gpus) {
       if (gpu.index == device && gpu.minor >= 0) minor = gpu.minor;
     }
     nodes.push_back(absl::StrCat("/dev/nvidia", minor));
-    mig |= g.contains("profile");
+    mig |= !g.profile.empty();
   }
   std::error_code ec;
   if (mig) {
@@ -457,8 +457,7 @@ void Agent::Launch(const AgentAssignment& a) {
   spec.gid = owner.gid;
   spec.env = JobEnv(a, home.ok() ? *home : jobs, owner.uid);
   spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints.ok() ? *checkpoints : "";
-  r.grants = json::array();
-  for (const GrantRecord& g : a.grants) r.grants.push_back(GrantToJson(g));
+  r.grants = a.grants;
   if (devices_->name() != "simulated") {
     spec.restrict_devices = true;
     spec.allowed_devices = NvidiaDeviceNodes(r.grants, gpus_);
@@ -634,13 +633,13 @@ json Agent::Reclaim(Replica r) {
                        : "process group and cgroup empty");
   }
   std::set<int> devices;
-  for (const json& g : r.grants) {
-    if (int device = g.value("device", -1); device >= 0) devices.insert(device);
+  for (const GrantRecord& g : r.grants) {
+    if (g.device >= 0) devices.insert(g.device);
   }
   // Device processes first: a driver refuses to destroy an instance that a process still uses.
   for (int device : devices) CheckDeviceProcesses(r, device, check, checks);
-  for (const json& g : r.grants) {
-    if (g.contains("profile") && g.value("created", false)) CheckDestroyed(g, check);
+  for (const GrantRecord& g : r.grants) {
+    if (!g.profile.empty() && g.created) CheckDestroyed(g, check);
   }
   // Memory last, once instances made for the replica (and their reservations) are gone.
   for (int device : devices) CheckDeviceMemory(r, device, check, checks);
@@ -756,7 +755,7 @@ void Agent::PublishLive() {
     if (!r.launched || !r.reclaim.is_null()) continue;
     LiveReplica& l = live[key];
     l.handle = r.handle;
-    for (const json& g : r.grants) l.devices.insert(g.value("device", -1));
+    for (const GrantRecord& g : r.grants) l.devices.insert(g.device);
   }
   std::lock_guard<std::mutex> lock(live_mu_);
   live_ = std::move(live);
@@ -780,11 +779,11 @@ std::optional<GpuResidue> Agent::ResidueReport(const DiscoveredGpu& gpu) const {
 }
 
 template <typename Check>
-void Agent::CheckDestroyed(const json& grant, Check& check) {
+void Agent::CheckDestroyed(const GrantRecord& grant, Check& check) {
   // A dynamic instance made for the replica is destroyed with it; the driver must agree.
-  int device = grant.value("device", -1);
-  int start = grant.value("start", -1);
-  std::string what = absl::StrCat(grant.value("profile", ""), " at slice ", start);
+  const int device = grant.device;
+  const int start = grant.start;
+  std::string what = absl::StrCat(grant.profile, " at slice ", start);
   absl::Status destroyed = devices_->DestroyMigInstance(device, start);
   auto gpus = devices_->Discover();
   bool gone = gpus.ok();
@@ -947,6 +946,8 @@ void Agent::SaveState() const {
   json reps = json::array();
   for (const auto& [key, r] : replicas_) {
     if (!r.launched || r.exit) continue;
+    json grants = json::array();
+    for (const GrantRecord& g : r.grants) grants.push_back(GrantToJson(g));
     reps.push_back({{"job", r.job},
                     {"replica", r.index},
                     {"pid", r.handle.pid},
@@ -957,7 +958,7 @@ void Agent::SaveState() const {
                     {"devices", r.handle.enforcement.devices},
                     {"log_path", r.log_path},
                     {"status_path", r.status_path},
-                    {"grants", r.grants},
+                    {"grants", grants},
                     {"gpu_isolation", r.gpu_isolation},
                     {"shipped", r.shipped},
                     {"started_us", r.started_us},
@@ -987,7 +988,7 @@ void Agent::LoadState() {
                             j.value("identity", ""), j.value("devices", "")};
     r.log_path = j.value("log_path", "");
     r.status_path = j.value("status_path", "");
-    r.grants = j.value("grants", json::array());
+    for (const json& g : j.value("grants", json::array())) r.grants.push_back(GrantFromJson(g));
     r.gpu_isolation = j.value("gpu_isolation", json());
     r.shipped = j.value("shipped", int64_t{0});
     r.started_us = j.value("started_us", int64_t{0});

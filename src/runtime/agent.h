@@ -31,7 +31,7 @@ class ApiClient;
 // The NVIDIA device nodes a replica with `grants` may open: its GPUs (/dev/nvidiaN, N the GPU's
 // minor number as NVML reports it, else its index), the control and UVM devices CUDA needs,
 // and for MIG grants every capability device (MIG instances are not separated by device node).
-std::vector<std::string> NvidiaDeviceNodes(const nlohmann::json& grants,
+std::vector<std::string> NvidiaDeviceNodes(const std::vector<GrantRecord>& grants,
                                            const std::vector<DiscoveredGpu>& gpus);
 
 // The node agent: discovers GPUs, registers with the server, heartbeats, runs assigned replicas
@@ -115,7 +115,7 @@ class Agent {
     bool stop_sent = false;
     std::optional<ExitStatus> exit;
     int64_t ended_us = 0;
-    nlohmann::json grants = nlohmann::json::array();
+    std::vector<GrantRecord> grants;
     nlohmann::json gpu_isolation;  // shares: what enforced the caps (mps_supervisor.h)
     nlohmann::json reclaim;        // the reclaim record, once the command has ended
     // Reclaiming and stopping can take a grace period; they run off the heartbeat loop.
@@ -157,7 +157,7 @@ class Agent {
   std::optional<GpuResidue> ResidueReport(const DiscoveredGpu& gpu) const;
   // Destroys a dynamic MIG instance made for a replica and records whether the device agrees.
   template <typename Check>
-  void CheckDestroyed(const nlohmann::json& grant, Check& check);
+  void CheckDestroyed(const GrantRecord& grant, Check& check);
   // Stops the process group now (SIGTERM, SIGKILL after `grace_ms`); a failure is logged.
   void StopLogged(const ProcessHandle& handle, int64_t grace_ms);
   // SIGTERM, then SIGKILL after `grace_ms` (-1: the agent's stop grace).
