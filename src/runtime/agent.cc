@@ -63,19 +63,19 @@ std::string EnforcementText(const Enforcement& e) {
 
 }  // namespace
 
-std::vector<std::string> NvidiaDeviceNodes(const json& grants,
+std::vector<std::string> NvidiaDeviceNodes(const std::vector<GrantRecord>& grants,
                                            const std::vector<DiscoveredGpu>& gpus) {
   std::vector<std::string> nodes = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
                                     "/dev/nvidia-modeset"};
   bool mig = false;
-  for (const json& g : grants) {
-    int device = g.value("device", 0);
+  for (const GrantRecord& g : grants) {
+    const int device = g.device;
     int minor = device;
     for (const DiscoveredGpu& gpu : gpus) {
       if (gpu.index == device && gpu.minor >= 0) minor = gpu.minor;
     }
     nodes.push_back(absl::StrCat("/dev/nvidia", minor));
-    mig |= g.contains("profile");
+    mig |= !g.profile.empty();
   }
   std::error_code ec;
   if (mig) {
@@ -311,26 +311,26 @@ void Agent::WaitLoop() {
   }
 }
 
-std::map<std::string, std::string> Agent::GpuEnv(const json& a) const {
+std::map<std::string, std::string> Agent::GpuEnv(const AgentAssignment& a) const {
   std::vector<std::string> visible;
   std::map<std::string, std::string> env;
-  for (const json& g : a.value("grants", json::array())) {
-    int device = g.value("device", 0);
+  for (const GrantRecord& g : a.grants) {
+    const int device = g.device;
     const DiscoveredGpu* gpu = nullptr;
     for (const DiscoveredGpu& d : gpus_) {
       if (d.index == device) gpu = &d;
     }
     if (gpu == nullptr) continue;
-    if (g.contains("profile")) {
+    if (!g.profile.empty()) {
       std::string uuid;
       for (const auto& m : gpu->mig_instances) {
-        if (m.profile == g["profile"] && m.start == g.value("start", -1)) uuid = m.uuid;
+        if (m.profile == g.profile && m.start == g.start) uuid = m.uuid;
       }
       if (!uuid.empty()) visible.push_back(uuid);
       continue;
     }
     visible.push_back(gpu->uuid);
-    if (a.value("mode", "") == "shared" && mps_) {
+    if (a.mode == DeliveryMode::kShared && mps_) {
       auto [mem, pct] = ShareCaps(g);
       for (const auto& [k, v] : mps_->ClientEnv(device, mem, pct)) env[k] = v;
     }
@@ -353,11 +353,11 @@ bool AccountExists(int64_t uid) {
 
 }  // namespace
 
-absl::StatusOr<std::pair<int64_t, int64_t>> Agent::TenantIds(const json& a) {
+absl::StatusOr<std::pair<int64_t, int64_t>> Agent::TenantIds(const AgentAssignment& a) {
   if (options_.single_user) return std::make_pair(int64_t{-1}, int64_t{-1});
-  int64_t uid = a.value("uid", int64_t{0});
-  if (uid > 0) return std::make_pair(uid, a.value("gid", uid));
-  const std::string tenant = a.value("tenant", "default");
+  int64_t uid = a.uid.value_or(0);
+  if (uid > 0) return std::make_pair(uid, a.gid.value_or(uid));
+  const std::string& tenant = a.tenant;
   if (auto it = tenant_uids_.find(tenant); it != tenant_uids_.end()) {
     return std::make_pair(it->second, it->second);
   }
@@ -397,11 +397,10 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Agent::TenantIds(const json& a) {
   return std::make_pair(uid, uid);
 }
 
-std::map<std::string, std::string> Agent::JobEnv(const json& a, const std::string& home,
+std::map<std::string, std::string> Agent::JobEnv(const AgentAssignment& a, const std::string& home,
                                                  int64_t uid) const {
-  std::map<std::string, std::string> env =
-      DeferLoaderEnv(a.value("env", std::map<std::string, std::string>{}));
-  std::string user = absl::StrCat("carve-", a.value("tenant", "default"));
+  std::map<std::string, std::string> env = DeferLoaderEnv(a.env);
+  std::string user = absl::StrCat("carve-", a.tenant);
   if (uid < 0) uid = ::getuid();
   struct passwd pw {};
   struct passwd* found = nullptr;
@@ -413,37 +412,36 @@ std::map<std::string, std::string> Agent::JobEnv(const json& a, const std::strin
   env.emplace("HOME", home);
   env["USER"] = user;
   env["LOGNAME"] = user;
-  env["CARVE_JOB_ID"] = std::to_string(a.value("job", int64_t{0}));
-  env["CARVE_REPLICA"] = std::to_string(a.value("replica", 0));
+  env["CARVE_JOB_ID"] = std::to_string(a.job);
+  env["CARVE_REPLICA"] = std::to_string(a.replica);
   env["CARVE_NODE"] = options_.node;
-  env["CARVE_ATTEMPT"] = std::to_string(a.value("attempt", 0));
+  env["CARVE_ATTEMPT"] = std::to_string(a.attempt);
   return env;
 }
 
-void Agent::Launch(const json& a) {
+void Agent::Launch(const AgentAssignment& a) {
   Replica r;
-  r.job = a.value("job", int64_t{0});
-  r.index = a.value("replica", 0);
+  r.job = a.job;
+  r.index = a.replica;
   if (replicas_.count({r.job, r.index})) return;
   // Logs and status files stay in the agent's private directory (the job gets descriptors);
   // work and checkpoint directories are the tenant user's, in the jobs directory.
   const std::string data = std::filesystem::absolute(options_.data_dir).string();
   const std::string& jobs = options_.jobs_dir;
-  const std::string tenant = a.value("tenant", "default");
+  const std::string& tenant = a.tenant;
   r.log_path =
       absl::StrCat(TenantDir(data + "/logs", tenant), "/job-", r.job, "-", r.index, ".log");
   auto ids = TenantIds(a);
   DirOwner owner;
   if (ids.ok()) owner = {ids->first, ids->second};
   // The server names a checkpoint root every node can reach; else keep it local.
-  std::string checkpoint_root = a.value("checkpoint_root", "");
+  std::string checkpoint_root = a.checkpoint_root;
   if (checkpoint_root.empty()) checkpoint_root = jobs + "/checkpoints";
   auto checkpoints =
       MakeDirBeneath(checkpoint_root + "/tenants", absl::StrCat(tenant, "/job-", r.job), owner);
   auto home = MakeDirBeneath(jobs + "/work/tenants", tenant, owner);
-  auto workdir = MakeDirBeneath(
-      jobs + "/work/tenants",
-      absl::StrCat(tenant, "/", a.value("project", "default"), "/", a.value("workdir", "")), owner);
+  auto workdir = MakeDirBeneath(jobs + "/work/tenants",
+                                absl::StrCat(tenant, "/", a.project, "/", a.workdir), owner);
   absl::Status dirs = !ids.ok()           ? ids.status()
                       : !checkpoints.ok() ? checkpoints.status()
                       : !home.ok()        ? home.status()
@@ -453,36 +451,33 @@ void Agent::Launch(const json& a) {
   std::filesystem::remove(r.status_path, ec);
   LaunchSpec spec;
   spec.argv = {options_.self_exe, "internal-run", "--status-fd", "3", "--"};
-  for (const std::string& arg : a.value("command", std::vector<std::string>{})) {
-    spec.argv.push_back(arg);
-  }
+  spec.argv.insert(spec.argv.end(), a.command.begin(), a.command.end());
   spec.status_path = r.status_path;
   spec.uid = owner.uid;
   spec.gid = owner.gid;
   spec.env = JobEnv(a, home.ok() ? *home : jobs, owner.uid);
   spec.env["CARVE_CHECKPOINT_DIR"] = checkpoints.ok() ? *checkpoints : "";
+  r.grants = a.grants;
   if (devices_->name() != "simulated") {
     spec.restrict_devices = true;
-    spec.allowed_devices = NvidiaDeviceNodes(a.value("grants", json::array()), gpus_);
+    spec.allowed_devices = NvidiaDeviceNodes(r.grants, gpus_);
   } else {
     // Jobs of every tenant write their simulated device use here (sticky, like /tmp).
     spec.env["CARVE_SIM_GPU_DIR"] = jobs + "/simgpu";
-    for (const json& g : a.value("grants", json::array())) {
+    for (const GrantRecord& g : a.grants) {
       for (const DiscoveredGpu& d : gpus_) {
-        if (d.index != g.value("device", -1)) continue;
+        if (d.index != g.device) continue;
         std::string dir = jobs + "/simgpu/" + d.uuid;
         if (::mkdir(dir.c_str(), 01777) == 0 || errno == EEXIST) ::chmod(dir.c_str(), 01777);
       }
     }
   }
-  r.grants = a.value("grants", json::array());
   r.gpu_isolation = GpuIsolation(a);
   // Dynamic partitions are created for the replica before it starts (and destroyed by Reclaim).
   std::string create_error;
-  for (const json& g : r.grants) {
-    if (!g.value("created", false) || !create_error.empty()) continue;
-    auto uuid = devices_->CreateMigInstance(g.value("device", -1), g.value("profile", ""),
-                                            g.value("start", -1));
+  for (const GrantRecord& g : a.grants) {
+    if (!g.created || !create_error.empty()) continue;
+    auto uuid = devices_->CreateMigInstance(g.device, g.profile, g.start);
     if (!uuid.ok()) create_error = std::string(uuid.status().message());
   }
   if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;
@@ -493,10 +488,9 @@ void Agent::Launch(const json& a) {
   // Unique on this machine: several agents (and several Carve installations) may share it.
   spec.group_name = absl::StrCat(options_.node, "-", Sha256Hex(options_.data_dir).substr(0, 8),
                                  "-job-", r.job, "-r", r.index);
-  spec.limits = {a.value("cpu_milli", int64_t{0}), a.value("memory_mib", int64_t{0}),
-                 options_.job_pids_max};
+  spec.limits = {a.cpu_milli, a.memory_mib, options_.job_pids_max};
   r.started_us = NowUs();
-  int64_t max_runtime = a.value("max_runtime_us", int64_t{0});
+  const int64_t max_runtime = a.max_runtime_us;
   r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;
   auto handle = !create_error.empty()
                     ? absl::StatusOr<ProcessHandle>(absl::FailedPreconditionError(create_error))
@@ -639,13 +633,13 @@ json Agent::Reclaim(Replica r) {
                        : "process group and cgroup empty");
   }
   std::set<int> devices;
-  for (const json& g : r.grants) {
-    if (int device = g.value("device", -1); device >= 0) devices.insert(device);
+  for (const GrantRecord& g : r.grants) {
+    if (g.device >= 0) devices.insert(g.device);
   }
   // Device processes first: a driver refuses to destroy an instance that a process still uses.
   for (int device : devices) CheckDeviceProcesses(r, device, check, checks);
-  for (const json& g : r.grants) {
-    if (g.contains("profile") && g.value("created", false)) CheckDestroyed(g, check);
+  for (const GrantRecord& g : r.grants) {
+    if (!g.profile.empty() && g.created) CheckDestroyed(g, check);
   }
   // Memory last, once instances made for the replica (and their reservations) are gone.
   for (int device : devices) CheckDeviceMemory(r, device, check, checks);
@@ -761,7 +755,7 @@ void Agent::PublishLive() {
     if (!r.launched || !r.reclaim.is_null()) continue;
     LiveReplica& l = live[key];
     l.handle = r.handle;
-    for (const json& g : r.grants) l.devices.insert(g.value("device", -1));
+    for (const GrantRecord& g : r.grants) l.devices.insert(g.device);
   }
   std::lock_guard<std::mutex> lock(live_mu_);
   live_ = std::move(live);
@@ -777,19 +771,19 @@ void Agent::DeclareDeviceService(int64_t pid, bool serving) {
   }
 }
 
-json Agent::ResidueReport(const DiscoveredGpu& gpu) const {
-  if (baselines_ == nullptr) return json();
+std::optional<GpuResidue> Agent::ResidueReport(const DiscoveredGpu& gpu) const {
+  if (baselines_ == nullptr) return std::nullopt;
   DeviceView view =
       ViewDevice(*devices_, gpu.index, baselines_->Get(gpu.uuid), ExplainsFor(gpu.index, {-1, -1}));
-  return ResidueJson(view, options_.memory_tolerance_mib);
+  return ResidueSeen(view, options_.memory_tolerance_mib);
 }
 
 template <typename Check>
-void Agent::CheckDestroyed(const json& grant, Check& check) {
+void Agent::CheckDestroyed(const GrantRecord& grant, Check& check) {
   // A dynamic instance made for the replica is destroyed with it; the driver must agree.
-  int device = grant.value("device", -1);
-  int start = grant.value("start", -1);
-  std::string what = absl::StrCat(grant.value("profile", ""), " at slice ", start);
+  const int device = grant.device;
+  const int start = grant.start;
+  std::string what = absl::StrCat(grant.profile, " at slice ", start);
   absl::Status destroyed = devices_->DestroyMigInstance(device, start);
   auto gpus = devices_->Discover();
   bool gone = gpus.ok();
@@ -806,54 +800,72 @@ void Agent::CheckDestroyed(const json& grant, Check& check) {
         device);
 }
 
-json Agent::Report() const {
-  json reps = json::array();
-  for (const auto& [key, r] : replicas_) {
-    json j = {{"job", r.job},
-              {"replica", r.index},
-              {"state", Name(r.exit ? ReplicaState::kExited : ReplicaState::kRunning)},
-              {"pid", r.handle.pid},
-              {"started_us", r.started_us},
-              {"enforcement", EnforcementText(r.handle.enforcement)}};
-    if (!r.gpu_isolation.is_null()) j["gpu_isolation"] = r.gpu_isolation;
-    if (r.log_truncated) j["log_truncated_at"] = options_.max_log_bytes;
-    if (!r.log_disk.empty()) j["log_disk"] = r.log_disk;
-    if (r.exit) {
-      if (!r.reclaim.is_null()) {
-        j["reclaim"] = r.reclaim;
-        j["oom_killed"] = r.reclaim.value("oom_killed", false);
-      }
-      j["ended_us"] = r.ended_us;
-      j["timed_out"] = r.timed_out;
-      j["exit_code"] = r.exit->exited ? json(r.exit->code) : json(nullptr);
-      j["signal"] = r.exit->exited ? json(nullptr) : json(r.exit->signal);
-    }
-    reps.push_back(j);
+ReplicaReport Agent::ReportOf(const Replica& r) const {
+  ReplicaReport report;
+  report.job = r.job;
+  report.replica = r.index;
+  report.state = r.exit ? ReplicaState::kExited : ReplicaState::kRunning;
+  report.pid = r.handle.pid;
+  report.started_us = r.started_us;
+  report.enforcement = EnforcementText(r.handle.enforcement);
+  report.gpu_isolation = r.gpu_isolation;
+  if (r.log_truncated) report.log_truncated_at = options_.max_log_bytes;
+  report.log_disk = r.log_disk;
+  if (!r.exit) return report;
+  if (!r.reclaim.is_null()) {
+    report.reclaim = r.reclaim;
+    report.oom_killed = r.reclaim.value("oom_killed", false);
   }
-  json body = {{"node", options_.node}, {"replicas", reps}};
-  body["gpus"] = json::array();
-  for (const DiscoveredGpu& g : gpus_) {
-    json instances = json::array();
-    for (const DiscoveredMigInstance& m : g.mig_instances) {
-      instances.push_back({{"uuid", m.uuid}, {"profile", m.profile}, {"start", m.start}});
-      if (auto h = g.instance_health.find(m.start); h != g.instance_health.end()) {
-        size_t space = h->second.find(' ');
-        instances.back()["health"] = h->second.substr(0, space);
-        instances.back()["health_reason"] =
-            space == std::string::npos ? "" : h->second.substr(space + 1);
-      }
-    }
-    body["gpus"].push_back({{"index", g.index},
-                            {"health", g.health},
-                            {"health_reason", g.health_reason},
-                            {"utilization_pct", g.utilization_pct},
-                            {"mig_instances", instances},
-                            {"residue", ResidueReport(g)}});
-    if (!g.share_enforcement.empty())
-      body["gpus"].back()["share_enforcement"] = g.share_enforcement;
+  ReplicaEnd& end = report.end.emplace();
+  end.ended_us = r.ended_us;
+  end.timed_out = r.timed_out;
+  if (r.exit->exited) {
+    end.exit_code = r.exit->code;
+  } else {
+    end.signal = r.exit->signal;
   }
-  body["layouts"] = json::array();
-  for (const auto& [gpu, result] : layout_results_) body["layouts"].push_back(result);
+  return report;
+}
+
+namespace {
+
+// A device's health word as a backend says it; a word outside the protocol's set counts as
+// unhealthy (the scheduler treats it so) and stays in the reason.
+std::pair<DeviceHealth, std::string> HealthOf(const std::string& word, const std::string& reason) {
+  if (std::optional<DeviceHealth> health = ParseHealth(word)) return {*health, reason};
+  return {DeviceHealth::kUnhealthy, reason.empty() ? word : absl::StrCat(word, " ", reason)};
+}
+
+}  // namespace
+
+GpuReport Agent::ReportOf(const DiscoveredGpu& g) const {
+  GpuReport report;
+  report.index = g.index;
+  std::tie(report.health, report.health_reason) = HealthOf(g.health, g.health_reason);
+  report.utilization_pct = g.utilization_pct;
+  if (!g.share_enforcement.empty()) report.share_enforcement = g.share_enforcement;
+  for (const DiscoveredMigInstance& m : g.mig_instances) {
+    MigInstanceReport& instance = report.mig_instances.emplace_back();
+    instance.instance = m;
+    // The backend says an instance's own fault as "WORD reason".
+    if (auto h = g.instance_health.find(m.start); h != g.instance_health.end()) {
+      size_t space = h->second.find(' ');
+      std::tie(instance.health, instance.health_reason) =
+          HealthOf(h->second.substr(0, space),
+                   space == std::string::npos ? "" : h->second.substr(space + 1));
+    }
+  }
+  report.residue = ResidueReport(g);
+  return report;
+}
+
+HeartbeatRequest Agent::Report() const {
+  HeartbeatRequest body;
+  body.node = options_.node;
+  for (const auto& [key, r] : replicas_) body.replicas.push_back(ReportOf(r));
+  body.gpus.emplace();
+  for (const DiscoveredGpu& g : gpus_) body.gpus->push_back(ReportOf(g));
+  for (const auto& [gpu, result] : layout_results_) body.layouts.push_back(result);
   return body;
 }
 
@@ -874,8 +886,13 @@ absl::Status Agent::Tick() {
   });
   ShipLogs();
   ApiClient api(options_.server, options_.token, options_.ca_file);
-  auto answer = api.Post("/api/v1/agents/heartbeat", Report());
-  if (!answer.ok()) return answer.status();
+  auto sent = api.Post("/api/v1/agents/heartbeat", Report().ToJson());
+  if (!sent.ok()) return sent.status();
+  absl::StatusOr<HeartbeatAnswer> answer = HeartbeatAnswer::FromJson(*sent);
+  if (!answer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the server's answer: ", answer.status().message()));
+  }
   // The server has the exits it was just told about: forget those replicas once their output is
   // shipped too.
   for (auto it = replicas_.begin(); it != replicas_.end();) {
@@ -886,52 +903,51 @@ absl::Status Agent::Tick() {
     bool done = it->second.exit && !it->second.reclaim.is_null() && shipped;
     it = done ? replicas_.erase(it) : std::next(it);
   }
-  for (const json& stop : answer->value("stop", json::array())) {
-    auto it = replicas_.find({stop.value("job", int64_t{0}), stop.value("replica", 0)});
-    if (it != replicas_.end() && it->second.launched && !it->second.exit && !it->second.stop_sent) {
-      it->second.stop_sent = true;
-      StopAsync(it->second.handle, stop.value("grace_ms", options_.stop_grace_ms));
-    }
-  }
-  for (const json& a : answer->value("assignments", json::array())) Launch(a);
-  PublishLive();
-  const json layouts = answer->value("layouts", json::array());
-  for (const json& l : layouts) ApplyLayout(l);
-  if (layouts.empty()) layout_results_.clear();
+  Follow(*answer);
   SaveState();
   return absl::OkStatus();
 }
 
-void Agent::ApplyLayout(const json& request) {
-  int gpu = request.value("gpu", -1);
-  std::string id = request.value("request", "");
-  if (auto done = layout_results_.find(gpu);
-      done != layout_results_.end() && done->second.value("request", "") == id) {
+void Agent::Follow(const HeartbeatAnswer& answer) {
+  for (const StopOrder& stop : answer.stop) {
+    auto it = replicas_.find({stop.job, stop.replica});
+    if (it != replicas_.end() && it->second.launched && !it->second.exit && !it->second.stop_sent) {
+      it->second.stop_sent = true;
+      StopAsync(it->second.handle, stop.grace_ms.value_or(options_.stop_grace_ms));
+    }
+  }
+  for (const AgentAssignment& a : answer.assignments) Launch(a);
+  PublishLive();
+  for (const LayoutOrder& order : answer.layouts) ApplyLayout(order);
+  if (answer.layouts.empty()) layout_results_.clear();
+}
+
+void Agent::ApplyLayout(const LayoutOrder& order) {
+  if (auto done = layout_results_.find(order.gpu);
+      done != layout_results_.end() && done->second.request == order.request) {
     return;
   }
   std::vector<DiscoveredMigInstance> layout;
-  for (const json& slot : request.value("layout", json::array())) {
-    std::string text = slot.get<std::string>();
+  for (const std::string& text : order.layout) {
     size_t at = text.find('@');
     if (at == std::string::npos) continue;  // the server sends resolved profile@start
     layout.push_back({"", text.substr(0, at), std::atoi(text.c_str() + at + 1)});
   }
-  absl::Status s = devices_->ApplyMigLayout(gpu, layout);
+  absl::Status s = devices_->ApplyMigLayout(order.gpu, layout);
   if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;
   for (const DiscoveredGpu& g : gpus_) {
-    if (s.ok() && g.index == gpu) baselines_->Retake(*devices_, g);  // new instances, new reserve
+    if (s.ok() && g.index == order.gpu) baselines_->Retake(*devices_, g);  // new instances
   }
-  layout_results_[gpu] = {{"gpu", gpu},
-                          {"request", id},
-                          {"ok", s.ok()},
-                          {"error", std::string(s.message())},
-                          {"time_us", NowUs()}};
+  layout_results_[order.gpu] = {order.gpu, order.request, s.ok(), std::string(s.message()),
+                                NowUs()};
 }
 
 void Agent::SaveState() const {
   json reps = json::array();
   for (const auto& [key, r] : replicas_) {
     if (!r.launched || r.exit) continue;
+    json grants = json::array();
+    for (const GrantRecord& g : r.grants) grants.push_back(GrantToJson(g));
     reps.push_back({{"job", r.job},
                     {"replica", r.index},
                     {"pid", r.handle.pid},
@@ -942,7 +958,7 @@ void Agent::SaveState() const {
                     {"devices", r.handle.enforcement.devices},
                     {"log_path", r.log_path},
                     {"status_path", r.status_path},
-                    {"grants", r.grants},
+                    {"grants", grants},
                     {"gpu_isolation", r.gpu_isolation},
                     {"shipped", r.shipped},
                     {"started_us", r.started_us},
@@ -972,7 +988,7 @@ void Agent::LoadState() {
                             j.value("identity", ""), j.value("devices", "")};
     r.log_path = j.value("log_path", "");
     r.status_path = j.value("status_path", "");
-    r.grants = j.value("grants", json::array());
+    for (const json& g : j.value("grants", json::array())) r.grants.push_back(GrantFromJson(g));
     r.gpu_isolation = j.value("gpu_isolation", json());
     r.shipped = j.value("shipped", int64_t{0});
     r.started_us = j.value("started_us", int64_t{0});

@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 #include "ports/process.h"
+#include "runtime/agent_protocol.h"
 #include "runtime/exit_watch.h"
 #include "runtime/mps_supervisor.h"
 #include "runtime/reclaim_check.h"
@@ -30,7 +31,7 @@ class ApiClient;
 // The NVIDIA device nodes a replica with `grants` may open: its GPUs (/dev/nvidiaN, N the GPU's
 // minor number as NVML reports it, else its index), the control and UVM devices CUDA needs,
 // and for MIG grants every capability device (MIG instances are not separated by device node).
-std::vector<std::string> NvidiaDeviceNodes(const nlohmann::json& grants,
+std::vector<std::string> NvidiaDeviceNodes(const std::vector<GrantRecord>& grants,
                                            const std::vector<DiscoveredGpu>& gpus);
 
 // The node agent: discovers GPUs, registers with the server, heartbeats, runs assigned replicas
@@ -114,7 +115,7 @@ class Agent {
     bool stop_sent = false;
     std::optional<ExitStatus> exit;
     int64_t ended_us = 0;
-    nlohmann::json grants = nlohmann::json::array();
+    std::vector<GrantRecord> grants;
     nlohmann::json gpu_isolation;  // shares: what enforced the caps (mps_supervisor.h)
     nlohmann::json reclaim;        // the reclaim record, once the command has ended
     // Reclaiming and stopping can take a grace period; they run off the heartbeat loop.
@@ -129,7 +130,9 @@ class Agent {
                                               int64_t deadline_ms);
   void Loop();
   absl::Status Tick();
-  void Launch(const nlohmann::json& assignment);
+  // Follows the server's answer: stops, then starts, then layouts.
+  void Follow(const HeartbeatAnswer& answer);
+  void Launch(const AgentAssignment& assignment);
   void PollAndEnforce();
   // Verifies that `r` left nothing behind: its process group is empty (stragglers are stopped),
   // no process of it is left on its devices, their memory is back, created partitions are gone.
@@ -150,33 +153,35 @@ class Agent {
   DeviceView SettledView(int device, std::pair<int64_t, int> except, bool memory);
   // Publishes the live replicas (and GPU UUIDs) for reclaim threads; loop thread only.
   void PublishLive();
-  // The agent's current view of residue on `gpu`, for the heartbeat (null: clean).
-  nlohmann::json ResidueReport(const DiscoveredGpu& gpu) const;
+  // The agent's current view of residue on `gpu`, for the heartbeat (none: clean).
+  std::optional<GpuResidue> ResidueReport(const DiscoveredGpu& gpu) const;
   // Destroys a dynamic MIG instance made for a replica and records whether the device agrees.
   template <typename Check>
-  void CheckDestroyed(const nlohmann::json& grant, Check& check);
+  void CheckDestroyed(const GrantRecord& grant, Check& check);
   // Stops the process group now (SIGTERM, SIGKILL after `grace_ms`); a failure is logged.
   void StopLogged(const ProcessHandle& handle, int64_t grace_ms);
   // SIGTERM, then SIGKILL after `grace_ms` (-1: the agent's stop grace).
   void StopAsync(const ProcessHandle& handle, int64_t grace_ms = -1);
   // Applies a MIG layout the server asked for, once per request; the result is reported until the
   // server stops asking.
-  void ApplyLayout(const nlohmann::json& request);
+  void ApplyLayout(const LayoutOrder& order);
   void ShipLogs();
   // Ships the replica's next log chunk below max_log_bytes.
   void ShipLog(ApiClient& api, Replica& r);
   // Frees the bytes of the node's copy that are shipped or past the limit (hole punching: the
   // file keeps its size, so offsets stay valid), and says in r.log_disk whether that worked.
   void FreeLog(Replica& r);
-  nlohmann::json Report() const;
+  HeartbeatRequest Report() const;
+  ReplicaReport ReportOf(const Replica& r) const;
+  GpuReport ReportOf(const DiscoveredGpu& g) const;
   void SaveState() const;
   void LoadState();
-  std::map<std::string, std::string> GpuEnv(const nlohmann::json& assignment) const;
+  std::map<std::string, std::string> GpuEnv(const AgentAssignment& assignment) const;
   // The Unix user a tenant's jobs run as on this node (the agent's own in single-user mode).
-  absl::StatusOr<std::pair<int64_t, int64_t>> TenantIds(const nlohmann::json& assignment);
+  absl::StatusOr<std::pair<int64_t, int64_t>> TenantIds(const AgentAssignment& assignment);
   // The job's environment: its own (loader variables deferred to its command), Carve's, HOME,
   // USER and LOGNAME.
-  std::map<std::string, std::string> JobEnv(const nlohmann::json& assignment,
+  std::map<std::string, std::string> JobEnv(const AgentAssignment& assignment,
                                             const std::string& home, int64_t uid) const;
   // Creates the directories jobs may reach; called by Start.
   absl::Status PrepareDirs();
@@ -187,9 +192,9 @@ class Agent {
   void PublishMpsDaemons();
   // A share's memory cap (its grant, or the GPU's memory in proportion to its compute share)
   // and thread percentage.
-  std::pair<int64_t, int64_t> ShareCaps(const nlohmann::json& grant) const;
+  std::pair<int64_t, int64_t> ShareCaps(const GrantRecord& grant) const;
   // The replica's record of what enforced its shares' caps (null without shares).
-  nlohmann::json GpuIsolation(const nlohmann::json& assignment) const;
+  nlohmann::json GpuIsolation(const AgentAssignment& assignment) const;
 
   Options options_;
   std::unique_ptr<DeviceBackend> devices_;
@@ -197,7 +202,7 @@ class Agent {
   std::vector<DiscoveredGpu> gpus_;
   std::map<std::pair<int64_t, int>, Replica> replicas_;  // touched only by the loop thread
   std::vector<std::future<void>> stopping_;              // stops and reclaims in progress
-  std::map<int, nlohmann::json> layout_results_;         // GPU index -> last applied layout
+  std::map<int, LayoutResult> layout_results_;           // GPU index -> last applied layout
   struct LiveReplica {
     ProcessHandle handle;
     std::set<int> devices;

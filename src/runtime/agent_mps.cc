@@ -48,26 +48,25 @@ void Agent::PublishMpsDaemons() {
   mps_daemons_ = std::move(pids);
 }
 
-std::pair<int64_t, int64_t> Agent::ShareCaps(const json& grant) const {
-  int64_t compute = grant.value("compute_milli", int64_t{0});
-  int64_t mem = grant.value("memory_mib", int64_t{0});
+std::pair<int64_t, int64_t> Agent::ShareCaps(const GrantRecord& grant) const {
+  const int64_t compute = grant.compute_milli;
+  int64_t mem = grant.memory_mib;
   if (mem <= 0) {  // never uncapped: the GPU's memory in proportion to the compute share
     for (const DiscoveredGpu& d : gpus_) {
-      if (d.index == grant.value("device", -1)) mem = d.memory_mib * compute / 1000;
+      if (d.index == grant.device) mem = d.memory_mib * compute / 1000;
     }
   }
   return {std::max<int64_t>(1, mem), std::max<int64_t>(1, compute / 10)};
 }
 
-json Agent::GpuIsolation(const json& a) const {
-  if (a.value("mode", "") != "shared" || !mps_) return json();
+json Agent::GpuIsolation(const AgentAssignment& a) const {
+  if (a.mode != DeliveryMode::kShared || !mps_) return json();
   json out = json::array();
-  for (const json& g : a.value("grants", json::array())) {
-    if (g.contains("profile")) continue;
+  for (const GrantRecord& g : a.grants) {
+    if (!g.profile.empty()) continue;
     auto [mem, pct] = ShareCaps(g);
-    mps_->MarkShared(g.value("device", -1));
-    out.push_back(
-        mps_->Record(g.value("device", -1), mem, pct, a.value("isolation", "") == "best-effort"));
+    mps_->MarkShared(g.device);
+    out.push_back(mps_->Record(g.device, mem, pct, a.isolation == "best-effort"));
   }
   return out.size() == 1 ? out[0] : out;
 }

@@ -172,19 +172,6 @@ absl::StatusOr<int64_t> LogLimitParam(const httplib::Request& req) {
   return limit;
 }
 
-// A heartbeat that says a replica has ended (or brings its reclaim record): the next cycle may
-// place work on what it held.
-bool ReportsAnEnd(const nlohmann::json& heartbeat) {
-  const auto replicas = heartbeat.find("replicas");
-  if (replicas == heartbeat.end() || !replicas->is_array()) return false;
-  for (const nlohmann::json& r : *replicas) {
-    if (r.is_object() && ParseReplicaState(r.value("state", "")) == ReplicaState::kExited) {
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 void ApiServer::Routes() {
@@ -394,11 +381,14 @@ void ApiServer::Routes() {
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, Verb::kNodeCall);
            if (!who) return;
+           // Decoded once, here: the control plane takes the typed heartbeat.
            auto body = Body(req);
-           auto answer =
-               body.ok() ? control_->Heartbeat(*body, *who) : absl::StatusOr<json>(body.status());
-           if (answer.ok() && ReportsAnEnd(*body)) Kick();  // its GPUs are free: reuse them now
-           respond(res, answer);
+           absl::StatusOr<HeartbeatRequest> beat =
+               body.ok() ? HeartbeatRequest::FromJson(*body) : body.status();
+           absl::StatusOr<HeartbeatAnswer> answer =
+               beat.ok() ? control_->Heartbeat(*beat, *who) : beat.status();
+           if (answer.ok() && beat->ReportsAnEnd()) Kick();  // its GPUs are free: reuse them now
+           respond(res, answer.ok() ? absl::StatusOr<json>(answer->ToJson()) : answer.status());
          });
   // Work pushed to agents: the answer comes when the node's work version passes `after`, or
   // after timeout_ms (at most 30 s). A quarter of the workers at most wait; beyond that, 429.

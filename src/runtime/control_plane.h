@@ -24,6 +24,7 @@
 #include "core/sched/queueing/quota.h"
 #include "nlohmann/json.hpp"
 #include "ports/store.h"
+#include "runtime/agent_protocol.h"
 #include "runtime/cycle_plan.h"
 #include "runtime/identity.h"
 #include "runtime/journal.h"
@@ -162,8 +163,10 @@ class ControlPlane {
   // back once (node_token). A node credential
   // (role node) registers, heartbeats and ships logs as its own node only (NodeRestriction).
   absl::StatusOr<nlohmann::json> Register(const nlohmann::json& body, const Principal& who);
-  // Takes the agent's replica reports; answers with what to start and what to stop.
+  // Takes the agent's replica reports; answers with what to start and what to stop. The JSON
+  // form decodes the body (agent_protocol.h: a malformed one is InvalidArgument naming the field).
   absl::StatusOr<nlohmann::json> Heartbeat(const nlohmann::json& body, const Principal& who);
+  absl::StatusOr<HeartbeatAnswer> Heartbeat(const HeartbeatRequest& beat, const Principal& who);
   // Work pushed to agents: returns `node`'s work version once it is above `after` (a replica
   // was placed on the node, or one of its replicas must stop), or when `timeout_ms` passes
   // (then the version unchanged). The agent heartbeats at once when it grows. ResourceExhausted
@@ -286,7 +289,7 @@ class ControlPlane {
   // The answer of every call once a commit failed. The caller holds mu_.
   absl::Status Broken() const;
 
-  void ApplyReport(JobRecord& job, int replica, const nlohmann::json& report,
+  void ApplyReport(JobRecord& job, int replica, const ReplicaReport& report,
                    const std::string& node, StoreBatch& batch);
   void FinishIfDone(JobRecord& job, StoreBatch& batch);
   // Records, once per replica, that its log stops at `limit` bytes (`by`: who dropped the rest).
@@ -294,7 +297,7 @@ class ControlPlane {
                     const std::string& actor, StoreBatch& batch);
   // The agent's word on its copy of the replica's log: where it stopped shipping, and whether
   // the node's disk use is bounded (replica record log_disk).
-  void ApplyLogReport(JobRecord& job, int replica, const nlohmann::json& report,
+  void ApplyLogReport(JobRecord& job, int replica, const ReplicaReport& report,
                       const std::string& node, StoreBatch& batch);
   // Silent nodes: not-ready after node_timeout, their jobs lost lost_after later.
   void Liveness(int64_t now, StoreBatch& batch);
@@ -335,10 +338,10 @@ class ControlPlane {
   // By value: callers pass the job's own fields (job.displaced), which Recover clears.
   void Recover(JobRecord& job, std::string cause, std::string fault_ref, StoreBatch& batch);
   // The agent's view of its GPUs' health: an unhealthy device displaces only its own jobs.
-  void DeviceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  void DeviceHealth(NodeRecord& node, const std::vector<GpuReport>& gpus, StoreBatch& batch);
   // The residue the agent reports per GPU (the device's view after reclaims); a GPU with residue
   // keeps its quarantine. Events when residue appears and when it is gone.
-  void Residue(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  void Residue(NodeRecord& node, const std::vector<GpuReport>& gpus, StoreBatch& batch);
   // Refuses to clear GPU `gpu`'s quarantine (apply document `doc`) while its agent reports
   // residue there, naming the processes.
   absl::Status CheckNoResidue(size_t doc, const NodeRecord& node, int gpu) const;
@@ -346,7 +349,7 @@ class ControlPlane {
   void VersionsChanged(const NodeRecord& old, const NodeRecord& fresh, StoreBatch& batch);
   // What the agent says of its GPUs' activity: utilization, and how long each replica's GPUs
   // have been idle.
-  void Activity(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  void Activity(NodeRecord& node, const std::vector<GpuReport>& gpus, StoreBatch& batch);
   // Time-driven stops and windows: unrenewed leases, jobs idle past their queue's idle_after,
   // maintenance windows starting and ending.
   void Timers(int64_t now, StoreBatch& batch);
@@ -359,14 +362,14 @@ class ControlPlane {
   std::set<int64_t> ScheduledWindows() const;
   // Moves the node's re-layouts on with what its agent reported; adds what the agent must apply
   // to `layouts`.
-  void AdvanceRelayouts(NodeRecord& node, const nlohmann::json& report, StoreBatch& batch,
-                        nlohmann::json& layouts);
+  void AdvanceRelayouts(NodeRecord& node, const HeartbeatRequest& report, StoreBatch& batch,
+                        std::vector<LayoutOrder>& layouts);
   // A re-registering node: keeps what outlives the agent (cordons, fences, quarantines,
   // re-layouts) and reports a MIG layout that differs from the recorded one instead of adopting it.
   void CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatch& batch);
   // The agent's view of its MIG instances' health: an unhealthy instance displaces only the jobs
   // on it and takes no new work; its GPU's other instances keep running.
-  void InstanceHealth(NodeRecord& node, const nlohmann::json& gpus, StoreBatch& batch);
+  void InstanceHealth(NodeRecord& node, const std::vector<GpuReport>& gpus, StoreBatch& batch);
   static std::string EndCause(const ReplicaRecord& rep, const std::string& memory);
   // Reclaims that never report (control_plane_reclaim.cc): once options_.reclaim_timeout_us has
   // passed, each silent replica gets an `unverified` reclaim record saying why, its devices are
@@ -376,7 +379,7 @@ class ControlPlane {
   std::string PendingReclaims(const JobRecord& job, int64_t now) const;
   // The end of a job's reason when its reclaim was not verified.
   static std::string UnverifiedNote(const JobRecord& job);
-  nlohmann::json Assignment(const JobRecord& job, int replica) const;
+  AgentAssignment Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(const JobRecord& job, int replica) const;
   int64_t LogSize(const JobRecord& job, int replica) const;  // bytes stored so far (0: none)
   bool ObjectExists(const std::string& kind, const std::string& name) const;

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"
-#include "runtime/protocol_checks.h"
 #include "runtime/tenant_paths.h"
 
 namespace carve {
@@ -126,8 +125,8 @@ void ControlPlane::VersionsChanged(const NodeRecord& old, const NodeRecord& fres
         {{"old", shown(old.versions)}, {"new", shown(fresh.versions)}});
 }
 
-void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const std::string& node,
-                               StoreBatch& batch) {
+void ControlPlane::ApplyReport(JobRecord& job, int r, const ReplicaReport& report,
+                               const std::string& node, StoreBatch& batch) {
   ReplicaRecord& rep = job.replicas[r];
   auto where = nodes_.find(node);
   // The node's version set ({} and no id when it has none).
@@ -135,16 +134,16 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
   const std::optional<NodeVersionSet>& set = where == nodes_.end() ? none : where->second.versions;
   const json compact = set ? set->Compact() : json::object();
   const std::string set_id = set ? set->id : "";
-  const std::optional<ReplicaState> state = ParseReplicaState(report.value("state", ""));
+  const std::optional<ReplicaState> state = report.state;
   std::string subject = absl::StrCat("job/", job.id);
   if (rep.state == ReplicaState::kPending &&
       (state == ReplicaState::kRunning || state == ReplicaState::kExited)) {
     rep.state = ReplicaState::kRunning;
-    rep.pid = report.value("pid", int64_t{0});
-    rep.started_us = report.value("started_us", now_());
-    rep.enforcement = report.value("enforcement", "");
+    rep.pid = report.pid;
+    rep.started_us = report.started_us.value_or(now_());
+    rep.enforcement = report.enforcement;
     rep.versions = compact;
-    if (report.contains("gpu_isolation")) rep.gpu_isolation = report["gpu_isolation"];
+    if (!report.gpu_isolation.is_null()) rep.gpu_isolation = report.gpu_isolation;
     if (job.state == JobState::kRunning) {
       Event(batch, "agent:" + node, "job.replica-started", subject,
             absl::StrCat("replica ", r, " (slot ", rep.slot, ") running on ", node),
@@ -163,10 +162,10 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
     Touch(job, batch);
   }
   // The reclaim record may follow the exit in a later heartbeat.
-  if (rep.state == ReplicaState::kExited && rep.reclaim.is_null() && report.contains("reclaim")) {
-    rep.reclaim = report["reclaim"];
+  if (rep.state == ReplicaState::kExited && rep.reclaim.is_null() && report.reclaim) {
+    rep.reclaim = *report.reclaim;
     if (rep.reclaim.is_object()) rep.reclaim["versions"] = set_id;
-    rep.oom_killed = report.value("oom_killed", false);
+    rep.oom_killed = report.oom_killed;
     if (!rep.retire.empty()) {
       Retire(job, r, batch);
     } else {
@@ -177,16 +176,13 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
   }
   if (rep.state == ReplicaState::kRunning && state == ReplicaState::kExited) {
     rep.state = ReplicaState::kExited;
-    rep.ended_us = report.value("ended_us", now_());
-    if (report.contains("exit_code") && !report["exit_code"].is_null()) {
-      rep.exit_code = report["exit_code"].get<int>();
-    }
-    if (report.contains("signal") && !report["signal"].is_null()) {
-      rep.signal = report["signal"].get<int>();
-    }
-    rep.timed_out = report.value("timed_out", false);
-    rep.oom_killed = report.value("oom_killed", false);
-    if (report.contains("reclaim")) rep.reclaim = report["reclaim"];
+    const ReplicaEnd end = report.end.value_or(ReplicaEnd{});
+    rep.ended_us = end.ended_us.value_or(now_());
+    if (end.exit_code) rep.exit_code = end.exit_code;
+    if (end.signal) rep.signal = end.signal;
+    rep.timed_out = end.timed_out;
+    rep.oom_killed = report.oom_killed;
+    if (report.reclaim) rep.reclaim = *report.reclaim;
     if (rep.reclaim.is_object()) rep.reclaim["versions"] = set_id;
     Event(batch, "agent:" + node, "job.replica-exited", subject,
           rep.exit_code
@@ -202,14 +198,14 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const json& report, const 
   }
 }
 
-void ControlPlane::ApplyLogReport(JobRecord& job, int r, const json& report,
+void ControlPlane::ApplyLogReport(JobRecord& job, int r, const ReplicaReport& report,
                                   const std::string& node, StoreBatch& batch) {
   ReplicaRecord& rep = job.replicas[r];
-  int64_t stopped = report.value("log_truncated_at", int64_t{0});
-  if (stopped > 0) LogTruncated(job, r, stopped, "agent", "agent:" + node, batch);
-  std::string disk = report.value("log_disk", "");
-  if (!disk.empty() && disk != rep.log_disk) {
-    rep.log_disk = disk;
+  if (report.log_truncated_at > 0) {
+    LogTruncated(job, r, report.log_truncated_at, "agent", "agent:" + node, batch);
+  }
+  if (!report.log_disk.empty() && report.log_disk != rep.log_disk) {
+    rep.log_disk = report.log_disk;
     Touch(job, batch);
   }
 }
@@ -290,44 +286,81 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
         {{"reclaim", statuses}, {"verified", verified}});
 }
 
-json ControlPlane::Assignment(const JobRecord& job, int r) const {
-  const ReplicaRecord& rep = job.replicas[r];
-  json grants = json::array();
-  for (const GrantRecord& g : rep.grants) grants.push_back(GrantToJson(g));
-  int64_t max_runtime_us = 0;
-  if (!job.spec.max_runtime.empty()) max_runtime_us = *ParseDurationUs(job.spec.max_runtime);
+AgentAssignment ControlPlane::Assignment(const JobRecord& job, int r) const {
+  AgentAssignment a;
+  a.job = job.id;
+  a.replica = r;
+  a.name = job.spec.name;
+  a.kind = job.spec.kind;
+  a.command = job.spec.command;
+  a.env = job.spec.env;
+  a.workdir = job.spec.workdir;
+  a.mode = ParseDeliveryMode(job.spec.mode).value_or(DeliveryMode::kExclusive);  // checked
+  a.isolation = job.spec.isolation;
   auto cpu = ParseCpuMilli(job.spec.cpu);
   auto mem = ParseMemMib(job.spec.memory);
-  json a = {{"job", job.id},
-            {"replica", r},
-            {"name", job.spec.name},
-            {"kind", job.spec.kind},
-            {"command", job.spec.command},
-            {"env", job.spec.env},
-            {"workdir", job.spec.workdir},
-            {"mode", job.spec.mode},
-            {"isolation", job.spec.isolation},
-            {"cpu_milli", cpu.ok() ? cpu->units() : 0},
-            {"memory_mib", mem.ok() ? mem->units() : 0},
-            {"max_runtime_us", max_runtime_us},
-            {"tenant", job.spec.tenant},
-            {"project", job.spec.project},
-            // The agent creates ROOT/tenants/TENANT/job-ID as the tenant's user.
-            {"checkpoint_root", options_.checkpoint_root},
-            {"attempt", job.attempt},
-            {"grants", grants}};
-  // The Unix user the tenant's jobs run as, when its tenant document names one.
+  a.cpu_milli = cpu.ok() ? cpu->units() : 0;
+  a.memory_mib = mem.ok() ? mem->units() : 0;
+  if (!job.spec.max_runtime.empty()) a.max_runtime_us = *ParseDurationUs(job.spec.max_runtime);
+  a.tenant = job.spec.tenant;
+  a.project = job.spec.project;
+  // The agent creates ROOT/tenants/TENANT/job-ID as the tenant's user.
+  a.checkpoint_root = options_.checkpoint_root;
+  a.attempt = job.attempt;
+  a.grants = job.replicas[r].grants;
+  // The Unix user the tenant's jobs run as, when its tenant document names one (checked at apply).
   if (auto t = objects_.find({"tenant", job.spec.tenant}); t != objects_.end()) {
-    if (t->second.contains("uid")) a["uid"] = t->second["uid"];
-    if (t->second.contains("gid")) a["gid"] = t->second["gid"];
+    const json& tenant = t->second;
+    if (tenant.contains("uid")) a.uid = tenant["uid"].get<int64_t>();
+    if (tenant.contains("gid")) a.gid = tenant["gid"].get<int64_t>();
   }
   return a;
 }
 
+namespace {
+
+// Whether a replica of `job` (not one being replaced) exited other than with code 0: its gang's
+// other replicas stop.
+bool AReplicaFailed(const JobRecord& job) {
+  return std::any_of(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& rep) {
+    return rep.retire.empty() && rep.state == ReplicaState::kExited &&
+           !(rep.exit_code && *rep.exit_code == 0);
+  });
+}
+
+// The order to stop replica `r`, with the job's checkpoint grace when it has one.
+StopOrder StopFor(const JobRecord& job, int r) {
+  StopOrder stop{job.id, r, std::nullopt};
+  if (!job.spec.checkpoint_grace.empty()) {
+    stop.grace_ms = ParseDurationUs(job.spec.checkpoint_grace).value_or(0) / 1000;
+  }
+  return stop;
+}
+
+// The jobs of which the heartbeat reports a running replica.
+std::set<int64_t> RunningJobs(const HeartbeatRequest& beat) {
+  std::set<int64_t> running;
+  for (const ReplicaReport& report : beat.replicas) {
+    if (report.state == ReplicaState::kRunning) running.insert(report.job);
+  }
+  return running;
+}
+
+}  // namespace
+
 absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& who) {
   if (absl::Status s = Authorize(who, Verb::kNodeCall); !s.ok()) return s;
-  if (absl::Status s = CheckHeartbeatBody(body); !s.ok()) return s;
-  std::string name = body.value("node", "");
+  absl::StatusOr<HeartbeatRequest> beat = HeartbeatRequest::FromJson(body);
+  if (!beat.ok()) return beat.status();
+  absl::StatusOr<HeartbeatAnswer> answer = Heartbeat(*beat, who);
+  if (!answer.ok()) return answer.status();
+  return answer->ToJson();
+}
+
+absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& beat,
+                                                        const Principal& who) {
+  if (absl::Status s = Authorize(who, Verb::kNodeCall); !s.ok()) return s;
+  const std::string& name = beat.node;
   if (absl::Status s = ActsAs(who, name, "heartbeats"); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(mu_);
   auto node = nodes_.find(name);
@@ -343,18 +376,13 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     batch.puts.push_back({"node", name, node->second.ToJson().dump()});
     Event(batch, "agent:" + name, "node.ready", "node/" + name, "heartbeats resumed");
   }
-  if (body.contains("gpus")) {
-    Residue(node->second, body["gpus"], batch);
-    DeviceHealth(node->second, body["gpus"], batch);
-    InstanceHealth(node->second, body["gpus"], batch);
-    Activity(node->second, body["gpus"], batch);
+  if (beat.gpus) {
+    Residue(node->second, *beat.gpus, batch);
+    DeviceHealth(node->second, *beat.gpus, batch);
+    InstanceHealth(node->second, *beat.gpus, batch);
+    Activity(node->second, *beat.gpus, batch);
   }
-  std::set<std::pair<int64_t, int>> reported;
-  std::set<int64_t> running_jobs;
-  for (const json& report : body.value("replicas", json::array())) {
-    if (ParseReplicaState(report.value("state", "")) == ReplicaState::kRunning)
-      running_jobs.insert(report.value("job", int64_t{-1}));
-  }
+  const std::set<int64_t> running_jobs = RunningJobs(beat);
   // Fenced devices come back once the node no longer runs the lost job's processes.
   for (auto it = node->second.fenced.begin(); it != node->second.fenced.end();) {
     if (running_jobs.count(it->second)) {
@@ -367,18 +395,18 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     it = node->second.fenced.erase(it);
     batch.puts.push_back({"node", name, node->second.ToJson().dump()});
   }
-  json stops = json::array();
-  for (const json& report : body.value("replicas", json::array())) {
-    int64_t id = report.value("job", int64_t{-1});
-    int r = report.value("replica", -1);
+  HeartbeatAnswer answer;
+  std::set<std::pair<int64_t, int>> reported;
+  for (const ReplicaReport& report : beat.replicas) {
+    const int64_t id = report.job;
+    const int r = report.replica;
+    const bool running = report.state == ReplicaState::kRunning;
     reported.insert({id, r});
     auto it = jobs_.find(id);
     bool ours = it != jobs_.end() && r >= 0 && r < static_cast<int>(it->second.replicas.size()) &&
                 it->second.replicas[r].node == name;
     if (!ours) {
-      if (ParseReplicaState(report.value("state", "")) == ReplicaState::kRunning) {
-        stops.push_back({{"job", id}, {"replica", r}});
-      }
+      if (running) answer.stop.push_back({id, r, std::nullopt});
       continue;
     }
     JobRecord& job = it->second;
@@ -387,22 +415,11 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     // the replica's record is gone, and the rest of its report has nothing left to apply to.
     if (r >= static_cast<int>(job.replicas.size())) continue;
     ApplyLogReport(job, r, report, name, batch);
-    bool failed_sibling = false;
-    for (const ReplicaRecord& rep : job.replicas) {
-      failed_sibling |= rep.retire.empty() && rep.state == ReplicaState::kExited &&
-                        !(rep.exit_code && *rep.exit_code == 0);
-    }
-    if (ParseReplicaState(report.value("state", "")) == ReplicaState::kRunning &&
-        (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() || failed_sibling ||
-         MustStop(job, job.replicas[r]))) {
-      json stop = {{"job", id}, {"replica", r}};
-      if (!job.spec.checkpoint_grace.empty()) {
-        stop["grace_ms"] = ParseDurationUs(job.spec.checkpoint_grace).value_or(0) / 1000;
-      }
-      stops.push_back(stop);
+    if (running && (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty() ||
+                    AReplicaFailed(job) || MustStop(job, job.replicas[r]))) {
+      answer.stop.push_back(StopFor(job, r));
     }
   }
-  json assignments = json::array();
   for (JobRecord* placed : Placed()) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
@@ -411,7 +428,7 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     for (size_t r = 0; r < job.replicas.size(); ++r) {
       ReplicaRecord& rep = job.replicas[r];
       if (rep.node == name && rep.state == ReplicaState::kPending && !reported.count({id, r})) {
-        assignments.push_back(Assignment(job, static_cast<int>(r)));
+        answer.assignments.push_back(Assignment(job, static_cast<int>(r)));
         if (rep.assigned_us == 0) {
           rep.assigned_us = now_();
           handed = true;
@@ -420,11 +437,9 @@ absl::StatusOr<json> ControlPlane::Heartbeat(const json& body, const Principal& 
     }
     if (handed) Touch(job, batch);
   }
-  json layouts = json::array();
-  AdvanceRelayouts(node->second, body, batch, layouts);
-  json out = {{"assignments", assignments}, {"stop", stops}, {"layouts", layouts}};
+  AdvanceRelayouts(node->second, beat, batch, answer.layouts);
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
-  return out;
+  return answer;
 }
 
 absl::StatusOr<int64_t> ControlPlane::WaitForWork(const std::string& node, int64_t after,

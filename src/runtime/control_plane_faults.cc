@@ -198,15 +198,16 @@ absl::StatusOr<json> ControlPlane::Cordon(const std::string& name, const std::st
   return out;
 }
 
-void ControlPlane::DeviceHealth(NodeRecord& node, const json& gpus, StoreBatch& batch) {
-  for (const json& g : gpus) {
-    int index = g.value("index", -1);
+void ControlPlane::DeviceHealth(NodeRecord& node, const std::vector<GpuReport>& gpus,
+                                StoreBatch& batch) {
+  for (const GpuReport& g : gpus) {
+    const int index = g.index;
     if (index < 0 || index >= static_cast<int>(node.gpus.size())) continue;
     DiscoveredGpu& gpu = node.gpus[index];
-    std::string health = g.value("health", "healthy");
-    std::string why = g.value("health_reason", "");
+    const std::string health(HealthName(g.health));
+    const std::string& why = g.health_reason;
     // Whether its shares' caps are enforced (an MPS daemon runs): the node record says so.
-    std::string enforcement = g.value("share_enforcement", gpu.share_enforcement);
+    std::string enforcement = g.share_enforcement.value_or(gpu.share_enforcement);
     if (enforcement != gpu.share_enforcement) {
       gpu.share_enforcement = enforcement;
       batch.puts.push_back({"node", node.name, node.ToJson().dump()});

@@ -27,19 +27,6 @@ std::vector<std::string> LayoutNames(const std::vector<DiscoveredMigInstance>& i
   return out;
 }
 
-// The instances an agent's heartbeat lists for GPU `gpu` (checked by CheckHeartbeatBody).
-std::vector<DiscoveredMigInstance> ReportedInstances(const json& report, int gpu) {
-  std::vector<DiscoveredMigInstance> out;
-  for (const json& g : report.value("gpus", json::array())) {
-    if (g.value("index", -1) != gpu) continue;
-    out.clear();
-    for (const json& m : g.value("mig_instances", json::array())) {
-      out.push_back({m.value("uuid", ""), m.value("profile", ""), m.value("start", 0)});
-    }
-  }
-  return out;
-}
-
 // Places `floating` profiles (larger first) next to `slots`, trying every free start with
 // backtracking: first-free alone misses layouts such as 3g+2g+1g+1g, where the 3g must go last.
 bool PlaceFloating(const GpuModel& model, const std::vector<std::pair<int, int>>& floating,
@@ -150,8 +137,8 @@ absl::StatusOr<json> ControlPlane::Relayout(const std::string& name, int gpu, co
   return record.ToJson();
 }
 
-void ControlPlane::AdvanceRelayouts(NodeRecord& node, const json& report, StoreBatch& batch,
-                                    json& layouts) {
+void ControlPlane::AdvanceRelayouts(NodeRecord& node, const HeartbeatRequest& report,
+                                    StoreBatch& batch, std::vector<LayoutOrder>& layouts) {
   for (auto& [gpu, r] : node.relayouts) {
     std::string subject = absl::StrCat("node/", node.name, "/gpu/", gpu);
     if (r.phase == RelayoutPhase::kDraining) {
@@ -174,18 +161,17 @@ void ControlPlane::AdvanceRelayouts(NodeRecord& node, const json& report, StoreB
       batch.puts.push_back({"node", node.name, node.ToJson().dump()});
     }
     if (r.phase != RelayoutPhase::kReconfiguring) continue;
-    layouts.push_back({{"gpu", gpu}, {"layout", r.layout}, {"request", r.request}});
-    json result;
-    for (const json& l : report.value("layouts", json::array())) {
-      if (l.value("gpu", -1) == gpu && l.value("request", "") == r.request) result = l;
+    layouts.push_back({gpu, r.layout, r.request});
+    const LayoutResult* result = nullptr;
+    for (const LayoutResult& l : report.layouts) {
+      if (l.gpu == gpu && l.request == r.request) result = &l;
     }
-    if (result.is_null()) continue;  // not applied yet
-    std::vector<DiscoveredMigInstance> discovered = ReportedInstances(report, gpu);
-    if (!result.value("ok", false) || LayoutNames(discovered) != r.layout) {
+    if (result == nullptr) continue;  // not applied yet
+    std::vector<DiscoveredMigInstance> discovered = report.InstancesOn(gpu);
+    if (!result->ok || LayoutNames(discovered) != r.layout) {
       r.phase = RelayoutPhase::kFailed;
-      r.error = !result.value("ok", false)
-                    ? "the agent could not apply it: " + result.value("error", "")
-                    : "the agent reports " + absl::StrJoin(LayoutNames(discovered), ", ");
+      r.error = !result->ok ? "the agent could not apply it: " + result->error
+                            : "the agent reports " + absl::StrJoin(LayoutNames(discovered), ", ");
       Event(batch, "agent:" + node.name, "device.relayout-failed", subject, r.error, r.ToJson());
       batch.puts.push_back({"node", node.name, node.ToJson().dump()});
       continue;
@@ -212,14 +198,14 @@ void ControlPlane::AdvanceRelayouts(NodeRecord& node, const json& report, StoreB
   if (done) batch.puts.push_back({"node", node.name, node.ToJson().dump()});
 }
 
-void ControlPlane::InstanceHealth(NodeRecord& node, const json& gpus, StoreBatch& batch) {
+void ControlPlane::InstanceHealth(NodeRecord& node, const std::vector<GpuReport>& gpus,
+                                  StoreBatch& batch) {
   auto subject = [&](const MigSlotRef& slot) {
     return absl::StrCat("node/", node.name, "/gpu/", slot.gpu, "/mig/", slot.start);
   };
   std::set<MigSlotRef> listed;
-  for (const json& g : gpus) {
-    const json instances = g.value("mig_instances", json::array());
-    for (const json& m : instances) listed.insert({g.value("index", -1), m.value("start", -1)});
+  for (const GpuReport& g : gpus) {
+    for (const MigInstanceReport& m : g.mig_instances) listed.insert({g.index, m.instance.start});
   }
   // A faulty dynamic instance that was destroyed (with the jobs it held) takes its fault along.
   for (auto it = node.instance_faults.begin(); it != node.instance_faults.end();) {
@@ -232,14 +218,14 @@ void ControlPlane::InstanceHealth(NodeRecord& node, const json& gpus, StoreBatch
     it = node.instance_faults.erase(it);
     batch.puts.push_back({"node", node.name, node.ToJson().dump()});
   }
-  for (const json& g : gpus) {
-    int index = g.value("index", -1);
+  for (const GpuReport& g : gpus) {
+    const int index = g.index;
     if (index < 0 || index >= static_cast<int>(node.gpus.size())) continue;
-    const json instances = g.value("mig_instances", json::array());
-    for (const json& m : instances) {
-      const MigSlotRef slot{index, m.value("start", -1)};
-      InstanceFault fault{m.value("profile", ""), m.value("health", "healthy"),
-                          m.value("health_reason", "")};
+    for (const MigInstanceReport& m : g.mig_instances) {
+      const MigSlotRef slot{index, m.instance.start};
+      InstanceFault fault{m.instance.profile,
+                          std::string(HealthName(m.health.value_or(DeviceHealth::kHealthy))),
+                          m.health_reason};
       auto known = node.instance_faults.find(slot);
       if (fault.health == "healthy") {
         if (known == node.instance_faults.end()) continue;

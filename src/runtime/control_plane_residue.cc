@@ -7,22 +7,19 @@ namespace carve {
 
 using json = nlohmann::json;
 
-void ControlPlane::Residue(NodeRecord& node, const json& gpus, StoreBatch& batch) {
-  for (const json& g : gpus) {
-    int index = g.value("index", -1);
+void ControlPlane::Residue(NodeRecord& node, const std::vector<GpuReport>& gpus,
+                           StoreBatch& batch) {
+  for (const GpuReport& g : gpus) {
+    const int index = g.index;
     if (index < 0 || index >= static_cast<int>(node.gpus.size())) continue;
-    const json reported = g.value("residue", json());
     std::string subject = absl::StrCat("node/", node.name, "/gpu/", index);
     bool had = node.residue.count(index) > 0;
-    if (reported.is_object()) {
-      // Read by CheckHeartbeatBody before any change: an unreadable residue refused the heartbeat.
-      absl::StatusOr<GpuResidue> residue = GpuResidue::FromJson(reported);
-      if (!residue.ok()) continue;
-      node.residue[index] = *residue;
+    if (g.residue) {
+      node.residue[index] = *g.residue;
       if (had) continue;
       batch.puts.push_back({"node", node.name, node.ToJson().dump()});
       Event(batch, "agent:" + node.name, "device.residue", subject,
-            "the device shows residue: " + residue->Describe(), residue->ToJson());
+            "the device shows residue: " + g.residue->Describe(), g.residue->ToJson());
     } else if (had) {
       node.residue.erase(index);
       batch.puts.push_back({"node", node.name, node.ToJson().dump()});

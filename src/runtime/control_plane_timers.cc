@@ -22,11 +22,11 @@ std::string Duration(int64_t us) {
 
 }  // namespace
 
-void ControlPlane::Activity(NodeRecord& node, const json& gpus, StoreBatch& batch) {
-  for (const json& g : gpus) {
-    int index = g.value("index", -1);
-    if (index >= 0 && index < static_cast<int>(node.gpus.size())) {
-      node.gpus[index].utilization_pct = g.value("utilization_pct", -1);
+void ControlPlane::Activity(NodeRecord& node, const std::vector<GpuReport>& gpus,
+                            StoreBatch& batch) {
+  for (const GpuReport& g : gpus) {
+    if (g.index >= 0 && g.index < static_cast<int>(node.gpus.size())) {
+      node.gpus[g.index].utilization_pct = g.utilization_pct;
     }
   }
   int64_t now = now_();

@@ -168,6 +168,15 @@ std::string GpuResidue::Describe() const {
   return out;
 }
 
+std::optional<GpuResidue> ResidueSeen(const DeviceView& view, int64_t tolerance_mib) {
+  if (view.Clean(tolerance_mib)) return std::nullopt;
+  GpuResidue residue{view.residue, std::nullopt};
+  if (!view.MemoryClean(tolerance_mib)) {
+    residue.memory = UnexplainedMemory{view.Unexplained(), view.used_mib, view.baseline_mib};
+  }
+  return residue;
+}
+
 json NodeVersionSet::ToJson() const {
   json out = Compact();
   out["backend"] = backend;

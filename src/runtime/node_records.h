@@ -96,6 +96,9 @@ struct GpuResidue {
   std::string Describe() const;
 };
 
+// What a device view (reclaim_check.h) shows beyond `tolerance_mib`: none when it is clean.
+std::optional<GpuResidue> ResidueSeen(const DeviceView& view, int64_t tolerance_mib);
+
 // One GPU's part of a version set.
 struct GpuVersions {
   int index = 0;

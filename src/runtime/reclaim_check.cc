@@ -113,12 +113,8 @@ DeviceView ViewDevice(DeviceBackend& devices, int index, std::optional<int64_t> 
 }
 
 json ResidueJson(const DeviceView& view, int64_t tolerance_mib) {
-  if (view.Clean(tolerance_mib)) return json();
-  GpuResidue residue{view.residue, std::nullopt};
-  if (!view.MemoryClean(tolerance_mib)) {
-    residue.memory = UnexplainedMemory{view.Unexplained(), view.used_mib, view.baseline_mib};
-  }
-  return residue.ToJson();
+  std::optional<GpuResidue> residue = ResidueSeen(view, tolerance_mib);
+  return residue ? residue->ToJson() : json();
 }
 
 void DeviceBaselines::Load() {

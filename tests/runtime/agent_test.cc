@@ -8,6 +8,12 @@
 namespace carve {
 namespace {
 
+GrantRecord OnGpu(int device) {
+  GrantRecord g;
+  g.device = device;
+  return g;
+}
+
 // A grant names the GPU by its NVML index; the device node the fence allows is the GPU's own
 // (/dev/nvidia<minor>), which differs from the index when the driver probed GPUs in another
 // order. Before, GPU 0 with minor 1 was given /dev/nvidia0: another GPU's node.
@@ -17,8 +23,7 @@ TEST(NvidiaDeviceNodesTest, NameEachGrantedGpuByItsMinorNumber) {
   gpus[0].minor = 1;
   gpus[1].index = 1;
   gpus[1].minor = 0;
-  std::vector<std::string> nodes =
-      NvidiaDeviceNodes(nlohmann::json::array({{{"device", 0}}}), gpus);
+  std::vector<std::string> nodes = NvidiaDeviceNodes({OnGpu(0)}, gpus);
   EXPECT_EQ(nodes,
             (std::vector<std::string>{"/dev/nvidia-modeset", "/dev/nvidia-uvm",
                                       "/dev/nvidia-uvm-tools", "/dev/nvidia1", "/dev/nvidiactl"}));
@@ -27,8 +32,7 @@ TEST(NvidiaDeviceNodesTest, NameEachGrantedGpuByItsMinorNumber) {
 TEST(NvidiaDeviceNodesTest, FallBackToTheIndexWhenTheMinorIsUnknown) {
   std::vector<DiscoveredGpu> gpus(1);
   gpus[0].index = 3;
-  std::vector<std::string> nodes =
-      NvidiaDeviceNodes(nlohmann::json::array({{{"device", 3}}}), gpus);
+  std::vector<std::string> nodes = NvidiaDeviceNodes({OnGpu(3)}, gpus);
   EXPECT_NE(std::find(nodes.begin(), nodes.end(), "/dev/nvidia3"), nodes.end());
 }
 

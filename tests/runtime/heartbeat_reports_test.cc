@@ -1,5 +1,6 @@
 // What the replica reports in an agent's heartbeat do to the job records, on a real control
 // plane and SQLite store.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "runtime/control_plane.h"
@@ -56,6 +57,27 @@ TEST_F(HeartbeatReportsTest, AnExitThatRequeuesADrainedJobAppliesNothingMoreOfIt
   EXPECT_EQ(requeued["state"], "queued") << requeued.dump(1);
   EXPECT_EQ(requeued["attempt"], 1);
   EXPECT_TRUE(requeued["replicas"].empty()) << requeued.dump(1);
+}
+
+// The heartbeat is decoded before anything changes: a report the server cannot read is refused
+// whole, naming the field, and the job's record is as it was.
+TEST_F(HeartbeatReportsTest, AMalformedReportIsRefusedBeforeAnythingChanges) {
+  auto job = cp_->Submit({{"command", {"sleep", "600"}}, {"resources", {{"gpus", 1}}}}, "", kAdmin);
+  ASSERT_TRUE(job.ok()) << job.status();
+  job_ = (*job)["id"];
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  ASSERT_TRUE(Beat({{"state", "running"}}).ok());
+  const json before = *cp_->GetJob(job_);
+
+  auto beat = Beat({{"state", "exited"}, {"exit_code", 0}, {"reclaim", {{"checks", {7}}}}});
+  EXPECT_TRUE(absl::IsInvalidArgument(beat.status())) << beat.status();
+  EXPECT_THAT(std::string(beat.status().message()),
+              testing::HasSubstr("replicas[0].reclaim.checks[0]: must be an object"));
+  EXPECT_EQ(*cp_->GetJob(job_), before);
+  beat = Beat({{"state", "finished"}});
+  EXPECT_THAT(std::string(beat.status().message()),
+              testing::HasSubstr("replicas[0].state: unknown state \"finished\""));
+  EXPECT_EQ(*cp_->GetJob(job_), before);
 }
 
 }  // namespace

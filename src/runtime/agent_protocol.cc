@@ -1,0 +1,474 @@
+#include "runtime/agent_protocol.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+absl::Status Bad(const std::string& path, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+std::string ItemPath(const std::string& list, size_t i) { return absl::StrCat(list, "[", i, "]"); }
+
+// Reads the fields of one object of the protocol into typed places. A missing field leaves its
+// place as it is (its default); the first field that cannot be read becomes status() and the
+// reads after it do nothing. `at` is the object's path in the message ("" for the message).
+class Reader {
+ public:
+  Reader(const json& j, std::string at) : j_(j), at_(std::move(at)) {
+    if (!j.is_object()) status_ = Bad(at_.empty() ? "body" : at_, "must be an object");
+  }
+  const absl::Status& status() const { return status_; }
+  std::string Path(const char* key) const {
+    return at_.empty() ? key : absl::StrCat(at_, ".", key);
+  }
+  // The field's value, or nullptr when it is missing (or reading has already failed).
+  const json* Find(const char* key) const {
+    if (!status_.ok()) return nullptr;
+    auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+  void Fail(absl::Status s) {
+    if (status_.ok()) status_ = std::move(s);
+  }
+  Reader& Require(const char* key) {
+    if (status_.ok() && !j_.contains(key)) Fail(Bad(Path(key), "missing"));
+    return *this;
+  }
+
+  Reader& Read(const char* key, std::string& out) {
+    if (const json* v = Find(key)) {
+      if (!v->is_string()) return Failed(key, "must be a string");
+      out = v->get<std::string>();
+    }
+    return *this;
+  }
+  Reader& Read(const char* key, bool& out) {
+    if (const json* v = Find(key)) {
+      if (!v->is_boolean()) return Failed(key, "must be true or false");
+      out = v->get<bool>();
+    }
+    return *this;
+  }
+  Reader& Read(const char* key, int64_t& out) { return Whole(key, out); }
+  Reader& Read(const char* key, int& out) { return Whole(key, out); }
+  template <typename T>
+  Reader& Read(const char* key, std::optional<T>& out) {
+    if (Find(key) != nullptr) {
+      T value{};
+      if (Read(key, value).status_.ok()) out = std::move(value);
+    }
+    return *this;
+  }
+  // A whole number or null (null: none).
+  Reader& Nullable(const char* key, std::optional<int>& out) {
+    const json* v = Find(key);
+    if (v == nullptr || v->is_null()) return *this;
+    if (!v->is_number_integer()) return Failed(key, "must be a whole number or null");
+    return Read(key, out);
+  }
+  // A name out of a fixed set, read by `parse` (which returns an optional).
+  template <typename E, typename Parse>
+  Reader& Named(const char* key, std::optional<E>& out, Parse parse, absl::string_view what) {
+    std::optional<std::string> name;
+    if (!Read(key, name).status_.ok() || !name) return *this;
+    out = parse(*name);
+    if (!out) {
+      return Failed(key, absl::StrCat("unknown ", what, " \"", absl::CEscape(*name), "\""));
+    }
+    return *this;
+  }
+  // A list whose items `decode(item, path)` reads (returning a StatusOr).
+  template <typename T, typename Decode>
+  Reader& List(const char* key, std::vector<T>& out, Decode decode) {
+    const json* list = Find(key);
+    if (list == nullptr) return *this;
+    if (!list->is_array()) return Failed(key, "must be a list");
+    for (size_t i = 0; i < list->size() && status_.ok(); ++i) {
+      absl::StatusOr<T> item = decode((*list)[i], ItemPath(Path(key), i));
+      if (!item.ok()) return Failed(item.status());
+      out.push_back(*std::move(item));
+    }
+    return *this;
+  }
+  template <typename T, typename Decode>
+  Reader& List(const char* key, std::optional<std::vector<T>>& out, Decode decode) {
+    if (Find(key) == nullptr) return *this;
+    std::vector<T> items;
+    if (List(key, items, decode).status_.ok()) out = std::move(items);
+    return *this;
+  }
+  Reader& Read(const char* key, std::vector<std::string>& out);
+  Reader& Read(const char* key, std::map<std::string, std::string>& out);
+
+ private:
+  Reader& Failed(const char* key, absl::string_view what) { return Failed(Bad(Path(key), what)); }
+  Reader& Failed(absl::Status s) {
+    Fail(std::move(s));
+    return *this;
+  }
+  // Every number of the protocol is a whole one, in the range of its place.
+  template <typename Int>
+  Reader& Whole(const char* key, Int& out) {
+    const json* v = Find(key);
+    if (v == nullptr) return *this;
+    bool fits = v->is_number_integer();
+    if (fits && v->is_number_unsigned()) {
+      fits = v->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<Int>::max());
+    } else if (fits) {
+      const int64_t n = v->get<int64_t>();
+      fits = n >= std::numeric_limits<Int>::min() && n <= std::numeric_limits<Int>::max();
+    }
+    if (!fits) return Failed(key, "must be a whole number");
+    out = v->get<Int>();
+    return *this;
+  }
+
+  const json& j_;
+  std::string at_;
+  absl::Status status_;
+};
+
+// A T read from object `j` at `at` by `fields(reader, value)`.
+template <typename T, typename Fields>
+absl::StatusOr<T> ReadObject(const json& j, const std::string& at, Fields fields) {
+  T value;
+  Reader in(j, at);
+  fields(in, value);
+  if (!in.status().ok()) return in.status();
+  return value;
+}
+
+absl::StatusOr<std::string> StringAt(const json& v, const std::string& at) {
+  if (!v.is_string()) return Bad(at, "must be a string");
+  return v.get<std::string>();
+}
+
+Reader& Reader::Read(const char* key, std::vector<std::string>& out) {
+  return List(key, out, StringAt);
+}
+
+Reader& Reader::Read(const char* key, std::map<std::string, std::string>& out) {
+  const json* map = Find(key);
+  if (map == nullptr) return *this;
+  if (!map->is_object()) return Failed(key, "must be an object");
+  for (const auto& [name, value] : map->items()) {
+    absl::StatusOr<std::string> text = StringAt(value, absl::StrCat(Path(key), ".", name));
+    if (!text.ok()) return Failed(text.status());
+    out[name] = *std::move(text);
+  }
+  return *this;
+}
+
+// The reclaim record is kept as the agent made it; the fields the server reads must have their
+// types: {status, checks: [{ok, device, name, observed}]}.
+absl::Status CheckReclaim(const json& reclaim, const std::string& at) {
+  if (reclaim.is_null()) return absl::OkStatus();
+  if (!reclaim.is_object()) return Bad(at, "must be an object or null");
+  Reader in(reclaim, at);
+  std::string status;
+  std::vector<bool> checks;
+  in.Read("status", status)
+      .List("checks", checks, [](const json& c, const std::string& path) -> absl::StatusOr<bool> {
+        Reader check(c, path);
+        bool ok = false;
+        int device = -1;
+        std::string name, observed;
+        check.Read("ok", ok).Read("device", device).Read("name", name).Read("observed", observed);
+        if (!check.status().ok()) return check.status();
+        return ok;
+      });
+  return in.status();
+}
+
+absl::StatusOr<GrantRecord> GrantAt(const json& j, const std::string& at) {
+  return ReadObject<GrantRecord>(j, at, [](Reader& in, GrantRecord& g) {
+    in.Read("device", g.device)
+        .Read("compute_milli", g.compute_milli)
+        .Read("memory_mib", g.memory_mib)
+        .Read("profile", g.profile)
+        .Read("start", g.start)
+        .Read("created", g.created);
+  });
+}
+
+absl::StatusOr<MigInstanceReport> InstanceAt(const json& j, const std::string& at) {
+  return ReadObject<MigInstanceReport>(j, at, [](Reader& in, MigInstanceReport& m) {
+    in.Read("uuid", m.instance.uuid)
+        .Read("profile", m.instance.profile)
+        .Require("start")
+        .Read("start", m.instance.start)
+        .Named("health", m.health, ParseHealth, "health")
+        .Read("health_reason", m.health_reason);
+  });
+}
+
+json InstanceToJson(const MigInstanceReport& m) {
+  json j = {
+      {"uuid", m.instance.uuid}, {"profile", m.instance.profile}, {"start", m.instance.start}};
+  if (m.health) {
+    j["health"] = std::string(HealthName(*m.health));
+    j["health_reason"] = m.health_reason;
+  }
+  return j;
+}
+
+template <typename T>
+json ListToJson(const std::vector<T>& items) {
+  json out = json::array();
+  for (const T& item : items) out.push_back(item.ToJson());
+  return out;
+}
+
+}  // namespace
+
+absl::string_view HealthName(DeviceHealth health) {
+  switch (health) {
+    case DeviceHealth::kHealthy:
+      return "healthy";
+    case DeviceHealth::kSuspect:
+      return "suspect";
+    case DeviceHealth::kUnhealthy:
+      return "unhealthy";
+  }
+  return "unhealthy";
+}
+
+std::optional<DeviceHealth> ParseHealth(absl::string_view name) {
+  for (DeviceHealth h :
+       {DeviceHealth::kHealthy, DeviceHealth::kSuspect, DeviceHealth::kUnhealthy}) {
+    if (HealthName(h) == name) return h;
+  }
+  return std::nullopt;
+}
+
+json ReplicaReport::ToJson() const {
+  json j = {{"job", job}, {"replica", replica}, {"pid", pid}, {"enforcement", enforcement}};
+  if (state) j["state"] = std::string(Name(*state));
+  if (started_us) j["started_us"] = *started_us;
+  if (!gpu_isolation.is_null()) j["gpu_isolation"] = gpu_isolation;
+  if (log_truncated_at > 0) j["log_truncated_at"] = log_truncated_at;
+  if (!log_disk.empty()) j["log_disk"] = log_disk;
+  if (reclaim) {
+    j["reclaim"] = *reclaim;
+    j["oom_killed"] = oom_killed;
+  }
+  if (end) {
+    if (end->ended_us) j["ended_us"] = *end->ended_us;
+    j["timed_out"] = end->timed_out;
+    j["exit_code"] = end->exit_code ? json(*end->exit_code) : json(nullptr);
+    j["signal"] = end->signal ? json(*end->signal) : json(nullptr);
+  }
+  return j;
+}
+
+absl::StatusOr<ReplicaReport> ReplicaReport::FromJson(const json& j, const std::string& at) {
+  return ReadObject<ReplicaReport>(j, at, [](Reader& in, ReplicaReport& r) {
+    in.Read("job", r.job)
+        .Read("replica", r.replica)
+        .Named("state", r.state, ParseReplicaState, "state")
+        .Read("pid", r.pid)
+        .Read("started_us", r.started_us)
+        .Read("enforcement", r.enforcement)
+        .Read("log_truncated_at", r.log_truncated_at)
+        .Read("log_disk", r.log_disk)
+        .Read("oom_killed", r.oom_killed);
+    if (const json* isolation = in.Find("gpu_isolation")) r.gpu_isolation = *isolation;
+    ReplicaEnd end;
+    in.Read("ended_us", end.ended_us)
+        .Read("timed_out", end.timed_out)
+        .Nullable("exit_code", end.exit_code)
+        .Nullable("signal", end.signal);
+    for (const char* key : {"ended_us", "timed_out", "exit_code", "signal"}) {
+      if (in.Find(key) != nullptr) r.end = end;
+    }
+    if (const json* reclaim = in.Find("reclaim")) {
+      in.Fail(CheckReclaim(*reclaim, in.Path("reclaim")));
+      r.reclaim = *reclaim;
+    }
+  });
+}
+
+json GpuReport::ToJson() const {
+  json instances = json::array();
+  for (const MigInstanceReport& m : mig_instances) instances.push_back(InstanceToJson(m));
+  json j = {{"index", index},
+            {"health", std::string(HealthName(health))},
+            {"health_reason", health_reason},
+            {"utilization_pct", utilization_pct},
+            {"mig_instances", instances},
+            {"residue", residue ? residue->ToJson() : json(nullptr)}};
+  if (share_enforcement) j["share_enforcement"] = *share_enforcement;
+  return j;
+}
+
+absl::StatusOr<GpuReport> GpuReport::FromJson(const json& j, const std::string& at) {
+  return ReadObject<GpuReport>(j, at, [](Reader& in, GpuReport& g) {
+    std::optional<DeviceHealth> health;
+    in.Read("index", g.index)
+        .Named("health", health, ParseHealth, "health")
+        .Read("health_reason", g.health_reason)
+        .Read("utilization_pct", g.utilization_pct)
+        .Read("share_enforcement", g.share_enforcement)
+        .List("mig_instances", g.mig_instances, InstanceAt);
+    if (health) g.health = *health;
+    // The node record keeps the residue as sent, so it is read with the record's codec.
+    if (const json* residue = in.Find("residue"); residue != nullptr && !residue->is_null()) {
+      absl::StatusOr<GpuResidue> read = absl::InvalidArgumentError("must be an object or null");
+      if (residue->is_object()) read = GpuResidue::FromJson(*residue);
+      if (read.ok()) {
+        g.residue = *std::move(read);
+      } else {
+        in.Fail(Bad(in.Path("residue"), read.status().message()));
+      }
+    }
+  });
+}
+
+json LayoutResult::ToJson() const {
+  return {{"gpu", gpu}, {"request", request}, {"ok", ok}, {"error", error}, {"time_us", time_us}};
+}
+
+absl::StatusOr<LayoutResult> LayoutResult::FromJson(const json& j, const std::string& at) {
+  return ReadObject<LayoutResult>(j, at, [](Reader& in, LayoutResult& l) {
+    in.Read("gpu", l.gpu)
+        .Read("request", l.request)
+        .Read("ok", l.ok)
+        .Read("error", l.error)
+        .Read("time_us", l.time_us);
+  });
+}
+
+json HeartbeatRequest::ToJson() const {
+  json j = {{"node", node}, {"replicas", ListToJson(replicas)}, {"layouts", ListToJson(layouts)}};
+  if (gpus) j["gpus"] = ListToJson(*gpus);
+  return j;
+}
+
+absl::StatusOr<HeartbeatRequest> HeartbeatRequest::FromJson(const json& j) {
+  return ReadObject<HeartbeatRequest>(j, "", [](Reader& in, HeartbeatRequest& h) {
+    in.Read("node", h.node)
+        .List("replicas", h.replicas, ReplicaReport::FromJson)
+        .List("gpus", h.gpus, GpuReport::FromJson)
+        .List("layouts", h.layouts, LayoutResult::FromJson);
+  });
+}
+
+bool HeartbeatRequest::ReportsAnEnd() const {
+  for (const ReplicaReport& r : replicas) {
+    if (r.state == ReplicaState::kExited) return true;
+  }
+  return false;
+}
+
+std::vector<DiscoveredMigInstance> HeartbeatRequest::InstancesOn(int gpu) const {
+  std::vector<DiscoveredMigInstance> out;
+  if (!gpus) return out;
+  for (const GpuReport& g : *gpus) {
+    if (g.index != gpu) continue;
+    out.clear();  // the last report of the GPU counts
+    for (const MigInstanceReport& m : g.mig_instances) out.push_back(m.instance);
+  }
+  return out;
+}
+
+json AgentAssignment::ToJson() const {
+  json grant_list = json::array();
+  for (const GrantRecord& g : grants) grant_list.push_back(GrantToJson(g));
+  json j = {{"job", job},
+            {"replica", replica},
+            {"name", name},
+            {"kind", kind},
+            {"command", command},
+            {"env", env},
+            {"workdir", workdir},
+            {"mode", std::string(ToString(mode))},
+            {"isolation", isolation},
+            {"cpu_milli", cpu_milli},
+            {"memory_mib", memory_mib},
+            {"max_runtime_us", max_runtime_us},
+            {"tenant", tenant},
+            {"project", project},
+            {"checkpoint_root", checkpoint_root},
+            {"attempt", attempt},
+            {"grants", grant_list}};
+  if (uid) j["uid"] = *uid;
+  if (gid) j["gid"] = *gid;
+  return j;
+}
+
+absl::StatusOr<AgentAssignment> AgentAssignment::FromJson(const json& j, const std::string& at) {
+  return ReadObject<AgentAssignment>(j, at, [](Reader& in, AgentAssignment& a) {
+    std::optional<DeliveryMode> mode;
+    auto parse_mode = [](absl::string_view name) -> std::optional<DeliveryMode> {
+      absl::StatusOr<DeliveryMode> m = ParseDeliveryMode(name);
+      return m.ok() ? std::optional<DeliveryMode>(*m) : std::nullopt;
+    };
+    in.Read("job", a.job)
+        .Read("replica", a.replica)
+        .Read("name", a.name)
+        .Read("kind", a.kind)
+        .Read("command", a.command)
+        .Read("env", a.env)
+        .Read("workdir", a.workdir)
+        .Named("mode", mode, parse_mode, "mode")
+        .Read("isolation", a.isolation)
+        .Read("cpu_milli", a.cpu_milli)
+        .Read("memory_mib", a.memory_mib)
+        .Read("max_runtime_us", a.max_runtime_us)
+        .Read("tenant", a.tenant)
+        .Read("project", a.project)
+        .Read("checkpoint_root", a.checkpoint_root)
+        .Read("attempt", a.attempt)
+        .List("grants", a.grants, GrantAt)
+        .Read("uid", a.uid)
+        .Read("gid", a.gid);
+    if (mode) a.mode = *mode;
+  });
+}
+
+json StopOrder::ToJson() const {
+  json j = {{"job", job}, {"replica", replica}};
+  if (grace_ms) j["grace_ms"] = *grace_ms;
+  return j;
+}
+
+absl::StatusOr<StopOrder> StopOrder::FromJson(const json& j, const std::string& at) {
+  return ReadObject<StopOrder>(j, at, [](Reader& in, StopOrder& s) {
+    in.Read("job", s.job).Read("replica", s.replica).Read("grace_ms", s.grace_ms);
+  });
+}
+
+json LayoutOrder::ToJson() const {
+  return {{"gpu", gpu}, {"layout", layout}, {"request", request}};
+}
+
+absl::StatusOr<LayoutOrder> LayoutOrder::FromJson(const json& j, const std::string& at) {
+  return ReadObject<LayoutOrder>(j, at, [](Reader& in, LayoutOrder& l) {
+    in.Read("gpu", l.gpu).Read("layout", l.layout).Read("request", l.request);
+  });
+}
+
+json HeartbeatAnswer::ToJson() const {
+  return {{"assignments", ListToJson(assignments)},
+          {"stop", ListToJson(stop)},
+          {"layouts", ListToJson(layouts)}};
+}
+
+absl::StatusOr<HeartbeatAnswer> HeartbeatAnswer::FromJson(const json& j) {
+  return ReadObject<HeartbeatAnswer>(j, "", [](Reader& in, HeartbeatAnswer& a) {
+    in.List("assignments", a.assignments, AgentAssignment::FromJson)
+        .List("stop", a.stop, StopOrder::FromJson)
+        .List("layouts", a.layouts, LayoutOrder::FromJson);
+  });
+}
+
+}  // namespace carve
