@@ -60,7 +60,9 @@ void FillRunning(Store& store, int first, int count) {
   job.state = JobState::kRunning;
   ReplicaRecord rep;
   rep.state = ReplicaState::kRunning;
-  rep.grants.push_back(GrantRecord{0, 1000, 0});
+  GrantRecord whole;
+  whole.compute_milli = 1000;
+  rep.grants.push_back(whole);
   job.replicas = {rep};
   StoreBatch batch;
   for (int i = first; i < first + count; ++i) {

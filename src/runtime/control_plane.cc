@@ -133,6 +133,7 @@ void ControlPlane::Index(const JobRecord& job) {
   const bool was_queued = prior != active_.end() && prior->second.queued;
   const bool queued = job.state == JobState::kQueued && jobs_.count(job.id) > 0;
   if (was_queued != queued) CountQueued(job, queued ? 1 : -1);
+  IndexNodes(job, !queued && !IsFinal(job.state) && jobs_.count(job.id) > 0);
   if (IsFinal(job.state)) {
     active_.erase(job.id);
     placed_.erase(job.id);
@@ -181,6 +182,43 @@ std::vector<int64_t> ControlPlane::ActiveIds() const {
   ids.reserve(active_.size());
   for (const auto& entry : active_) ids.push_back(entry.first);
   return ids;
+}
+
+void ControlPlane::IndexNodes(const JobRecord& job, bool placed) {
+  std::vector<std::string> nodes;
+  if (placed) {
+    for (const ReplicaRecord& r : job.replicas) {
+      if (!r.node.empty()) nodes.push_back(r.node);
+    }
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  }
+  auto old = nodes_of_.find(job.id);
+  if (old != nodes_of_.end() && old->second == nodes) return;
+  if (old != nodes_of_.end()) {
+    for (const std::string& node : old->second) {
+      auto on = placed_on_.find(node);
+      on->second.erase(job.id);
+      if (on->second.empty()) placed_on_.erase(on);
+    }
+  }
+  for (const std::string& node : nodes) placed_on_[node].insert(job.id);
+  if (nodes.empty()) {
+    nodes_of_.erase(job.id);
+  } else {
+    nodes_of_[job.id] = std::move(nodes);
+  }
+}
+
+std::vector<JobRecord*> ControlPlane::PlacedOn(const std::string& node) const {
+  std::vector<JobRecord*> jobs;
+  auto on = placed_on_.find(node);
+  if (on == placed_on_.end()) return jobs;
+  jobs.reserve(on->second.size());
+  for (int64_t id : on->second) {
+    if (auto it = placed_.find(id); it != placed_.end()) jobs.push_back(it->second.job);
+  }
+  return jobs;
 }
 
 std::vector<JobRecord*> ControlPlane::Placed() const {

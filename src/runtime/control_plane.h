@@ -274,6 +274,11 @@ class ControlPlane {
   // replicas on nodes, in id order, copied (a loop over them may Touch, which re-indexes; none
   // leaves jobs_ before Forget). What heartbeats, liveness and timers walk.
   std::vector<JobRecord*> Placed() const;
+  // Of those, the ones with a replica on `node`, in id order (placed_on_): what a heartbeat
+  // walks, so its cost follows the node's own jobs, not every placed job.
+  std::vector<JobRecord*> PlacedOn(const std::string& node) const;
+  // Keeps placed_on_ and nodes_of_ in step with the job's replicas (Index).
+  void IndexNodes(const JobRecord& job, bool placed);
   // Adds a submitted job's replica request to the placement policy's workload model.
   void CountWorkload(const JobSpec& spec);
   void Event(StoreBatch& batch, const std::string& actor, const std::string& type,
@@ -489,7 +494,11 @@ class ControlPlane {
   };
   absl::btree_map<int64_t, LiveJob> active_;
   absl::btree_map<int64_t, LiveJob> placed_;  // active_ less the queued jobs
-  uint64_t Revision(int64_t job) const;       // 0 for a job not active
+  // Replicas by node: each node's placed jobs (a replica of theirs names the node), and each
+  // placed job's nodes (to take it out again).
+  std::map<std::string, std::set<int64_t>> placed_on_;
+  absl::flat_hash_map<int64_t, std::vector<std::string>> nodes_of_;
+  uint64_t Revision(int64_t job) const;  // 0 for a job not active
   // Per queue, its queued jobs and what they would charge its quota, kept as jobs enter and leave
   // the queued state (Index), so that the queue status walks only the placed jobs.
   struct QueuedTotal {

@@ -420,7 +420,7 @@ absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& 
       answer.stop.push_back(StopFor(job, r));
     }
   }
-  for (JobRecord* placed : Placed()) {
+  for (JobRecord* placed : PlacedOn(name)) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
     if (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty()) continue;

@@ -30,7 +30,7 @@ void ControlPlane::Activity(NodeRecord& node, const std::vector<GpuReport>& gpus
     }
   }
   int64_t now = now_();
-  for (JobRecord* placed : Placed()) {
+  for (JobRecord* placed : PlacedOn(node.name)) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
     if (job.state != JobState::kRunning) continue;

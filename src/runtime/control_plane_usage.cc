@@ -31,8 +31,8 @@ struct Held {
   int64_t from = 0;
   int64_t to = 0;
   bool current = false;  // the job's latest attempt
-  std::string cause;     // an earlier attempt's: why it ended
   std::string versions;  // the version set id of the node it ran on
+  std::string cause;     // an earlier attempt's: why it ended
 };
 
 std::string VersionsId(const json& versions) {

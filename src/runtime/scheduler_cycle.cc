@@ -288,6 +288,16 @@ void ControlPlane::CheckKeptCluster(CyclePlan& plan, Cluster fresh) {
   for (const auto& [name, rec] : nodes_) {
     BlockFaultyInstances(*catalog_, rec, fresh.mutable_node(plan.ids.at(name)));
   }
+  // Replicas by node (PlacedOn) name every placed job's nodes.
+  for (const auto& [id, live] : placed_) {
+    for (const ReplicaRecord& r : live.job->replicas) {
+      auto on = placed_on_.find(r.node);
+      if (r.node.empty() || (on != placed_on_.end() && on->second.count(id))) continue;
+      ++kept_cluster_drift_;
+      LogError("scheduler: job ", id, " has a replica on node ", r.node,
+               " that the index of replicas by node does not name");
+    }
+  }
   std::string node = HoldingsDiffer(plan.cluster, fresh);
   if (node.empty()) return;
   ++kept_cluster_drift_;

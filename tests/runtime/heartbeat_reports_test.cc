@@ -80,5 +80,39 @@ TEST_F(HeartbeatReportsTest, AMalformedReportIsRefusedBeforeAnythingChanges) {
   EXPECT_EQ(*cp_->GetJob(job_), before);
 }
 
+// A heartbeat walks only its own node's jobs (replicas by node): a job drained from w1 and
+// bound again on w2 is handed to w2's agent, never again to w1's. The fixture's kept-cluster
+// check compares the index with every placed job's replicas in each cycle.
+TEST_F(HeartbeatReportsTest, EachNodeIsHandedItsOwnReplicasOnlyAsJobsMove) {
+  RegisterH200Node("w2", 1, kAdmin);
+  auto job = cp_->Submit({{"command", {"sleep", "600"}},
+                          {"recovery", {{"policy", "requeue"}, {"max_retries", 3}}},
+                          {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}},
+                         "", kAdmin);
+  ASSERT_TRUE(job.ok()) << job.status();
+  job_ = (*job)["id"];
+  ASSERT_TRUE(cp_->Cordon("w2", "cordon", -1, kAdmin).ok());
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  auto assigned = [&](const std::string& node) {
+    auto beat = cp_->Heartbeat({{"node", node}, {"replicas", json::array()}}, kAdmin);
+    EXPECT_TRUE(beat.ok()) << beat.status();
+    return beat.ok() ? (*beat)["assignments"].size() : 0;
+  };
+  EXPECT_EQ(assigned("w2"), 0u);
+  EXPECT_EQ(assigned("w1"), 1u);
+
+  ASSERT_TRUE(Beat({{"state", "running"}}).ok());
+  ASSERT_TRUE(cp_->Cordon("w2", "uncordon", -1, kAdmin).ok());
+  ASSERT_TRUE(cp_->Cordon("w1", "drain", -1, kAdmin).ok());
+  ASSERT_TRUE(Beat({{"state", "exited"},
+                    {"signal", 15},
+                    {"reclaim", {{"status", "verified"}, {"checks", json::array()}}}})
+                  .ok());
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  ASSERT_EQ((*cp_->GetJob(job_))["replicas"][0]["node"], "w2");
+  EXPECT_EQ(assigned("w1"), 0u);
+  EXPECT_EQ(assigned("w2"), 1u);
+}
+
 }  // namespace
 }  // namespace carve

@@ -257,7 +257,9 @@ TEST_F(UsageTest, ARestartWritesTheRowsOfEarlierAttemptsStoredBefore) {
   ASSERT_TRUE(cp_->Cordon("n1", "drain", -1, kAdmin).ok());
   End(a, 143);
   StoreBatch erase;  // as an older server left it: no row until the job ends
-  for (const StoredRecord& r : *store_->Load("usage")) erase.deletes.push_back({"usage", r.id});
+  auto rows = store_->Load("usage");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  for (const StoredRecord& r : *rows) erase.deletes.push_back({"usage", r.id});
   ASSERT_TRUE(store_->Commit(std::move(erase)).ok());
   Open();
   auto stored = store_->Load("usage");
