@@ -114,7 +114,7 @@ absl::Status ControlPlane::Broken() const {
       "committed"));
 }
 
-void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) {
+void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch, const json* as_json) {
   std::string id = absl::StrFormat("%012d", job.id);
   if (IsFinal(job.state)) {
     // Puts apply before deletes: the live record goes whatever this batch wrote of it before.
@@ -123,7 +123,7 @@ void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch) {
     // Once per job, while memory holds it (a finished job read back from the store had it).
     if (jobs_.count(job.id) && finishing_.insert(job.id).second) Finish(job, batch);
   } else {
-    batch.puts.push_back({"job", id, job.ToJson().dump()});
+    batch.puts.push_back({"job", id, as_json != nullptr ? as_json->dump() : job.ToJson().dump()});
   }
   Index(job);
 }
@@ -327,25 +327,38 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
   auto request = ToJobRequest(*spec, *catalog_);
   if (!request.ok()) return request.status();
   if (absl::Status s = CheckSubmissionMinimums(*spec); !s.ok()) return s;
+  // Keys belong to a user id and tenant, never to a name (M1: a re-created user, or another
+  // tenant's user of the same name, replayed a key and got another's job). A replay also
+  // needs read access to the job; without it the key is treated as new.
+  const std::string scope = absl::StrCat(who.user_id, "/", who.tenant);
+  const bool keyed = !idem_key.empty() && !who.user_id.empty();
+  const std::string key = keyed ? scope + "\n" + idem_key : "";
+  // A finished job's key is in the store (Forget left memory). It is read before the lock: read
+  // under it, every submission with a key held every call and the cycle for a store read. Jobs
+  // leave memory only through Forget, which counts them: if none left between this read and the
+  // lock, a key not in memory under the lock was not in memory during the read either, so the
+  // read's answer still holds; otherwise it is read again under the lock.
+  const uint64_t forgotten = forgotten_.load(std::memory_order_acquire);
+  std::optional<absl::StatusOr<JobRecord>> finished;
+  if (keyed) finished = FinishedByKey(key);
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return Broken();
   for (auto [kind, name] : {std::pair{"tenant", spec->tenant}, {"project", spec->project}}) {
     if (!ObjectExists(kind, name)) return NoSuchObject(kind, name);
   }
   if (absl::Status s = CheckQueueAccess(*spec, who); !s.ok()) return s;
-  // Keys belong to a user id and tenant, never to a name (M1: a re-created user, or another
-  // tenant's user of the same name, replayed a key and got another's job). A replay also
-  // needs read access to the job; without it the key is treated as new.
-  std::string scope = absl::StrCat(who.user_id, "/", who.tenant);
-  if (!idem_key.empty() && !who.user_id.empty()) {
-    auto it = idempotency_.find(scope + "\n" + idem_key);
+  if (keyed) {
+    auto it = idempotency_.find(key);
     std::optional<JobRecord> first;
     if (it != idempotency_.end()) {
       first = jobs_.at(it->second);
-    } else if (auto done = FinishedByKey(scope + "\n" + idem_key); done.ok()) {
-      first = *std::move(done);  // a finished job's key is in the store (Forget left memory)
-    } else if (!absl::IsNotFound(done.status())) {
-      return done.status();
+    } else {
+      if (forgotten_.load(std::memory_order_relaxed) != forgotten) finished = FinishedByKey(key);
+      if (finished->ok()) {
+        first = **std::move(finished);
+      } else if (!absl::IsNotFound(finished->status())) {
+        return finished->status();
+      }
     }
     if (first && Allowed(who, Access::kRead, first->spec.tenant, first->spec.project)) {
       return first->ToJson();
@@ -360,16 +373,16 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
   if (!who.user_id.empty()) job.idempotency_scope = scope;
   job.created_us = now_();
   job.reason = "waiting for the next scheduling cycle";
-  if (!idem_key.empty() && !who.user_id.empty()) idempotency_[scope + "\n" + idem_key] = job.id;
+  if (keyed) idempotency_[key] = job.id;
   StoreBatch batch;
-  Touch(job, batch);
+  json out = job.ToJson();
+  Touch(job, batch, &out);
   Event(batch, "user:" + who.name, "job.submitted", absl::StrCat("job/", job.id), "submitted",
         {{"name", job.spec.name},
          {"spec", job.spec.ToJson()},
          {"tenant", job.spec.tenant},
          {"project", job.spec.project},
          {"queue", job.spec.queue}});
-  json out = job.ToJson();
   CountWorkload(job.spec);
   const int64_t id = job.id;
   jobs_[id] = std::move(job);

@@ -236,7 +236,8 @@ class ControlPlane {
   // Records a change: the job's document and an event, into `batch`.
   // Stores `job` in `batch` and keeps active_ in step with its state (every change of a job's
   // state is stored through here).
-  void Touch(const JobRecord& job, StoreBatch& batch);
+  // `as_json`, when given, is job.ToJson() already made by the caller (Submit answers with it).
+  void Touch(const JobRecord& job, StoreBatch& batch, const nlohmann::json* as_json = nullptr);
   // Keeps active_ and placed_ in step with the job's state, and raises its revision (Touch,
   // Load).
   void Index(const JobRecord& job);
@@ -523,6 +524,10 @@ class ControlPlane {
   Identity identity_;
   UtilizationLedger utilization_;
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
+  // Finished jobs Forget has dropped from memory so far (written under mu_). Submit reads a
+  // key's finished job from the store before it takes mu_, and again under it only if a job left
+  // memory meanwhile.
+  std::atomic<uint64_t> forgotten_{0};
   std::map<std::pair<std::string, std::string>, nlohmann::json> objects_;  // (kind, name)
   std::map<std::string, std::map<int, std::string>> mode_overrides_;       // node -> gpu -> mode
   // Why each job waited in the last applied cycle (cycle_plan.h). Replaced whole by each apply;

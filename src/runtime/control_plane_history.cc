@@ -92,6 +92,7 @@ void ControlPlane::Forget(const std::vector<int64_t>& ids) {
     active_.erase(id);  // Index took it out when it ended; the indexes point into jobs_
     placed_.erase(id);
     jobs_.erase(it);
+    forgotten_.fetch_add(1, std::memory_order_release);  // Submit: a key may have left memory
   }
 }
 

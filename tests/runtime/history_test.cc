@@ -255,6 +255,25 @@ TEST_F(HistoryTest, AnIdempotencyKeyReplaysAFinishedJob) {
   EXPECT_EQ(Submit("acme", "key-2"), a + 1);
 }
 
+// Submit reads a key's finished job from the store before it takes the control plane's lock. A
+// job with the key that ends and leaves memory right after that read is neither in memory nor in
+// what the read found: the submission reads again under the lock instead of making a second job.
+TEST_F(HistoryTest, AKeyWhoseJobLeavesMemoryDuringTheReadStillReplays) {
+  int64_t a = Submit("acme", "key-1");
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  const int64_t reads = faulty_->gets("idempotency");
+  faulty_->AfterNextGet("idempotency", [&] {
+    ASSERT_TRUE(End(a, 0).ok());  // the lock is free: the read happened outside it
+    ASSERT_EQ(cp_->JobsInMemory(), 0u);
+  });
+  EXPECT_EQ(Submit("acme", "key-1"), a);
+  EXPECT_EQ(faulty_->gets("idempotency"), reads + 2);  // before the lock, and again under it
+  EXPECT_EQ(List(true), (std::vector<int64_t>{a}));
+  // Nothing left memory during the next read: it is not repeated.
+  EXPECT_EQ(Submit("acme", "key-2"), a + 1);
+  EXPECT_EQ(faulty_->gets("idempotency"), reads + 3);
+}
+
 // A store written before finished jobs had their own kind: every job is a `job` record.
 TEST_F(HistoryTest, AnOldStoreMigratesItself) {
   int64_t a = Submit("acme", "old-key");

@@ -1,5 +1,7 @@
 #include "adapters/store/faulty_store.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace carve {
@@ -26,13 +28,33 @@ void FaultyStore::FailReads() {
 
 absl::StatusOr<std::optional<StoredRecord>> FaultyStore::Get(const std::string& kind,
                                                              const std::string& id) {
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++gets_[kind];
+    if (hook_ && kind == hook_kind_) hook = std::exchange(hook_, nullptr);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (fail_reads_) {
       return absl::UnavailableError(absl::StrCat("injected read failure (", kind, "/", id, ")"));
     }
   }
-  return inner_->Get(kind, id);
+  auto answer = inner_->Get(kind, id);
+  if (hook) hook();
+  return answer;
+}
+
+void FaultyStore::AfterNextGet(const std::string& kind, std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hook_kind_ = kind;
+  hook_ = std::move(hook);
+}
+
+int64_t FaultyStore::gets(const std::string& kind) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = gets_.find(kind);
+  return it == gets_.end() ? 0 : it->second;
 }
 
 void FaultyStore::SlowCommits(absl::Duration delay) {

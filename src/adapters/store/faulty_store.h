@@ -2,6 +2,8 @@
 #define CARVE_ADAPTERS_STORE_FAULTY_STORE_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,6 +33,11 @@ class FaultyStore final : public Store {
   void FailReads();
   // Every commit waits `delay` before it reaches the inner store.
   void SlowCommits(absl::Duration delay);
+  // The next Get of a `kind` record calls `hook` once the inner store has answered, before the
+  // answer is returned, without the store's lock (tests: change the caller's state while its
+  // read's answer goes stale). Gets of each kind are counted.
+  void AfterNextGet(const std::string& kind, std::function<void()> hook);
+  int64_t gets(const std::string& kind) const;
   // No more faults or delays.
   void Heal();
   // Commits attempted, and those that reported a failure.
@@ -70,6 +77,9 @@ class FaultyStore final : public Store {
   bool fail_all_ = false;
   bool fail_reads_ = false;
   absl::Duration delay_ = absl::ZeroDuration();
+  std::string hook_kind_;
+  std::function<void()> hook_;
+  std::map<std::string, int64_t> gets_;
 };
 
 }  // namespace carve

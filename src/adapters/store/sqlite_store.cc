@@ -201,9 +201,11 @@ class SqliteStore::Impl {
 
   const std::string path_;
 
-  // The write connection: set up by Open, then used only by the committer thread, which also
-  // owns the chain tail. `tail_stale_` makes the next transaction re-read the tail from the file
-  // after a failed one (a failed COMMIT may still have reached the disk).
+  // The write connection: set up by Open, then used by one thread at a time, the one that set
+  // committing_ (the committer thread, or a caller of Commit that found nothing queued and no
+  // transaction on its way), which also owns the chain tail. `tail_stale_` makes the next
+  // transaction re-read the tail from the file after a failed one (a failed COMMIT may still have
+  // reached the disk).
   DbPtr writer_;
   StmtPtr begin_, commit_, rollback_, put_, delete_, append_, tail_;
   int64_t last_seq_ = 0;
@@ -215,6 +217,7 @@ class SqliteStore::Impl {
   std::condition_variable queue_cv_;
   std::vector<Pending> queue_;  // guarded by queue_mu_
   bool stopping_ = false;       // guarded by queue_mu_
+  bool committing_ = false;     // guarded by queue_mu_: a thread holds the write connection
   std::thread committer_;
 
   std::mutex reader_mu_;  // guards the read connection and its statements
@@ -341,9 +344,27 @@ SqliteStore::Impl::~Impl() {
 absl::StatusOr<int64_t> SqliteStore::Impl::Commit(StoreBatch batch) {
   std::future<absl::StatusOr<int64_t>> done;
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
+    std::unique_lock<std::mutex> lock(queue_mu_);
     if (stopping_) {
       return absl::FailedPreconditionError(absl::StrCat("sqlite: ", path_, " is closing"));
+    }
+    if (!committing_ && queue_.empty()) {
+      // Nothing queued and no transaction on its way: the caller commits on its own thread.
+      // Handing the batch to the committer and the result back cost two thread wake-ups per
+      // transaction, each a wait for a core when the machine is busy. Batches that come
+      // meanwhile queue for the committer, behind this one.
+      committing_ = true;
+      lock.unlock();
+      std::vector<Pending> group(1);
+      group[0].batch = std::move(batch);
+      std::vector<int64_t> results;
+      const absl::Status status = ApplyGroup(group, results);
+      lock.lock();
+      committing_ = false;
+      lock.unlock();
+      queue_cv_.notify_one();
+      if (!status.ok()) return status;
+      return results[0];
     }
     Pending& pending = queue_.emplace_back();
     pending.batch = std::move(batch);
@@ -359,11 +380,16 @@ void SqliteStore::Impl::RunCommitter() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
-      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      queue_cv_.wait(lock, [this] { return !committing_ && (stopping_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stopping, and every queued batch is answered
       group.swap(queue_);
+      committing_ = true;
     }
     const absl::Status status = ApplyGroup(group, results);
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      committing_ = false;
+    }
     for (size_t i = 0; i < group.size(); ++i) {
       if (status.ok()) {
         group[i].done.set_value(results[i]);

@@ -19,9 +19,11 @@ struct SqliteStoreOptions {
   int busy_timeout_ms = 5000;
 };
 
-// The Store port on one SQLite file (WAL, synchronous=FULL). One committer thread owns the write
-// connection and applies every queued batch in one transaction (group commit); reads go through
-// a second connection behind a mutex. Thread-safe. See docs/store.md for the schema.
+// The Store port on one SQLite file (WAL, synchronous=FULL). A Commit that finds the write
+// connection idle and nothing queued runs its transaction on the caller's thread; batches that
+// come while one is on its way queue, and a committer thread applies all of them in one
+// transaction (group commit). Reads go through a second connection behind a mutex. Thread-safe.
+// See docs/store.md for the schema.
 //
 // Errors name the file and the step that failed. Codes: kUnavailable (locked, I/O error),
 // kDataLoss (corrupt file, broken event chain), kFailedPrecondition (cannot open), kInternal.
