@@ -103,7 +103,9 @@ void ControlPlane::RecordWait(CyclePlan& plan, const WaitExplanation& core, Stor
 void ControlPlane::RecordQuotaHolds(const CyclePlan& plan, StoreBatch& batch) {
   for (const auto& [key, hold] : plan.quota_holds) {
     if (!quota_held_.insert(key).second) continue;
-    const auto& [queue, resource] = key;
+    // (Named, not bound: clang 14, which builds scripts/fuzz, cannot capture a binding.)
+    const std::string& queue = key.first;
+    const std::string& resource = key.second;
     const QuotaVerdict& q = hold.verdict;
     auto amount = [&](int64_t v) { return FormatResourceAmount(resource, v); };
     Event(batch, "scheduler", "queue.quota-holds", "queue/" + queue,
