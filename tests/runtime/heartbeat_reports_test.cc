@@ -26,6 +26,16 @@ class HeartbeatReportsTest : public ControlPlaneFixture {
     return cp_->Heartbeat({{"node", "w1"}, {"replicas", {report}}}, kAdmin);
   }
 
+  // A one-H200 job that runs again when it is displaced, as job_.
+  void SubmitRequeued() {
+    auto job = cp_->Submit({{"command", {"sleep", "600"}},
+                            {"recovery", {{"policy", "requeue"}, {"max_retries", 3}}},
+                            {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}},
+                           "", kAdmin);
+    ASSERT_TRUE(job.ok()) << job.status();
+    job_ = (*job)["id"];
+  }
+
   int64_t now_ = kT0;
   int64_t job_ = 0;
 };
@@ -35,12 +45,7 @@ class HeartbeatReportsTest : public ControlPlaneFixture {
 // record, and the rest of the report must not be applied to it (it was, through a dangling
 // reference: a heap-use-after-free that AddressSanitizer found in scripts/sanitize).
 TEST_F(HeartbeatReportsTest, AnExitThatRequeuesADrainedJobAppliesNothingMoreOfItsReport) {
-  auto job = cp_->Submit({{"command", {"sleep", "600"}},
-                          {"recovery", {{"policy", "requeue"}, {"max_retries", 3}}},
-                          {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}},
-                         "", kAdmin);
-  ASSERT_TRUE(job.ok()) << job.status();
-  job_ = (*job)["id"];
+  ASSERT_NO_FATAL_FAILURE(SubmitRequeued());
   ASSERT_EQ(*cp_->ScheduleOnce(), 1);
   const std::string disk = "bounded: the node keeps the last 4096 bytes of the log";
   ASSERT_TRUE(Beat({{"state", "running"}, {"log_disk", disk}}).ok());
@@ -85,12 +90,7 @@ TEST_F(HeartbeatReportsTest, AMalformedReportIsRefusedBeforeAnythingChanges) {
 // check compares the index with every placed job's replicas in each cycle.
 TEST_F(HeartbeatReportsTest, EachNodeIsHandedItsOwnReplicasOnlyAsJobsMove) {
   RegisterH200Node("w2", 1, kAdmin);
-  auto job = cp_->Submit({{"command", {"sleep", "600"}},
-                          {"recovery", {{"policy", "requeue"}, {"max_retries", 3}}},
-                          {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}},
-                         "", kAdmin);
-  ASSERT_TRUE(job.ok()) << job.status();
-  job_ = (*job)["id"];
+  ASSERT_NO_FATAL_FAILURE(SubmitRequeued());
   ASSERT_TRUE(cp_->Cordon("w2", "cordon", -1, kAdmin).ok());
   ASSERT_EQ(*cp_->ScheduleOnce(), 1);
   auto assigned = [&](const std::string& node) {
