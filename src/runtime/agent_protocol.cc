@@ -1,6 +1,7 @@
 #include "runtime/agent_protocol.h"
 
 #include <limits>
+#include <map>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -353,13 +354,48 @@ json HeartbeatRequest::ToJson() const {
   return j;
 }
 
+namespace {
+
+// Each GPU once, and each of its MIG instances once: every health change of a GPU is an event and
+// a node record in the heartbeat's batch, so a body that reported one GPU 30,000 times stalled
+// every writer behind one commit for minutes (red team, 2026-12-02).
+absl::Status CheckEachDeviceOnce(const std::vector<GpuReport>& gpus) {
+  std::map<int, size_t> seen;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    auto [at, fresh] = seen.emplace(gpus[i].index, i);
+    if (!fresh) {
+      return absl::InvalidArgumentError(absl::StrCat("gpus[", i, "].index: GPU ", gpus[i].index,
+                                                     " is reported already in gpus[", at->second,
+                                                     "]; a heartbeat reports each GPU once"));
+    }
+    std::map<int, size_t> starts;
+    const std::vector<MigInstanceReport>& mig = gpus[i].mig_instances;
+    for (size_t m = 0; m < mig.size(); ++m) {
+      auto [first, new_start] = starts.emplace(mig[m].instance.start, m);
+      if (!new_start) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "gpus[", i, "].mig_instances[", m, "].start: the instance at ", mig[m].instance.start,
+            " is reported already in mig_instances[", first->second, "]"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<HeartbeatRequest> HeartbeatRequest::FromJson(const json& j) {
-  return ReadObject<HeartbeatRequest>(j, "", [](Reader& in, HeartbeatRequest& h) {
-    in.Read("node", h.node)
-        .List("replicas", h.replicas, ReplicaReport::FromJson)
-        .List("gpus", h.gpus, GpuReport::FromJson)
-        .List("layouts", h.layouts, LayoutResult::FromJson);
-  });
+  absl::StatusOr<HeartbeatRequest> request =
+      ReadObject<HeartbeatRequest>(j, "", [](Reader& in, HeartbeatRequest& h) {
+        in.Read("node", h.node)
+            .List("replicas", h.replicas, ReplicaReport::FromJson)
+            .List("gpus", h.gpus, GpuReport::FromJson)
+            .List("layouts", h.layouts, LayoutResult::FromJson);
+      });
+  if (request.ok() && request->gpus) {
+    if (absl::Status s = CheckEachDeviceOnce(*request->gpus); !s.ok()) return s;
+  }
+  return request;
 }
 
 bool HeartbeatRequest::ReportsAnEnd() const {

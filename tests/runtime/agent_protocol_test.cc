@@ -254,6 +254,13 @@ TEST(AgentProtocolTest, AMalformedHeartbeatIsRefusedNamingTheField) {
           {json::parse(R"({"gpus": [{"index": 0, "residue": {"unexplained_mib": "lots"}}]})"),
            "gpus[0].residue: "},
           {{{"gpus", json::array({1})}}, "gpus[0]: must be an object"},
+          // One GPU reported over and over was a batch of events that stalled every writer for
+          // minutes (red team): each GPU, and each of its MIG instances, once.
+          {{{"gpus",
+             {{{"index", 0}, {"health", "unhealthy"}}, {{"index", 0}, {"health", "healthy"}}}}},
+           "gpus[1].index: GPU 0 is reported already in gpus[0]"},
+          {{{"gpus", {{{"index", 0}, {"mig_instances", {{{"start", 4}}, {{"start", 4}}}}}}}},
+           "gpus[0].mig_instances[1].start: the instance at 4 is reported already"},
           {{{"layouts", "none"}}, "layouts: must be a list"},
           {{{"layouts", {{{"ok", "yes"}}}}}, "layouts[0].ok: must be true or false"},
       },
