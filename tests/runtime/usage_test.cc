@@ -85,6 +85,19 @@ class UsageTest : public ::testing::Test {
     ASSERT_TRUE(cp_->Heartbeat({{"node", "n1"}, {"replicas", {report}}}, kAgent).ok());
   }
 
+  // A one-H200 job that holds its GPU for a minute until n1 is drained, and is queued to run
+  // again.
+  int64_t RetriedAfterAMinute() {
+    int64_t a = SubmitJob({{"tenant", "acme"},
+                           {"kind", "batch"},
+                           {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
+    EXPECT_EQ(*cp_->ScheduleOnce(), 1);
+    now_ = kT0 + kMin;
+    EXPECT_TRUE(cp_->Cordon("n1", "drain", -1, kAdmin).ok());  // stops it; it runs again
+    End(a, 143);
+    return a;
+  }
+
   static const json& Row(const json& matrix, const std::string& pool, const std::string& model) {
     for (const json& r : matrix["rows"]) {
       if (r["pool"] == pool && r["model"] == model) return r;
@@ -210,13 +223,8 @@ TEST_F(UsageTest, MatrixAndUsageHaveExactFigures) {
 
 // A job the platform ran again keeps the earlier attempt's device time in its usage.
 TEST_F(UsageTest, EarlierAttemptsCountInUsage) {
-  int64_t a = SubmitJob({{"tenant", "acme"},
-                         {"kind", "batch"},
-                         {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
-  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
-  now_ = kT0 + kMin;
-  ASSERT_TRUE(cp_->Cordon("n1", "drain", -1, kAdmin).ok());  // stops it; it runs again
-  End(a, 143);
+  int64_t a = 0;
+  ASSERT_NO_FATAL_FAILURE(a = RetriedAfterAMinute());
   ASSERT_EQ((*cp_->GetJob(a))["state"], "queued");
   json records = cp_->UsageRecords(0, kT0 + 2 * kMin, kAdmin);
   ASSERT_EQ(records.size(), 1u);
@@ -249,13 +257,8 @@ TEST_F(UsageTest, EarlierAttemptsCountInUsage) {
 // A job's record from before attempts had their own usage rows (written only when the job
 // ended): the restart writes its earlier attempts' rows.
 TEST_F(UsageTest, ARestartWritesTheRowsOfEarlierAttemptsStoredBefore) {
-  int64_t a = SubmitJob({{"tenant", "acme"},
-                         {"kind", "batch"},
-                         {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}});
-  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
-  now_ = kT0 + kMin;
-  ASSERT_TRUE(cp_->Cordon("n1", "drain", -1, kAdmin).ok());
-  End(a, 143);
+  int64_t a = 0;
+  ASSERT_NO_FATAL_FAILURE(a = RetriedAfterAMinute());
   StoreBatch erase;  // as an older server left it: no row until the job ends
   auto rows = store_->Load("usage");
   ASSERT_TRUE(rows.ok()) << rows.status();
