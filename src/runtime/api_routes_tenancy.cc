@@ -113,23 +113,23 @@ void ApiServer::TenancyRoutes() {
            Respond(res, control_->RevokeToken(req.matches[1].str(), who));
          }));
   s.Get("/api/v1/audit/verify", [this](const httplib::Request& req, httplib::Response& res) {
-    if (Authed(req, res, Verb::kInspect)) Reply(res, 200, control_->VerifyAudit());
+    if (Authed(req, res, Verb::kInspect)) Respond(res, control_->audit().Verify());
   });
   s.Get("/api/v1/audit",
         user_call(Verb::kReport, [this](const auto& req, auto& res, const Principal& who) {
           std::string format = req.has_param("format") ? req.get_param_value("format") : "jsonl";
           if (absl::Status st = CheckFormat(format); !st.ok()) return ReplyError(res, st);
-          ControlPlane::AuditQuery q{req.get_param_value("tenant"), IntParam(req, "since_us", 0),
-                                     IntParam(req, "until_us", 0)};
+          AuditLog::Query q{req.get_param_value("tenant"), IntParam(req, "since_us", 0),
+                            IntParam(req, "until_us", 0)};
           int64_t next = 0;
-          auto first = control_->AuditPage(q, who, 0, 1000, &next);
+          auto first = control_->audit().AuditPage(q, who, 0, 1000, &next);
           if (!first.ok()) return ReplyError(res, first.status());
           if (format == "json" && next == 0) return Reply(res, 200, *first);
           StreamPages(
               res, format == "csv" ? "text/csv" : "application/x-ndjson",
               Format(*first, format, kAuditColumns, true), next,
               [this, q, who, format](int64_t after, int64_t* more) -> absl::StatusOr<std::string> {
-                auto page = control_->AuditPage(q, who, after, 1000, more);
+                auto page = control_->audit().AuditPage(q, who, after, 1000, more);
                 if (!page.ok()) return page.status();
                 return Format(*page, format, kAuditColumns, false);
               });

@@ -358,7 +358,7 @@ void ApiServer::Routes() {
     auto who = authed(req, res, Verb::kRead);
     if (!who) return;
     auto seq = IdParam(req);
-    auto event = seq.ok() ? control_->Event(*seq) : absl::StatusOr<json>(seq.status());
+    auto event = seq.ok() ? control_->audit().Event(*seq) : absl::StatusOr<json>(seq.status());
     if (event.ok() && !SeesEvent(*who, (*event)["details"])) {
       event = absl::NotFoundError(absl::StrCat("no event ", *seq, "; `carve events` lists them"));
     }
@@ -367,9 +367,9 @@ void ApiServer::Routes() {
   s.Get("/api/v1/events", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, Verb::kRead);
     if (!who) return;
-    Reply(res, 200,
-          VisibleEvents(control_->Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000)),
-                        *who));
+    auto events = control_->audit().Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000));
+    if (!events.ok()) return ReplyError(res, events.status());
+    Reply(res, 200, VisibleEvents(*events, *who));
   });
   s.Post("/api/v1/agents/register", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, Verb::kJoin);

@@ -52,10 +52,13 @@ ControlPlane::ControlPlane(Store* store, const GpuCatalog* catalog, Options opti
       options_(std::move(options)),
       now_(std::move(now)),
       journal_(store),
-      identity_(now_, [this](StoreBatch& batch, const std::string& actor, const std::string& type,
-                             const std::string& subject, const std::string& reason, json details) {
-        Event(batch, actor, type, subject, reason, std::move(details));
-      }) {}
+      jobs_(catalog),
+      identity_(now_,
+                [this](StoreBatch& batch, const std::string& actor, const std::string& type,
+                       const std::string& subject, const std::string& reason, json details) {
+                  Event(batch, actor, type, subject, reason, std::move(details));
+                }),
+      audit_(store, [this] { AwaitCommitted(); }) {}
 
 absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Open(Store* store,
                                                                  const GpuCatalog* catalog,
@@ -121,111 +124,11 @@ void ControlPlane::Touch(const JobRecord& job, StoreBatch& batch, const json* as
     batch.puts.push_back({"job.done", id, job.ToJson().dump()});
     batch.deletes.push_back({"job", id});
     // Once per job, while memory holds it (a finished job read back from the store had it).
-    if (jobs_.count(job.id) && finishing_.insert(job.id).second) Finish(job, batch);
+    if (jobs_.Contains(job.id) && finishing_.insert(job.id).second) Finish(job, batch);
   } else {
     batch.puts.push_back({"job", id, as_json != nullptr ? as_json->dump() : job.ToJson().dump()});
   }
-  Index(job);
-}
-
-void ControlPlane::Index(const JobRecord& job) {
-  auto prior = active_.find(job.id);
-  const bool was_queued = prior != active_.end() && prior->second.queued;
-  const bool queued = job.state == JobState::kQueued && jobs_.count(job.id) > 0;
-  if (was_queued != queued) CountQueued(job, queued ? 1 : -1);
-  IndexNodes(job, !queued && !IsFinal(job.state) && jobs_.count(job.id) > 0);
-  if (IsFinal(job.state)) {
-    active_.erase(job.id);
-    placed_.erase(job.id);
-    requests_.erase(job.id);
-    return;
-  }
-  auto stored = jobs_.find(job.id);  // Submit and Load index a job once it is in jobs_
-  if (stored == jobs_.end()) return;
-  LiveJob live{&stored->second, ++next_revision_, queued};
-  active_[job.id] = live;
-  if (job.state == JobState::kQueued) {  // a queued job holds no replica (Recover clears them)
-    placed_.erase(job.id);
-  } else {
-    placed_[job.id] = live;
-  }
-}
-
-void ControlPlane::CountQueued(const JobRecord& job, int sign) {
-  QueuedTotal& total = queued_[job.spec.queue];
-  total.jobs += sign;
-  // A queued job's spec does not change, so the charge taken off is the one added.
-  if (const JobRequest* request = RequestOf(job); request != nullptr) {
-    AddResources(total.demand, RequestCharge(*request, *catalog_), sign);
-    std::erase_if(total.demand, [](const auto& entry) { return entry.second == 0; });
-  }
-  if (total.jobs == 0) queued_.erase(job.spec.queue);
-}
-
-uint64_t ControlPlane::Revision(int64_t job) const {
-  auto it = active_.find(job);
-  return it == active_.end() ? 0 : it->second.revision;
-}
-
-const JobRequest* ControlPlane::RequestOf(const JobRecord& job) const {
-  auto it = requests_.find(job.id);
-  if (it == requests_.end() || it->second.replicas != job.spec.replicas) {
-    auto request = ToJobRequest(job.spec, *catalog_);
-    if (!request.ok()) return nullptr;
-    it = requests_.insert_or_assign(job.id, *std::move(request)).first;
-  }
-  return &it->second;
-}
-
-std::vector<int64_t> ControlPlane::ActiveIds() const {
-  std::vector<int64_t> ids;
-  ids.reserve(active_.size());
-  for (const auto& entry : active_) ids.push_back(entry.first);
-  return ids;
-}
-
-void ControlPlane::IndexNodes(const JobRecord& job, bool placed) {
-  std::vector<std::string> nodes;
-  if (placed) {
-    for (const ReplicaRecord& r : job.replicas) {
-      if (!r.node.empty()) nodes.push_back(r.node);
-    }
-    std::sort(nodes.begin(), nodes.end());
-    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-  }
-  auto old = nodes_of_.find(job.id);
-  if (old != nodes_of_.end() && old->second == nodes) return;
-  if (old != nodes_of_.end()) {
-    for (const std::string& node : old->second) {
-      auto on = placed_on_.find(node);
-      on->second.erase(job.id);
-      if (on->second.empty()) placed_on_.erase(on);
-    }
-  }
-  for (const std::string& node : nodes) placed_on_[node].insert(job.id);
-  if (nodes.empty()) {
-    nodes_of_.erase(job.id);
-  } else {
-    nodes_of_[job.id] = std::move(nodes);
-  }
-}
-
-std::vector<JobRecord*> ControlPlane::PlacedOn(const std::string& node) const {
-  std::vector<JobRecord*> jobs;
-  auto on = placed_on_.find(node);
-  if (on == placed_on_.end()) return jobs;
-  jobs.reserve(on->second.size());
-  for (int64_t id : on->second) {
-    if (auto it = placed_.find(id); it != placed_.end()) jobs.push_back(it->second.job);
-  }
-  return jobs;
-}
-
-std::vector<JobRecord*> ControlPlane::Placed() const {
-  std::vector<JobRecord*> jobs;
-  jobs.reserve(placed_.size());
-  for (const auto& entry : placed_) jobs.push_back(entry.second.job);
-  return jobs;
+  jobs_.Index(job);
 }
 
 void ControlPlane::CountWorkload(const JobSpec& spec) {
@@ -256,11 +159,10 @@ void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std:
   e.reason = reason;
   // Every record about a job names its tenant, project and queue (audit export and visibility).
   if (details.is_object() && !details.contains("tenant") && subject.rfind("job/", 0) == 0) {
-    auto job = jobs_.find(std::atoll(subject.c_str() + 4));
-    if (job != jobs_.end()) {
-      details["tenant"] = job->second.spec.tenant;
-      details["project"] = job->second.spec.project;
-      details["queue"] = job->second.spec.queue;
+    if (const JobRecord* job = jobs_.Find(std::atoll(subject.c_str() + 4)); job != nullptr) {
+      details["tenant"] = job->spec.tenant;
+      details["project"] = job->spec.project;
+      details["queue"] = job->spec.queue;
     }
   }
   // Which credential acted: the token id, and the tenant or node it is bound to.
@@ -273,10 +175,10 @@ void ControlPlane::Event(StoreBatch& batch, const std::string& actor, const std:
   // ... and the versions of the nodes it ran on ({node: version set id}; the sets are on the node
   // records and in their node.registered / node.versions-changed events).
   if (details.is_object() && !details.contains("versions") && subject.rfind("job/", 0) == 0) {
-    auto job = jobs_.find(std::atoll(subject.c_str() + 4));
+    const JobRecord* job = jobs_.Find(std::atoll(subject.c_str() + 4));
     json versions = json::object();
-    if (job != jobs_.end()) {
-      for (const ReplicaRecord& r : job->second.replicas) {
+    if (job != nullptr) {
+      for (const ReplicaRecord& r : job->replicas) {
         if (r.versions.is_object()) versions[r.node] = r.versions.value("id", "");
       }
     }
@@ -304,6 +206,7 @@ absl::Status ControlPlane::Durable(std::unique_lock<std::mutex>& lock, StoreBatc
     if (!broken_) {
       broken_reason_ = std::string(status.message());
       broken_ = true;
+      work_.End();  // waiting agents heartbeat now, and hear why every call is refused
       LogError("the store failed to commit (", status.message(), "): ", records, " records and ",
                events,
                " events not recorded; refusing every call (503, /readyz fails) until a restart");
@@ -351,7 +254,7 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
     auto it = idempotency_.find(key);
     std::optional<JobRecord> first;
     if (it != idempotency_.end()) {
-      first = jobs_.at(it->second);
+      first = jobs_.At(it->second);
     } else {
       if (forgotten_.load(std::memory_order_relaxed) != forgotten) finished = FinishedByKey(key);
       if (finished->ok()) {
@@ -384,9 +287,7 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
          {"project", job.spec.project},
          {"queue", job.spec.queue}});
   CountWorkload(job.spec);
-  const int64_t id = job.id;
-  jobs_[id] = std::move(job);
-  Index(jobs_.at(id));  // Touch could not: it was not in jobs_ yet
+  jobs_.Add(std::move(job));  // Touch could not index it: it was not in memory yet
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return out;
 }
@@ -394,8 +295,7 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
 absl::StatusOr<json> ControlPlane::GetJob(int64_t id) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(id);
-    if (it != jobs_.end()) return it->second.ToJson();
+    if (const JobRecord* job = jobs_.Find(id); job != nullptr) return job->ToJson();
   }
   auto done = DoneJob(id);  // not in memory: finished (committed before it left) or none
   if (absl::IsNotFound(done.status())) {
@@ -408,8 +308,7 @@ absl::StatusOr<json> ControlPlane::GetJob(int64_t id) const {
 absl::StatusOr<json> ControlPlane::Explain(int64_t id) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(id);
-    if (it != jobs_.end()) return ExplainJob(it->second);
+    if (const JobRecord* job = jobs_.Find(id); job != nullptr) return ExplainJob(*job);
   }
   auto done = DoneJob(id);
   if (absl::IsNotFound(done.status())) return absl::NotFoundError(absl::StrCat("no job ", id));
@@ -437,11 +336,11 @@ json ControlPlane::ExplainJob(const JobRecord& job) const {
 absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
   std::unique_lock<std::mutex> lock(mu_);
   std::optional<JobRecord> done;
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) {
+  JobRecord* live = jobs_.Find(id);
+  if (live == nullptr) {
     if (absl::Status s = Ended(id, done); !s.ok()) return s;
   }
-  JobRecord& job = done ? *done : it->second;  // a finished job only answers why not
+  JobRecord& job = done ? *done : *live;  // a finished job only answers why not
   if (IsFinal(job.state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " already ended (", Name(job.state), ")"));
@@ -474,11 +373,11 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
 absl::StatusOr<json> ControlPlane::Renew(int64_t id, const Principal& who) {
   std::unique_lock<std::mutex> lock(mu_);
   std::optional<JobRecord> done;
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) {
+  JobRecord* live = jobs_.Find(id);
+  if (live == nullptr) {
     if (absl::Status s = Ended(id, done); !s.ok()) return s;
   }
-  JobRecord& job = done ? *done : it->second;  // a finished job only answers why not
+  JobRecord& job = done ? *done : *live;  // a finished job only answers why not
   if (job.spec.Lease().empty()) {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " holds no lease"));
   }
@@ -534,13 +433,13 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
   std::unique_lock<std::mutex> lock(mu_);
   // A finished job's log may still be arriving: its record is read from the store.
   std::optional<JobRecord> done;
-  auto it = jobs_.find(job);
-  if (it == jobs_.end()) {
+  JobRecord* live = jobs_.Find(job);
+  if (live == nullptr) {
     // None: answered below as missing. A store that cannot be read is not "missing": on a 404
     // the agent stops shipping those bytes, so it gets the store's error and ships them again.
     if (absl::Status s = Ended(job, done); !s.ok() && !absl::IsNotFound(s)) return s;
   }
-  const JobRecord* rec = it != jobs_.end() ? &it->second : done ? &*done : nullptr;
+  const JobRecord* rec = live != nullptr ? live : done ? &*done : nullptr;
   // Another node's replica answers exactly like a missing one.
   if (rec == nullptr || replica < 0 || replica >= static_cast<int>(rec->replicas.size()) ||
       (who.role == Role::kNode && !RanOn(*rec, replica, who.name))) {
@@ -569,7 +468,7 @@ absl::Status ControlPlane::AppendLog(int64_t job, int replica, int64_t offset,
   }
   if (end <= limit || rec->replicas[replica].log_truncated_at > 0) return absl::OkStatus();
   StoreBatch batch;
-  JobRecord& truncated = it != jobs_.end() ? it->second : *done;
+  JobRecord& truncated = live != nullptr ? *live : *done;
   LogTruncated(truncated, replica, limit, "server",
                who.role == Role::kNode ? "agent:" + who.name : who.name, batch);
   return Durable(lock, std::move(batch));
@@ -600,13 +499,13 @@ absl::StatusOr<std::string> ControlPlane::ReadLog(int64_t job, int replica, int6
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::optional<JobRecord> done;
-    auto it = jobs_.find(job);
-    if (it == jobs_.end()) {
+    const JobRecord* live = jobs_.Find(job);
+    if (live == nullptr) {
       auto stored = DoneJob(job);  // a finished job's record is in the store
       if (!stored.ok()) return stored.status();
       done = *std::move(stored);
     }
-    const JobRecord& rec = done ? *done : it->second;
+    const JobRecord& rec = done ? *done : *live;
     int replicas = std::max(rec.spec.replicas, static_cast<int>(rec.replicas.size()));
     if (replica < 0 || replica >= replicas) {
       return absl::NotFoundError(absl::StrCat("job ", job, " has no replica ", replica));
@@ -630,24 +529,14 @@ json ControlPlane::ListNodes() const {
   json out = json::array();
   for (const auto& [name, node] : nodes_) {
     json n = node.ToJson();
-    int64_t running = 0;
-    for (int64_t id : ActiveIds()) {
-      const JobRecord& job = jobs_.at(id);
-      if (IsFinal(job.state)) continue;
-      for (const ReplicaRecord& r : job.replicas) running += r.node == name;
+    int64_t running = 0;  // a queued job holds no replica
+    for (const JobRecord* job : jobs_.PlacedOn(name)) {
+      for (const ReplicaRecord& r : job->replicas) running += r.node == name;
     }
     n["replicas"] = running;
     out.push_back(n);
   }
   return out;
-}
-
-absl::StatusOr<json> ControlPlane::Event(int64_t seq) const {
-  json list = Events(seq - 1, 1);
-  if (list.empty() || list[0]["seq"] != seq) {
-    return absl::NotFoundError(absl::StrCat("no event ", seq, "; `carve events` lists them"));
-  }
-  return list[0];
 }
 
 void ControlPlane::AwaitCommitted() const {
@@ -657,24 +546,6 @@ void ControlPlane::AwaitCommitted() const {
     done = journal_.Append(StoreBatch{});
   }
   done.wait();
-}
-
-json ControlPlane::Events(int64_t after, int64_t limit) const {
-  AwaitCommitted();
-  json out = json::array();
-  auto events = store_->Events(after, limit);
-  if (!events.ok()) return out;
-  for (const StoredEvent& e : *events) {
-    out.push_back({{"seq", e.seq},
-                   {"time_us", e.time_us},
-                   {"actor", e.actor},
-                   {"type", e.type},
-                   {"subject", e.subject},
-                   {"reason", e.reason},
-                   {"details", json::parse(e.details_json, nullptr, false)},
-                   {"hash", e.hash}});
-  }
-  return out;
 }
 
 }  // namespace carve

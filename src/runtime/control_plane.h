@@ -2,7 +2,6 @@
 #define CARVE_RUNTIME_CONTROL_PLANE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -11,11 +10,9 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <tuple>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/model/cluster.h"
 #include "core/model/gpu_catalog.h"
@@ -25,13 +22,16 @@
 #include "nlohmann/json.hpp"
 #include "ports/store.h"
 #include "runtime/agent_protocol.h"
+#include "runtime/audit_log.h"
 #include "runtime/cycle_plan.h"
 #include "runtime/identity.h"
+#include "runtime/job_table.h"
 #include "runtime/journal.h"
 #include "runtime/records.h"
 #include "runtime/scheduler_memory.h"
 #include "runtime/tenancy.h"
 #include "runtime/utilization.h"
+#include "runtime/work_board.h"
 
 namespace carve {
 
@@ -110,18 +110,9 @@ class ControlPlane {
   // Fills the caller's tenant and project into a job spec that names none; refuses others'.
   absl::Status AuthorizeSubmit(nlohmann::json& body, const Principal& who) const;
 
-  // Audit (control_plane_audit.cc): the event log as audit records.
-  struct AuditQuery {
-    std::string tenant;  // "": every tenant (admins only)
-    int64_t since_us = 0;
-    int64_t until_us = 0;  // 0: no end
-  };
-  // Up to `limit` records with seq > `after` that `who` may export; `*next` gets the seq to
-  // continue after (0 when the log is done).
-  absl::StatusOr<nlohmann::json> AuditPage(const AuditQuery& query, const Principal& who,
-                                           int64_t after, int64_t limit, int64_t* next) const;
-  // Checks the whole hash chain: {ok, events, head_seq, head_hash} or the first broken link.
-  nlohmann::json VerifyAudit() const;
+  // The event log's reading side (events, audit export, chain verification): reads only the
+  // store, after a barrier (AwaitCommitted).
+  const AuditLog& audit() const { return audit_; }
 
   // Usage and utilization (control_plane_usage.cc).
   nlohmann::json UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const;
@@ -205,14 +196,11 @@ class ControlPlane {
   // An admin declares a silent node dead: its jobs are lost (if not yet) and its devices
   // unfenced, on the admin's word that nothing of them still runs there.
   absl::StatusOr<nlohmann::json> DeclareDead(const std::string& node, const Principal& who);
-  // One event with its details (for a fault: the jobs, queues and tenants it touched).
-  absl::StatusOr<nlohmann::json> Event(int64_t seq) const;
 
   // Configuration: a list of tenant, project, queue and node (device mode) documents, applied
   // all together or not at all.
   absl::StatusOr<nlohmann::json> Apply(const nlohmann::json& docs, const Principal& who);
   nlohmann::json ListObjects(const std::string& kind) const;
-  nlohmann::json Events(int64_t after, int64_t limit) const;
 
   // One scheduling cycle: node liveness and timers, then the queueing cycle over every queued job
   // (quota, order, gangs, backfill, preemption; docs/scheduling.md).
@@ -238,9 +226,6 @@ class ControlPlane {
   // state is stored through here).
   // `as_json`, when given, is job.ToJson() already made by the caller (Submit answers with it).
   void Touch(const JobRecord& job, StoreBatch& batch, const nlohmann::json* as_json = nullptr);
-  // Keeps active_ and placed_ in step with the job's state, and raises its revision (Touch,
-  // Load).
-  void Index(const JobRecord& job);
   // Finished jobs (control_plane_history.cc). A job in a final state is stored as kind job.done
   // (its live record, kind job, deleted) and leaves memory once that commit is in (Forget).
   // Finish: at its first final Touch, the job's usage rows, idempotency key, reclaim outcomes
@@ -269,17 +254,6 @@ class ControlPlane {
   // every attempt (kind usage, ids by UsageRowId).
   std::vector<nlohmann::json> UsageRows(const JobRecord& job, int64_t now,
                                         std::optional<int> attempt = std::nullopt) const;
-  // The ids of jobs not in a final state, copied: a loop over them may Touch.
-  std::vector<int64_t> ActiveIds() const;
-  // The active jobs past the queue (scheduled, running, reclaiming): the ones that hold or held
-  // replicas on nodes, in id order, copied (a loop over them may Touch, which re-indexes; none
-  // leaves jobs_ before Forget). What heartbeats, liveness and timers walk.
-  std::vector<JobRecord*> Placed() const;
-  // Of those, the ones with a replica on `node`, in id order (placed_on_): what a heartbeat
-  // walks, so its cost follows the node's own jobs, not every placed job.
-  std::vector<JobRecord*> PlacedOn(const std::string& node) const;
-  // Keeps placed_on_ and nodes_of_ in step with the job's replicas (Index).
-  void IndexNodes(const JobRecord& job, bool placed);
   // Adds a submitted job's replica request to the placement policy's workload model.
   void CountWorkload(const JobSpec& spec);
   void Event(StoreBatch& batch, const std::string& actor, const std::string& type,
@@ -422,10 +396,6 @@ class ControlPlane {
   void CheckKeptCluster(CyclePlan& plan, Cluster fresh);
   // What `job`'s record says it holds, as placements on plan's nodes.
   std::vector<ReplicaPlacement> HeldBy(const CyclePlan& plan, const JobRecord& job) const;
-  // The job's request as the core takes it (ToJobRequest), kept per job: a spec changes only
-  // when a service is scaled (its replica count, compared here). Null for a spec the catalog
-  // refuses (validated at submission).
-  const JobRequest* RequestOf(const JobRecord& job) const;
   absl::Status PlanWork(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
                         const Released& released, StoreBatch& batch);
   void Unpark(CyclePlan& plan, const Released& released) const;
@@ -479,41 +449,12 @@ class ControlPlane {
   mutable Journal journal_;  // appended under mu_; mutable for AwaitCommitted
   mutable std::mutex mu_;
   std::mutex schedule_mu_;  // one ScheduleOnce at a time; taken before mu_
-  std::map<int64_t, JobRecord> jobs_;
-  // config_revision_ is raised by every applied queue, project, class or tenant document.
-  uint64_t next_revision_ = 0;
+  // The jobs in memory and their indexes (job_table.h).
+  JobTable jobs_;
+  // Raised by every applied queue, project, class or tenant document.
   uint64_t config_revision_ = 0;
-  // Jobs not in a final state: what heartbeats, timers and the scheduling cycle walk, so their
-  // cost follows live work, not every job ever submitted.
-  // Each points into jobs_, whose elements stay put until Forget erases a final job (which
-  // Index has taken out of both by then): a walk needs no look-up per job. A revision per active
-  // job, raised by every Touch: a plan applies only to jobs it saw as they are.
-  struct LiveJob {
-    JobRecord* job = nullptr;
-    uint64_t revision = 0;
-    bool queued = false;  // counted in queued_ (its state is queued)
-  };
-  absl::btree_map<int64_t, LiveJob> active_;
-  absl::btree_map<int64_t, LiveJob> placed_;  // active_ less the queued jobs
-  // Replicas by node: each node's placed jobs (a replica of theirs names the node), and each
-  // placed job's nodes (to take it out again).
-  std::map<std::string, std::set<int64_t>> placed_on_;
-  absl::flat_hash_map<int64_t, std::vector<std::string>> nodes_of_;
-  uint64_t Revision(int64_t job) const;  // 0 for a job not active
-  // Per queue, its queued jobs and what they would charge its quota, kept as jobs enter and leave
-  // the queued state (Index), so that the queue status walks only the placed jobs.
-  struct QueuedTotal {
-    int jobs = 0;
-    ResourceList demand;
-  };
-  std::map<std::string, QueuedTotal> queued_;
-  void CountQueued(const JobRecord& job, int sign);
-  // Work pushed to agents (WaitForWork): a version per node, and the work it covers.
-  std::map<std::string, int64_t> work_version_;
-  std::map<std::string, std::set<std::tuple<int64_t, int, bool>>> work_signalled_;
-  std::condition_variable work_cv_;
-  int work_waiters_ = 0;
-  bool waits_ended_ = false;
+  // Work pushed to agents (WaitForWork, SignalNodes), behind its own lock.
+  WorkBoard work_;
   // Every submitted job's replica request once, first seen first, weighted by how many jobs
   // asked for it (the policy's workload model; it was rebuilt from every job each cycle).
   Workload workload_;
@@ -523,6 +464,7 @@ class ControlPlane {
   // mu_); written only under mu_, which is taken first.
   Identity identity_;
   UtilizationLedger utilization_;
+  AuditLog audit_;
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
   // Finished jobs Forget has dropped from memory so far (written under mu_). Submit reads a
   // key's finished job from the store before it takes mu_, and again under it only if a job left
@@ -536,8 +478,7 @@ class ControlPlane {
   std::shared_ptr<const WaitTable> last_waits_ = waits_;
   SchedulerMemory memory_;          // the scheduler's own (under schedule_mu_)
   int64_t kept_cluster_drift_ = 0;  // under schedule_mu_ (CheckKeptCluster)
-  mutable absl::node_hash_map<int64_t, JobRequest> requests_;  // RequestOf, under mu_
-  CycleStats last_cycle_;                                      // under mu_
+  CycleStats last_cycle_;           // under mu_
   // (queue, resource) whose quota held waiting jobs when last recorded (RecordQuotaHolds).
   std::set<std::pair<std::string, std::string>> quota_held_;
   std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted

@@ -402,14 +402,14 @@ absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& 
     const int r = report.replica;
     const bool running = report.state == ReplicaState::kRunning;
     reported.insert({id, r});
-    auto it = jobs_.find(id);
-    bool ours = it != jobs_.end() && r >= 0 && r < static_cast<int>(it->second.replicas.size()) &&
-                it->second.replicas[r].node == name;
+    JobRecord* live = jobs_.Find(id);
+    bool ours = live != nullptr && r >= 0 && r < static_cast<int>(live->replicas.size()) &&
+                live->replicas[r].node == name;
     if (!ours) {
       if (running) answer.stop.push_back({id, r, std::nullopt});
       continue;
     }
-    JobRecord& job = it->second;
+    JobRecord& job = *live;
     ApplyReport(job, r, report, name, batch);
     // An exit that ended a displaced attempt requeued the job (Recover clears its replicas):
     // the replica's record is gone, and the rest of its report has nothing left to apply to.
@@ -420,7 +420,7 @@ absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& 
       answer.stop.push_back(StopFor(job, r));
     }
   }
-  for (JobRecord* placed : PlacedOn(name)) {
+  for (JobRecord* placed : jobs_.PlacedOn(name)) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
     if (IsFinal(job.state) || job.cancel_requested || !job.displaced.empty()) continue;
@@ -447,31 +447,21 @@ absl::StatusOr<int64_t> ControlPlane::WaitForWork(const std::string& node, int64
                                                   const Principal& who) {
   if (absl::Status s = Authorize(who, Verb::kNodeCall); !s.ok()) return s;
   if (absl::Status s = ActsAs(who, node, "waits for work"); !s.ok()) return s;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (nodes_.count(node) == 0) {
-    return absl::NotFoundError(absl::StrCat("node \"", node, "\" is not registered"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (nodes_.count(node) == 0) {
+      return absl::NotFoundError(absl::StrCat("node \"", node, "\" is not registered"));
+    }
   }
-  if (work_waiters_ >= max_waiters) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(max_waiters, " agents already wait for work; poll at the heartbeat period"));
-  }
-  ++work_waiters_;
-  work_cv_.wait_for(lock, std::chrono::milliseconds(std::clamp<int64_t>(timeout_ms, 0, 60000)),
-                    [&] { return broken_ || waits_ended_ || work_version_[node] > after; });
-  --work_waiters_;
-  return work_version_[node];
+  return work_.Wait(node, after, timeout_ms, max_waiters);  // without mu_
 }
 
-void ControlPlane::EndWaits() {
-  std::lock_guard<std::mutex> lock(mu_);
-  waits_ended_ = true;
-  work_cv_.notify_all();
-}
+void ControlPlane::EndWaits() { work_.End(); }
 
 void ControlPlane::SignalNodes() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, std::set<std::tuple<int64_t, int, bool>>> work;
-  for (const auto& [id, placed] : placed_) {
+  WorkBoard::Work work;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const auto& [id, placed] : jobs_.placed()) {
     const JobRecord& job = *placed.job;
     bool stopping = job.cancel_requested || !job.displaced.empty();
     for (size_t r = 0; r < job.replicas.size(); ++r) {
@@ -488,21 +478,8 @@ void ControlPlane::SignalNodes() {
       }
     }
   }
-  bool raised = false;
-  for (auto& [node, keys] : work) {
-    const auto& told = work_signalled_[node];
-    bool fresh =
-        std::any_of(keys.begin(), keys.end(), [&](const auto& k) { return !told.count(k); });
-    if (fresh) {
-      ++work_version_[node];
-      raised = true;
-    }
-  }
-  for (auto& [node, told] : work_signalled_) {
-    if (!work.count(node)) told.clear();
-  }
-  for (auto& [node, keys] : work) work_signalled_[node] = std::move(keys);
-  if (raised) work_cv_.notify_all();
+  // Posted under mu_: two signals must reach the board in the order they read the jobs.
+  work_.Post(std::move(work));
 }
 
 }  // namespace carve

@@ -104,7 +104,7 @@ absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Pr
 
 void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
   std::string fault = absl::StrCat("node ", node.name, " stopped heartbeating");
-  for (JobRecord* placed : PlacedOn(node.name)) {
+  for (JobRecord* placed : jobs_.PlacedOn(node.name)) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
     if (IsFinal(job.state)) continue;

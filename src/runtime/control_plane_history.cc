@@ -83,15 +83,12 @@ void ControlPlane::PutCounters(StoreBatch& batch) {
 void ControlPlane::Forget(const std::vector<int64_t>& ids) {
   for (int64_t id : ids) {
     finishing_.erase(id);
-    auto it = jobs_.find(id);
-    if (it == jobs_.end() || !IsFinal(it->second.state)) continue;
-    const JobRecord& job = it->second;
-    auto key = idempotency_.find(IdempotencyId(job));
+    const JobRecord* job = jobs_.Find(id);
+    if (job == nullptr || !IsFinal(job->state)) continue;
+    auto key = idempotency_.find(IdempotencyId(*job));
     if (key != idempotency_.end() && key->second == id) idempotency_.erase(key);
     nominated_.erase(id);
-    active_.erase(id);  // Index took it out when it ended; the indexes point into jobs_
-    placed_.erase(id);
-    jobs_.erase(it);
+    jobs_.Erase(id);
     forgotten_.fetch_add(1, std::memory_order_release);  // Submit: a key may have left memory
   }
 }
@@ -146,11 +143,12 @@ absl::StatusOr<json> ControlPlane::JobsPage(bool all, const Principal& who, int6
       return page.size() < limit;
     };
     if (all) {
-      for (auto it = jobs_.upper_bound(after); it != jobs_.end() && take(it->second); ++it) {
+      const auto& jobs = jobs_.all();
+      for (auto it = jobs.upper_bound(after); it != jobs.end() && take(it->second); ++it) {
       }
     } else {
-      for (auto it = active_.upper_bound(after); it != active_.end() && take(*it->second.job);
-           ++it) {
+      const auto& active = jobs_.active();
+      for (auto it = active.upper_bound(after); it != active.end() && take(*it->second.job); ++it) {
       }
     }
   }
@@ -241,7 +239,7 @@ absl::Status ControlPlane::LoadJobs() {
         migrate.puts.push_back({"usage", UsageRowId(row), row.dump()});
       }
     }
-    Index(jobs_[job->id] = *std::move(job));
+    jobs_.Add(*std::move(job));
   }
   if (!migrate.empty()) {
     PutCounters(migrate);

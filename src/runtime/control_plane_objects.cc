@@ -101,11 +101,10 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
             !catalog_->model(*catalog_->Find(gpu.model)).mig_capable()) {
           return Invalid(i, "gpus.mode", gpu.model + " does not support MIG");
         }
-        for (const auto& [id, active] : active_) {
-          const JobRecord& job = *active.job;
-          if (!IsFinal(job.state) && job.Uses(name, index)) {
+        for (const JobRecord* job : jobs_.PlacedOn(name)) {
+          if (job->Uses(name, index)) {
             return absl::FailedPreconditionError(
-                absl::StrCat("document ", i, ": GPU ", index, " of ", name, " runs job ", id,
+                absl::StrCat("document ", i, ": GPU ", index, " of ", name, " runs job ", job->id,
                              "; change its mode once the job has ended"));
           }
         }

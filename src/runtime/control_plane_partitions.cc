@@ -143,8 +143,9 @@ void ControlPlane::AdvanceRelayouts(NodeRecord& node, const HeartbeatRequest& re
     std::string subject = absl::StrCat("node/", node.name, "/gpu/", gpu);
     if (r.phase == RelayoutPhase::kDraining) {
       // (index = gpu: clang 14, which builds scripts/fuzz, cannot capture a binding.)
-      bool busy = std::any_of(active_.begin(), active_.end(), [&, index = gpu](const auto& job) {
-        return job.second.job->Uses(node.name, index);
+      std::vector<JobRecord*> on = jobs_.PlacedOn(node.name);
+      bool busy = std::any_of(on.begin(), on.end(), [&, index = gpu](const JobRecord* job) {
+        return job->Uses(node.name, index);
       });
       if (busy) continue;  // its jobs are still stopping or their evidence is not in
       if (node.quarantined.count(gpu)) {

@@ -144,14 +144,14 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
   const std::set<int64_t> windows = ScheduledWindows();
   for (const auto& [id, where] : plan.held) {
-    const JobRecord& job = *placed_.at(id).job;
+    const JobRecord& job = *jobs_.placed().at(id).job;
     if (Stopping(job) && !absl::StartsWith(job.displaced, kPreemptedBy)) plan.stopping.insert(id);
   }
   plan.full_why = memory_.FullCycleReason(now, options_.full_cycle_every_us, config_revision_,
                                           plan.nodes_changed, plan.stopping);
   if (int64_t r = memory_.reserved_job;
       plan.full_why.empty() && r > 0 &&
-      (!jobs_.count(r) || jobs_.at(r).state != JobState::kQueued)) {
+      (!jobs_.Contains(r) || jobs_.At(r).state != JobState::kQueued)) {
     plan.full_why = "the reservation passed on";  // its holder left: the next one takes it
   }
   plan.incremental = plan.full_why.empty() && options_.full_cycle_every_us > 0;
@@ -159,14 +159,15 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   // In slices: a cycle over 100,000 jobs lets calls in between (what a slice reads is checked
   // again when the plan is applied, as is all of it).
   const size_t slice = std::max<size_t>(options_.plan_slice, 1);
-  for (auto it = active_.begin();;) {
-    for (size_t n = 0; it != active_.end() && n < slice; ++it, ++n) {
+  const JobTable::LiveJobs& active = jobs_.active();
+  for (auto it = active.begin();;) {
+    for (size_t n = 0; it != active.end() && n < slice; ++it, ++n) {
       PlanJob(plan, *it->second.job, it->second.revision, pools, windows, batch);
     }
-    if (it == active_.end()) return absl::OkStatus();
+    if (it == active.end()) return absl::OkStatus();
     int64_t next = it->first;
     if (absl::Status s = Breathe(lock, batch, "plan"); !s.ok()) return s;
-    it = active_.lower_bound(next);
+    it = active.lower_bound(next);
   }
 }
 
@@ -216,7 +217,7 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
       return;
     }
   }
-  const JobRequest* cached = RequestOf(job);
+  const JobRequest* cached = jobs_.RequestOf(job);
   if (cached == nullptr) return;  // validated at submission; the catalog cannot shrink
   std::optional<JobRequest> request = *cached;
   auto pool = pools.find(job.spec.queue);
@@ -238,8 +239,8 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
       Touch(job, batch);
     }
   }
-  // As it is now (clearing its explanation raised it); active_ is in id order.
-  plan.revisions.emplace_back(id, job.state == JobState::kQueued ? revision : Revision(id));
+  // As it is now (clearing its explanation raised it); the active jobs are in id order.
+  plan.revisions.emplace_back(id, job.state == JobState::kQueued ? revision : jobs_.Revision(id));
   if (job.state == JobState::kQueued) {
     TolerateWindows(*request, job.spec, now, windows);
     in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
@@ -261,15 +262,14 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
 }
 
 int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& batch) {
-  plan.own.emplace_back(next_revision_, std::numeric_limits<uint64_t>::max());
+  plan.own.emplace_back(jobs_.last_revision(), std::numeric_limits<uint64_t>::max());
   // Nominations only hold while a job is queued (it may have been cancelled) or has replicas
   // waiting.
   std::set<int64_t> working;
   for (const ReplicaWork& w : plan.work) working.insert(w.job);
   std::erase_if(nominated_, [&](const auto& entry) {
-    auto it = jobs_.find(entry.first);
-    return it == jobs_.end() ||
-           (it->second.state != JobState::kQueued && !working.count(entry.first));
+    const JobRecord* job = jobs_.Find(entry.first);
+    return job == nullptr || (job->state != JobState::kQueued && !working.count(entry.first));
   });
   if (plan.config_revision != config_revision_) {  // queues changed: plan again
     plan.void_ = true;
@@ -290,11 +290,11 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
     ++scheduled;
     nominated_.erase(id);
     if (b.job < 0) {
-      PlaceReplica(jobs_.at(id), plan.work[-b.job - 1].replica, b.replicas.at(0), plan.cluster,
+      PlaceReplica(jobs_.At(id), plan.work[-b.job - 1].replica, b.replicas.at(0), plan.cluster,
                    batch);
       continue;
     }
-    BindJob(jobs_.at(b.job), b.replicas, plan.cluster, b.backfilled, plan.now, batch);
+    BindJob(jobs_.At(b.job), b.replicas, plan.cluster, b.backfilled, plan.now, batch);
     plan.dropped.push_back(b.job);  // an earlier cycle's explanation no longer holds
   }
   for (const Preemption& p : d.preemptions) {
@@ -308,8 +308,8 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
 }
 
 void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) {
-  JobRecord& victim = jobs_.at(p.victim);
-  JobRecord& preemptor = jobs_.at(p.preemptor);
+  JobRecord& victim = jobs_.At(p.victim);
+  JobRecord& preemptor = jobs_.At(p.preemptor);
   victim.preempted_by = p.preemptor;
   victim.preemption = p.reason;
   Event(batch, "scheduler", "job.preempted", absl::StrCat("job/", p.victim), p.reason,
@@ -371,9 +371,10 @@ json ControlPlane::QueueStatus(const Principal& who) const {
   std::vector<QueueSpec> specs = QueueSpecs();
   QuotaLedger ledger(specs);
   std::map<std::string, int> running;
-  for (const auto& [id, placed] : placed_) {  // queued jobs are counted in queued_ as they come
+  // Queued jobs are counted in the job table's queued totals as they come.
+  for (const auto& [id, placed] : jobs_.placed()) {
     const JobRecord& job = *placed.job;
-    const JobRequest* cached = RequestOf(job);
+    const JobRequest* cached = jobs_.RequestOf(job);
     if (cached == nullptr || IsFinal(job.state)) continue;
     // What it holds (a service's replicas being placed: not yet).
     std::optional<JobRequest> request = *cached;
@@ -400,14 +401,14 @@ json ControlPlane::QueueStatus(const Principal& who) const {
   }
   std::set<std::string> names = {"default"};
   for (const QueueSpec& q : specs) names.insert(q.name);
-  for (const auto& [q, total] : queued_) names.insert(q);
+  for (const auto& [q, total] : jobs_.queued()) names.insert(q);
   for (const auto& [q, n] : running) names.insert(q);
   json out = json::array();
   for (const std::string& name : names) {
     if (!QueueVisible(name, who)) continue;
     const QueueSpec* q = ledger.Find(name);
-    auto found = queued_.find(name);
-    const auto* queued = found == queued_.end() ? nullptr : &*found;
+    auto found = jobs_.queued().find(name);
+    const auto* queued = found == jobs_.queued().end() ? nullptr : &*found;
     json resources = json::object();
     for (const auto& [resource, s] : ledger.Status(name)) {
       // (a named copy: clang 14, which builds scripts/fuzz, cannot capture a binding.)

@@ -55,7 +55,7 @@ json TimedOutReclaim(const ReplicaRecord& rep, const std::string& why, int64_t n
 
 void ControlPlane::ReclaimTimeouts(int64_t now, StoreBatch& batch) {
   int64_t timeout = options_.reclaim_timeout_us;
-  for (JobRecord* placed : Placed()) {
+  for (JobRecord* placed : jobs_.Placed()) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
     if (IsFinal(job.state)) continue;

@@ -93,12 +93,12 @@ json ControlPlane::MoveOff(const std::string& node, int gpu, int start, const st
                            bool planned, StoreBatch& batch) {
   json jobs = json::array();
   std::set<std::string> queues, tenants;
-  for (int64_t id : ActiveIds()) {
-    JobRecord& job = jobs_.at(id);
+  for (JobRecord* placed : jobs_.PlacedOn(node)) {  // a queued job holds no replica
+    JobRecord& job = *placed;
     bool on = std::any_of(job.replicas.begin(), job.replicas.end(),
                           [&](const ReplicaRecord& rep) { return Holds(rep, node, gpu, start); });
     if (!on || !DisplaceOn(job, node, gpu, start, cause, planned, batch)) continue;
-    jobs.push_back(id);
+    jobs.push_back(job.id);
     queues.insert(job.spec.queue);
     tenants.insert(job.spec.tenant);
   }
@@ -154,11 +154,11 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
   }
   std::unique_lock<std::mutex> lock(mu_);
   std::optional<JobRecord> done;
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) {
+  JobRecord* live = jobs_.Find(id);
+  if (live == nullptr) {
     if (absl::Status s = Ended(id, done); !s.ok()) return s;
   }
-  JobRecord& job = done ? *done : it->second;  // a finished job only answers why not
+  JobRecord& job = done ? *done : *live;  // a finished job only answers why not
   if (job.spec.RecoveryPolicy() != "failover") {
     return absl::FailedPreconditionError(absl::StrCat("job ", id, " is not a service (recovery ",
                                                       job.spec.RecoveryPolicy(),

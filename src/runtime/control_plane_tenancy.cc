@@ -97,11 +97,10 @@ absl::Status ControlPlane::CheckJob(int64_t id, const Principal& who, Access acc
   bool live = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = jobs_.find(id);
-    if (it != jobs_.end()) {
+    if (const JobRecord* job = jobs_.Find(id); job != nullptr) {
       live = true;
-      tenant = it->second.spec.tenant;
-      project = it->second.spec.project;
+      tenant = job->spec.tenant;
+      project = job->spec.project;
     }
   }
   if (!live) {  // not in memory: finished (committed before it left) or none

@@ -30,7 +30,7 @@ void ControlPlane::Activity(NodeRecord& node, const std::vector<GpuReport>& gpus
     }
   }
   int64_t now = now_();
-  for (JobRecord* placed : PlacedOn(node.name)) {
+  for (JobRecord* placed : jobs_.PlacedOn(node.name)) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
     if (job.state != JobState::kRunning) continue;
@@ -63,7 +63,7 @@ void ControlPlane::Activity(NodeRecord& node, const std::vector<GpuReport>& gpus
 }
 
 void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
-  for (JobRecord* placed : Placed()) {
+  for (JobRecord* placed : jobs_.Placed()) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
     if (job.state != JobState::kRunning || job.cancel_requested) continue;

@@ -181,7 +181,7 @@ json ControlPlane::UsageRecords(int64_t since_us, int64_t until_us, const Princi
     // in the store by the time it leaves memory.
     std::lock_guard<std::mutex> lock(mu_);
     now = now_();
-    for (const auto& [id, job] : jobs_) {
+    for (const auto& [id, job] : jobs_.all()) {
       if (job.replicas.empty()) continue;  // holds nothing now (most of a long queue)
       if (!Allowed(who, Access::kRead, job.spec.tenant, job.spec.project)) continue;
       for (json& r : UsageRows(job, now, job.attempt)) records[{id, job.attempt}] = std::move(r);
@@ -354,7 +354,7 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
       for (const auto& [key, cell] : it->second) cells[key].Add(cell);
     }
     for (const auto& [name, node] : nodes_) pools[name] = Pool(node);
-    for (const auto& [id, job] : jobs_) {
+    for (const auto& [id, job] : jobs_.all()) {
       if (job.replicas.empty()) continue;
       live.emplace(id, job.attempt);
       for (const Held& h : Holds(job, now, job.attempt)) {

@@ -68,9 +68,9 @@ absl::Status ControlPlane::RecordWaits(std::unique_lock<std::mutex>& lock, Cycle
     size_t to = std::min(from + slice, plan.explain.size());
     for (size_t k = from; k < to; ++k) RecordWait(plan, d.waits[plan.explain[k]], batch);
     if (to == plan.explain.size()) break;
-    plan.own.back().second = next_revision_;
+    plan.own.back().second = jobs_.last_revision();
     if (absl::Status s = Breathe(lock, batch, "explain"); !s.ok()) return s;
-    plan.own.emplace_back(next_revision_, std::numeric_limits<uint64_t>::max());
+    plan.own.emplace_back(jobs_.last_revision(), std::numeric_limits<uint64_t>::max());
   }
   RecordQuotaHolds(plan, batch);
   plan.replaced = std::exchange(waits_, Publish(plan));  // freed after the lock
@@ -89,14 +89,14 @@ void ControlPlane::RecordWait(CyclePlan& plan, const WaitExplanation& core, Stor
     return;
   }
   if (core.job >= 0) {
-    Waits(jobs_.at(id), plan.waits->at(id), batch);
+    Waits(jobs_.At(id), plan.waits->at(id), batch);
   } else if (plan.explained_work.insert(id).second) {
     Waiting& w = (*plan.waits)[id];
     w.wait = core;
     w.at_us = plan.now;
     w.full = !plan.incremental;
     w.planned = plan.in.pending.size();
-    ReplicaWaits(jobs_.at(id), plan.work[-core.job - 1].replica, w, batch);
+    ReplicaWaits(jobs_.At(id), plan.work[-core.job - 1].replica, w, batch);
   }
 }
 

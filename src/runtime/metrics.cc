@@ -83,7 +83,7 @@ std::string ControlPlane::Metrics(const Principal& who) const {
       }
     }
     jobs.reserve(jobs_.size());
-    for (const auto& [id, job] : jobs_) {
+    for (const auto& [id, job] : jobs_.all()) {
       for (const ReplicaRecord& r : job.replicas) {
         if (!r.reclaim.is_null() && !finishing_.count(id)) {
           ++reclaims[r.reclaim.value("status", "unknown")];

@@ -125,7 +125,7 @@ ReplicaRecord ControlPlane::ToReplicaRecord(const Cluster& cluster,
 
 // Cancelled before any replica started: nothing to stop.
 void ControlPlane::CancelUnstarted(int64_t now, StoreBatch& batch) {
-  for (JobRecord* placed : Placed()) {
+  for (JobRecord* placed : jobs_.Placed()) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
     if (IsFinal(job.state) || !job.cancel_requested) continue;
@@ -210,7 +210,7 @@ absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePl
 std::vector<ReplicaPlacement> ControlPlane::HeldBy(const CyclePlan& plan,
                                                    const JobRecord& job) const {
   std::vector<ReplicaPlacement> held;
-  const JobRequest* request = RequestOf(job);
+  const JobRequest* request = jobs_.RequestOf(job);
   if (request == nullptr) return held;
   for (const ReplicaRecord& rep : job.replicas) {
     auto it = plan.ids.find(rep.node);
@@ -236,7 +236,7 @@ void ControlPlane::ReadHoldings(CyclePlan& plan, Cluster nodes, Released& releas
       touched.insert(p.node.value());
     }
   };
-  for (const auto& [id, live] : placed_) {
+  for (const auto& [id, live] : jobs_.placed()) {
     const JobRecord* job = live.job;
     const uint64_t revision = live.revision;
     auto was = last.find(id);
@@ -282,17 +282,16 @@ void ControlPlane::ReadHoldings(CyclePlan& plan, Cluster nodes, Released& releas
 // a difference is a bug (a change to a job's holdings that did not raise its revision), logged,
 // counted, and the rebuilt cluster is planned on.
 void ControlPlane::CheckKeptCluster(CyclePlan& plan, Cluster fresh) {
-  for (const auto& [id, live] : placed_) {
+  for (const auto& [id, live] : jobs_.placed()) {
     for (const ReplicaPlacement& p : HeldBy(plan, *live.job)) ApplyReplica(fresh, p);
   }
   for (const auto& [name, rec] : nodes_) {
     BlockFaultyInstances(*catalog_, rec, fresh.mutable_node(plan.ids.at(name)));
   }
   // Replicas by node (PlacedOn) name every placed job's nodes.
-  for (const auto& [id, live] : placed_) {
+  for (const auto& [id, live] : jobs_.placed()) {
     for (const ReplicaRecord& r : live.job->replicas) {
-      auto on = placed_on_.find(r.node);
-      if (r.node.empty() || (on != placed_on_.end() && on->second.count(id))) continue;
+      if (r.node.empty() || jobs_.IndexedOn(id, r.node)) continue;
       ++kept_cluster_drift_;
       LogError("scheduler: job ", id, " has a replica on node ", r.node,
                " that the index of replicas by node does not name");
@@ -329,8 +328,8 @@ void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
     // The job may have ended and left memory since it was bound (between slices of the
     // explanations): the next cycle releases what it holds, charged to the queue it was planned
     // in.
-    if (auto job = jobs_.find(id); job != jobs_.end()) {
-      held.queue = job->second.spec.queue;
+    if (const JobRecord* job = jobs_.Find(id); job != nullptr) {
+      held.queue = job->spec.queue;
     } else if (auto p = std::find_if(plan.in.pending.begin(), plan.in.pending.end(),
                                      [&](const PendingJob& j) { return j.id == b.job; });
                p != plan.in.pending.end()) {
@@ -355,7 +354,7 @@ void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
                  std::none_of(why->wait.gates.begin(), why->wait.gates.end(), [](const auto& g) {
                    return g.gate == Gate::kPlacement || g.gate == Gate::kGang;
                  });
-      memory_.Park(w.job, Revision(w.job), pending.at(w.job)->request.replica, fit);
+      memory_.Park(w.job, jobs_.Revision(w.job), pending.at(w.job)->request.replica, fit);
     } else {
       memory_.parked.erase(w.job);
     }
@@ -370,7 +369,7 @@ CycleStats ControlPlane::LastCycle() const {
 bool ControlPlane::Unchanged(const CyclePlan& plan, int64_t job) const {
   auto planned = std::lower_bound(plan.revisions.begin(), plan.revisions.end(),
                                   std::pair<int64_t, uint64_t>{job, 0});
-  uint64_t now = Revision(job);
+  uint64_t now = jobs_.Revision(job);
   if (planned == plan.revisions.end() || planned->first != job || now == 0) return false;
   // A revision the application itself made came after the job was found unchanged.
   return planned->second == now ||

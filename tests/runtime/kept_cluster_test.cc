@@ -283,7 +283,8 @@ TEST_F(KeptClusterTest, PreemptionOfStaticInstancesAndSharesKeepsTheClusterTrue)
   for (int64_t id : high) exit_.insert(id);
   Ticks(10);
   size_t preempted = 0;
-  for (const json& e : cp_->Events(0, 100000)) preempted += e["type"] == "job.preempted";
+  const json events = cp_->audit().Events(0, 100000).value();
+  for (const json& e : events) preempted += e["type"] == "job.preempted";
   EXPECT_GT(preempted, 0u);
   EXPECT_GT(kept_, ticks_ / 2) << "most cycles planned on the kept cluster";
 }

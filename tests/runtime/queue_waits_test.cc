@@ -49,7 +49,8 @@ class QueueWaitsTest : public ControlPlaneFixture {
   // The events of `type` about `subject`.
   std::vector<json> EventsOf(const std::string& type, const std::string& subject) {
     std::vector<json> out;
-    for (const json& e : cp_->Events(0, 100000)) {
+    const json events = cp_->audit().Events(0, 100000).value();
+    for (const json& e : events) {
       if (e["type"] == type && e["subject"] == subject) out.push_back(e);
     }
     return out;

@@ -154,7 +154,8 @@ TEST_F(SchedulePlanTest, AWaitingJobIsExplainedOnceWithItsFix) {
   int64_t waiting = Submit("waiting");
   for (int cycle = 0; cycle < 3; ++cycle) ASSERT_TRUE(cp_->ScheduleOnce().ok());
   std::vector<json> waits;
-  for (const json& e : cp_->Events(0, 1000)) {
+  const json events = cp_->audit().Events(0, 1000).value();
+  for (const json& e : events) {
     if (e["type"] == "job.waiting" && e["subject"] == absl::StrCat("job/", waiting)) {
       waits.push_back(e);
     }
@@ -190,7 +191,8 @@ TEST_F(SchedulePlanTest, AJobCancelledBetweenSlicesOfExplanationsStaysCancelled)
   EXPECT_EQ(cancelled["state"], "cancelled");
   EXPECT_THAT(cancelled["reason"].get<std::string>(), ::testing::Not(HasSubstr("waiting")))
       << cancelled.dump();
-  for (const json& e : cp_->Events(0, 10000)) {
+  const json events = cp_->audit().Events(0, 10000).value();
+  for (const json& e : events) {
     EXPECT_FALSE(e["type"] == "job.waiting" && e["subject"] == absl::StrCat("job/", waiting.back()))
         << e.dump();
   }
@@ -249,7 +251,8 @@ TEST_F(SchedulePlanTest, JobsChangedBetweenSlicesOfThePlanAreCheckedWhenItIsAppl
   EXPECT_EQ(first["state"], "cancelled");
   EXPECT_TRUE(first["replicas"].empty()) << first.dump();
   EXPECT_EQ((*cp_->GetJob(ids.back()))["state"], "cancelled");
-  for (const json& e : cp_->Events(0, 10000)) {
+  const json events = cp_->audit().Events(0, 10000).value();
+  for (const json& e : events) {
     EXPECT_FALSE(e["type"] == "job.waiting" && e["subject"] == absl::StrCat("job/", ids.back()))
         << e.dump();
   }

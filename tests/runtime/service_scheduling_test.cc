@@ -144,7 +144,8 @@ TEST_F(ServiceSchedulingTest, ScaleUpBeyondQuotaWaitsAndSaysWhy) {
   EXPECT_EQ(e["slot"], 2);
   // The event says it once, with the same fix (it was written from a moved-from explanation).
   std::vector<json> events;
-  for (const json& ev : cp_->Events(0, 10000)) {
+  const json log = cp_->audit().Events(0, 10000).value();
+  for (const json& ev : log) {
     if (ev["type"] == "job.replica-waiting") events.push_back(ev);
   }
   ASSERT_EQ(events.size(), 1u);

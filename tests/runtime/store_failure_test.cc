@@ -219,5 +219,30 @@ TEST_F(StoreFailureTest, FailureIsLoggedOnceAtErrorLevel) {
   EXPECT_THAT(errors[0], HasSubstr("injected fault"));
 }
 
+// A store that cannot be read is not an empty or broken log: the event list answered 200 with no
+// events, one event 404, and the chain's check 200 saying the chain was broken.
+TEST_F(StoreFailureTest, AnEventLogThatCannotBeReadAnswers503NotAnEmptyOrBrokenLog) {
+  Serve();
+  auto job = PostJob("logged");
+  ASSERT_TRUE(job);
+  ASSERT_EQ(job->status, 201) << job->body;
+  faulty_->FailReads();
+  for (const char* path : {"/api/v1/events", "/api/v1/events/1", "/api/v1/audit/verify",
+                           "/api/v1/audit?format=json"}) {
+    auto answer = http_->Get(path);
+    ASSERT_TRUE(answer) << path;
+    EXPECT_EQ(answer->status, 503) << path << ": " << answer->body;
+    EXPECT_THAT(answer->body, HasSubstr("injected read failure")) << path;
+  }
+  faulty_->Heal();
+  auto events = http_->Get("/api/v1/events");
+  ASSERT_TRUE(events);
+  ASSERT_EQ(events->status, 200);
+  EXPECT_FALSE(json::parse(events->body).empty());
+  auto verify = http_->Get("/api/v1/audit/verify");
+  ASSERT_TRUE(verify);
+  EXPECT_EQ(json::parse(verify->body)["ok"], true) << verify->body;
+}
+
 }  // namespace
 }  // namespace carve

@@ -34,15 +34,33 @@ absl::StatusOr<std::optional<StoredRecord>> FaultyStore::Get(const std::string& 
     ++gets_[kind];
     if (hook_ && kind == hook_kind_) hook = std::exchange(hook_, nullptr);
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (fail_reads_) {
-      return absl::UnavailableError(absl::StrCat("injected read failure (", kind, "/", id, ")"));
-    }
-  }
+  if (absl::Status s = ReadFault(absl::StrCat(kind, "/", id)); !s.ok()) return s;
   auto answer = inner_->Get(kind, id);
   if (hook) hook();
   return answer;
+}
+
+absl::Status FaultyStore::ReadFault(const std::string& what) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!fail_reads_) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("injected read failure (", what, ")"));
+}
+
+absl::StatusOr<std::vector<StoredRecord>> FaultyStore::List(const std::string& kind,
+                                                            const std::string& after_id,
+                                                            int64_t limit) {
+  if (absl::Status s = ReadFault(absl::StrCat("list of ", kind)); !s.ok()) return s;
+  return inner_->List(kind, after_id, limit);
+}
+
+absl::StatusOr<std::vector<StoredEvent>> FaultyStore::Events(int64_t after_seq, int64_t limit) {
+  if (absl::Status s = ReadFault("events"); !s.ok()) return s;
+  return inner_->Events(after_seq, limit);
+}
+
+absl::Status FaultyStore::VerifyEventChain() {
+  if (absl::Status s = ReadFault("the event chain"); !s.ok()) return s;
+  return inner_->VerifyEventChain();
 }
 
 void FaultyStore::AfterNextGet(const std::string& kind, std::function<void()> hook) {

@@ -18,7 +18,8 @@ namespace carve {
 // commit that fails (nothing written), a commit that is written but reports a failure (fsync
 // failed after the write: the caller cannot know the outcome), and slow commits. For tests of
 // what the controller does when its store fails (tests/runtime/store_failure_test.cc).
-// Thread-safe. Reads are faulted only by FailReads (Get; loads, lists and events never).
+// Thread-safe. Reads are faulted only by FailReads (gets, lists, events and the chain's check;
+// loads never).
 class FaultyStore final : public Store {
  public:
   explicit FaultyStore(Store* inner) : inner_(inner) {}
@@ -29,7 +30,7 @@ class FaultyStore final : public Store {
   void FailNthCommitAfterWrite(int64_t n);
   // Every commit from now on fails and writes nothing, until Heal().
   void FailAllCommits();
-  // Every Get fails (Unavailable) until Heal(), as a disk that stopped answering reads.
+  // Every read but Load fails (Unavailable) until Heal(), as a disk that stopped answering.
   void FailReads();
   // Every commit waits `delay` before it reaches the inner store.
   void SlowCommits(absl::Duration delay);
@@ -52,21 +53,19 @@ class FaultyStore final : public Store {
                                                   const std::string& id) override;
   absl::StatusOr<std::vector<StoredRecord>> List(const std::string& kind,
                                                  const std::string& after_id,
-                                                 int64_t limit) override {
-    return inner_->List(kind, after_id, limit);
-  }
+                                                 int64_t limit) override;
   absl::StatusOr<std::optional<std::string>> LastId(const std::string& kind) override {
     return inner_->LastId(kind);
   }
-  absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) override {
-    return inner_->Events(after_seq, limit);
-  }
-  absl::Status VerifyEventChain() override { return inner_->VerifyEventChain(); }
+  absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) override;
+  absl::Status VerifyEventChain() override;
 
  private:
   enum class Fault { kNone, kFail, kFailAfterWrite };
   // Which fault the commit numbered `n` gets; the caller holds mu_.
   Fault FaultFor(int64_t n) const;
+  // Unavailable naming `what` while FailReads holds.
+  absl::Status ReadFault(const std::string& what) const;
 
   Store* inner_;
   mutable std::mutex mu_;

@@ -1,8 +1,9 @@
 // Audit: the hash-chained event log read as audit records (actor, tenant, time, target, reason,
 // details), exported per tenant and time range, and verified link by link.
+#include "runtime/audit_log.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "runtime/control_plane.h"
 
 namespace carve {
 
@@ -42,10 +43,37 @@ json AuditRecord(const StoredEvent& e) {
 
 }  // namespace
 
-absl::StatusOr<json> ControlPlane::AuditPage(const AuditQuery& query, const Principal& who,
-                                             int64_t after, int64_t limit, int64_t* next) const {
+absl::StatusOr<json> AuditLog::Events(int64_t after, int64_t limit) const {
+  barrier_();
+  auto events = store_->Events(after, limit);
+  if (!events.ok()) return events.status();
+  json out = json::array();
+  for (const StoredEvent& e : *events) {
+    out.push_back({{"seq", e.seq},
+                   {"time_us", e.time_us},
+                   {"actor", e.actor},
+                   {"type", e.type},
+                   {"subject", e.subject},
+                   {"reason", e.reason},
+                   {"details", json::parse(e.details_json, nullptr, false)},
+                   {"hash", e.hash}});
+  }
+  return out;
+}
+
+absl::StatusOr<json> AuditLog::Event(int64_t seq) const {
+  auto list = Events(seq - 1, 1);
+  if (!list.ok()) return list.status();
+  if (list->empty() || (*list)[0]["seq"] != seq) {
+    return absl::NotFoundError(absl::StrCat("no event ", seq, "; `carve events` lists them"));
+  }
+  return (*list)[0];
+}
+
+absl::StatusOr<json> AuditLog::AuditPage(const Query& query, const Principal& who, int64_t after,
+                                         int64_t limit, int64_t* next) const {
   if (absl::Status s = Authorize(who, Verb::kReport); !s.ok()) return s;
-  AuditQuery q = query;
+  Query q = query;
   if (who.role == Role::kTenantAdmin) {
     if (q.tenant.empty()) q.tenant = who.tenant;
     if (q.tenant != who.tenant) {
@@ -53,7 +81,7 @@ absl::StatusOr<json> ControlPlane::AuditPage(const AuditQuery& query, const Prin
           absl::StrCat("a tenant-admin exports only its tenant (", who.tenant, ")"));
     }
   }
-  AwaitCommitted();
+  barrier_();
   json out = json::array();
   constexpr int64_t kPage = 2000;
   for (;;) {
@@ -77,14 +105,15 @@ absl::StatusOr<json> ControlPlane::AuditPage(const AuditQuery& query, const Prin
   }
 }
 
-json ControlPlane::VerifyAudit() const {
-  AwaitCommitted();
+absl::StatusOr<json> AuditLog::Verify() const {
+  barrier_();
   absl::Status chain = store_->VerifyEventChain();
   int64_t count = 0;
   StoredEvent head;
   for (int64_t after = 0;;) {
     auto events = store_->Events(after, 10000);
-    if (!events.ok() || events->empty()) break;
+    if (!events.ok()) return events.status();
+    if (events->empty()) break;
     count += static_cast<int64_t>(events->size());
     head = events->back();
     after = head.seq;
