@@ -5,9 +5,11 @@
 #include <memory>
 #include <queue>
 #include <set>
+#include <string_view>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/sched/queueing/backfill.h"
 #include "core/sched/queueing/preemption.h"
@@ -54,7 +56,12 @@ class Cycle {
             ledger_.DominantShare(queue, capacity_), job.submitted_us, job.id};
   }
   void Process(const PendingJob& job, const OrderKey& key);
-  PlaceResult Place(const PendingJob& job);
+  PlaceResult Place(const PendingJob& job, const Shape& shape);
+  // What the job charges its queue's quota (nothing when it holds its quota already), and
+  // whether that fits. With share_quota_verdicts, equal requests of one queue share both: the
+  // verdict is taken again only once a charge has moved the ledger.
+  const ResourceList& Demand(const PendingJob& job, const Shape& shape);
+  QuotaVerdict CheckQuota(const PendingJob& job, const Shape& shape, const ResourceList& demand);
   // NearestFit, once per replica shape and cycle (a scan of every node): later jobs of the same
   // shape read the answer as it was for the first.
   const std::string& Nearest(const ReplicaRequest& replica) {
@@ -82,6 +89,14 @@ class Cycle {
   ResourceList capacity_;
   std::vector<VictimCandidate> candidates_;
   absl::flat_hash_map<Shape, FitReport> failed_;
+  struct SharedVerdict {
+    uint64_t revision = 0;
+    QuotaVerdict verdict;
+  };
+  absl::node_hash_map<Shape, ResourceList> charges_;  // stable references: Demand returns one
+  absl::flat_hash_map<std::string_view, absl::flat_hash_map<Shape, SharedVerdict>> verdicts_;
+  ResourceList no_demand_;
+  ResourceList own_demand_;  // Demand's answer when nothing is shared
   absl::flat_hash_map<ReplicaRequest, std::string> nearest_;
   std::unique_ptr<Reservation> reservation_;
   // Preemptors' claims for the rest of the cycle: each one's placement once what stops for it is
@@ -148,8 +163,32 @@ void Cycle::Unclaim() {
   claims_.clear();
 }
 
-PlaceResult Cycle::Place(const PendingJob& job) {
-  Shape shape{{job.request.replicas, static_cast<int>(job.topology)}, job.request.replica};
+const ResourceList& Cycle::Demand(const PendingJob& job, const Shape& shape) {
+  if (job.quota_held) return no_demand_;
+  if (!in_.options.share_quota_verdicts) {
+    own_demand_ = RequestCharge(job.request, cluster_.catalog());
+    return own_demand_;
+  }
+  auto it = charges_.find(shape);
+  if (it == charges_.end()) {
+    it = charges_.emplace(shape, RequestCharge(job.request, cluster_.catalog())).first;
+  }
+  return it->second;
+}
+
+QuotaVerdict Cycle::CheckQuota(const PendingJob& job, const Shape& shape,
+                               const ResourceList& demand) {
+  if (job.quota_held || !in_.options.share_quota_verdicts) return ledger_.Check(job.queue, demand);
+  auto& of_queue = verdicts_[job.queue];  // the key views the job's queue: it outlives the cycle
+  auto it = of_queue.find(shape);
+  // Stored one past the revision, so that an entry never taken matches no revision.
+  uint64_t now = ledger_.revision() + 1;
+  if (it == of_queue.end()) it = of_queue.emplace(shape, SharedVerdict{}).first;
+  if (it->second.revision != now) it->second = {now, ledger_.Check(job.queue, demand)};
+  return it->second.verdict;
+}
+
+PlaceResult Cycle::Place(const PendingJob& job, const Shape& shape) {
   auto failed = failed_.find(shape);
   if (failed != failed_.end()) {
     PlaceResult r;
@@ -165,10 +204,10 @@ void Cycle::Process(const PendingJob& job, const OrderKey& key) {
   WaitExplanation wait;
   wait.job = job.id;
   wait.position = static_cast<int>(out_.binds.size() + out_.waits.size());
-  ResourceList demand =
-      job.quota_held ? ResourceList{} : RequestCharge(job.request, cluster_.catalog());
-  QuotaVerdict quota = ledger_.Check(job.queue, demand);
-  PlaceResult placed = Place(job);
+  const Shape shape{{job.request.replicas, static_cast<int>(job.topology)}, job.request.replica};
+  const ResourceList& demand = Demand(job, shape);
+  QuotaVerdict quota = CheckQuota(job, shape, demand);
+  PlaceResult placed = Place(job, shape);
   bool ordered_out = false;
   const Reservation* blocker = nullptr;
   if (placed.placed) {

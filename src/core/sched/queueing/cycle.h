@@ -26,6 +26,9 @@ struct CycleOptions {
   // jobs are blocked. Searches that found nothing are remembered per request shape.
   int max_preemption_searches = 32;
   int waiting_ahead_listed = 3;  // jobs listed in each explanation's `ahead`
+  // Equal requests of one queue share their quota charge and, while no charge has moved the
+  // ledger since, their quota verdict. Off only to test that sharing changes no decision.
+  bool share_quota_verdicts = true;
 };
 
 // Everything one cycle sees. `cluster` holds the running jobs' allocations already; the cycle

@@ -31,6 +31,7 @@ const QueueSpec* QuotaLedger::Find(const std::string& queue) const {
 
 void QuotaLedger::Charge(const std::string& queue, const ResourceList& amount, int64_t sign) {
   AddResources(used_[queue], amount, sign);
+  ++revision_;
 }
 
 const ResourceList& QuotaLedger::Used(const std::string& queue) const {

@@ -59,6 +59,8 @@ class QuotaLedger {
   const std::vector<QueueSpec>& queues() const { return queues_; }
 
   void Charge(const std::string& queue, const ResourceList& amount, int64_t sign = 1);
+  // Counts the charges: a verdict taken at one revision holds for as long as it is current.
+  uint64_t revision() const { return revision_; }
   const ResourceList& Used(const std::string& queue) const;
 
   // Whether `demand` fits the queue now (nominal, borrowing and lending limits, and what the
@@ -90,6 +92,7 @@ class QuotaLedger {
   std::map<std::string, std::vector<size_t>> cohorts_;
   std::map<std::string, ResourceList> used_;
   ResourceList empty_;
+  uint64_t revision_ = 0;
 };
 
 }  // namespace carve
