@@ -191,6 +191,38 @@ absl::Status CheckReclaim(const json& reclaim, const std::string& at) {
   return in.status();
 }
 
+// The residue is kept with the node record's codec, which read a field of the wrong type with
+// nlohmann's own exception text (red team, 2026-12-02): the fields it reads are checked here
+// first, so the error names the field. {processes: [{pid, uid, command, memory_mib, state}],
+// unexplained_mib, used_mib, baseline_mib}.
+absl::Status CheckResidue(const json& residue, const std::string& at) {
+  Reader in(residue, at);
+  int64_t unexplained = 0, used = 0, baseline = 0;
+  std::vector<bool> processes;
+  in.Read("unexplained_mib", unexplained)
+      .Read("used_mib", used)
+      .Read("baseline_mib", baseline)
+      .List("processes", processes,
+            [](const json& p, const std::string& path) -> absl::StatusOr<bool> {
+              Reader process(p, path);
+              int64_t pid = 0, uid = 0, memory = 0;
+              std::string command, state;
+              process.Read("pid", pid)
+                  .Read("uid", uid)
+                  .Read("command", command)
+                  .Read("memory_mib", memory)
+                  .Read("state", state);
+              if (process.status().ok() && command.size() > kMaxReasonBytes) {
+                return Bad(
+                    process.Path("command"),
+                    absl::StrCat("is ", command.size(), " bytes; at most ", kMaxReasonBytes));
+              }
+              if (!process.status().ok()) return process.status();
+              return true;
+            });
+  return in.status();
+}
+
 absl::StatusOr<GrantRecord> GrantAt(const json& j, const std::string& at) {
   return ReadObject<GrantRecord>(j, at, [](Reader& in, GrantRecord& g) {
     in.Read("device", g.device)
@@ -325,7 +357,13 @@ absl::StatusOr<GpuReport> GpuReport::FromJson(const json& j, const std::string& 
     // The node record keeps the residue as sent, so it is read with the record's codec.
     if (const json* residue = in.Find("residue"); residue != nullptr && !residue->is_null()) {
       absl::StatusOr<GpuResidue> read = absl::InvalidArgumentError("must be an object or null");
-      if (residue->is_object()) read = GpuResidue::FromJson(*residue);
+      if (residue->is_object()) {
+        if (absl::Status s = CheckResidue(*residue, in.Path("residue")); !s.ok()) {
+          in.Fail(s);
+          return;
+        }
+        read = GpuResidue::FromJson(*residue);
+      }
       if (read.ok()) {
         g.residue = *std::move(read);
       } else {

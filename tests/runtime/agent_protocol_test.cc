@@ -251,8 +251,18 @@ TEST(AgentProtocolTest, AMalformedHeartbeatIsRefusedNamingTheField) {
           {json::parse(R"({"gpus": [{"index": 0, "residue": {"processes": [{"pid": 7,
                "state": "zombie"}]}}]})"),
            "gpus[0].residue: processes[0].state: unknown state \"zombie\""},
+          // A residue field of the wrong type answered with nlohmann's own text (red team): the
+          // error names the field.
           {json::parse(R"({"gpus": [{"index": 0, "residue": {"unexplained_mib": "lots"}}]})"),
-           "gpus[0].residue: "},
+           "gpus[0].residue.unexplained_mib: must be a whole number"},
+          {json::parse(R"({"gpus": [{"index": 0, "residue": {"processes": [{"pid": "x"}]}}]})"),
+           "gpus[0].residue.processes[0].pid: must be a whole number"},
+          {json::parse(R"({"gpus": [{"index": 0, "residue": {"processes": [{"command": 7}]}}]})"),
+           "gpus[0].residue.processes[0].command: must be a string"},
+          {{{"gpus",
+             {{{"index", 0},
+               {"residue", {{"processes", {{{"command", std::string(2048, 'c')}}}}}}}}}},
+           "gpus[0].residue.processes[0].command: is 2048 bytes; at most 1024"},
           {{{"gpus", json::array({1})}}, "gpus[0]: must be an object"},
           // One GPU reported over and over was a batch of events that stalled every writer for
           // minutes (red team): each GPU, and each of its MIG instances, once.
