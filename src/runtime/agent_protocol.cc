@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/input_limits.h"
 
 namespace carve {
 
@@ -190,6 +191,38 @@ absl::Status CheckReclaim(const json& reclaim, const std::string& at) {
   return in.status();
 }
 
+// The residue is kept with the node record's codec, which read a field of the wrong type with
+// nlohmann's own exception text (red team, 2026-12-02): the fields it reads are checked here
+// first, so the error names the field. {processes: [{pid, uid, command, memory_mib, state}],
+// unexplained_mib, used_mib, baseline_mib}.
+absl::Status CheckResidue(const json& residue, const std::string& at) {
+  Reader in(residue, at);
+  int64_t unexplained = 0, used = 0, baseline = 0;
+  std::vector<bool> processes;
+  in.Read("unexplained_mib", unexplained)
+      .Read("used_mib", used)
+      .Read("baseline_mib", baseline)
+      .List("processes", processes,
+            [](const json& p, const std::string& path) -> absl::StatusOr<bool> {
+              Reader process(p, path);
+              int64_t pid = 0, uid = 0, memory = 0;
+              std::string command, state;
+              process.Read("pid", pid)
+                  .Read("uid", uid)
+                  .Read("command", command)
+                  .Read("memory_mib", memory)
+                  .Read("state", state);
+              if (process.status().ok() && command.size() > kMaxReasonBytes) {
+                return Bad(
+                    process.Path("command"),
+                    absl::StrCat("is ", command.size(), " bytes; at most ", kMaxReasonBytes));
+              }
+              if (!process.status().ok()) return process.status();
+              return true;
+            });
+  return in.status();
+}
+
 absl::StatusOr<GrantRecord> GrantAt(const json& j, const std::string& at) {
   return ReadObject<GrantRecord>(j, at, [](Reader& in, GrantRecord& g) {
     in.Read("device", g.device)
@@ -324,7 +357,13 @@ absl::StatusOr<GpuReport> GpuReport::FromJson(const json& j, const std::string& 
     // The node record keeps the residue as sent, so it is read with the record's codec.
     if (const json* residue = in.Find("residue"); residue != nullptr && !residue->is_null()) {
       absl::StatusOr<GpuResidue> read = absl::InvalidArgumentError("must be an object or null");
-      if (residue->is_object()) read = GpuResidue::FromJson(*residue);
+      if (residue->is_object()) {
+        if (absl::Status s = CheckResidue(*residue, in.Path("residue")); !s.ok()) {
+          in.Fail(s);
+          return;
+        }
+        read = GpuResidue::FromJson(*residue);
+      }
       if (read.ok()) {
         g.residue = *std::move(read);
       } else {
@@ -382,6 +421,54 @@ absl::Status CheckEachDeviceOnce(const std::vector<GpuReport>& gpus) {
   return absl::OkStatus();
 }
 
+// Each replica once: a replica reported twice made the answer carry its stop order twice
+// (red team, 2026-12-02).
+absl::Status CheckEachReplicaOnce(const std::vector<ReplicaReport>& replicas) {
+  std::map<std::pair<int64_t, int>, size_t> seen;
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    auto [at, fresh] = seen.emplace(std::make_pair(replicas[i].job, replicas[i].replica), i);
+    if (!fresh) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("replicas[", i, "]: replica ", replicas[i].replica, " of job ",
+                       replicas[i].job, " is reported already in replicas[", at->second,
+                       "]; a heartbeat reports each replica once"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The free text of a heartbeat is stored in node and replica records and in events: each field
+// is at most kMaxReasonBytes (a 3 MB health_reason was stored and logged whole; red team,
+// 2026-12-02).
+absl::Status CheckTextBounds(const HeartbeatRequest& h) {
+  std::vector<std::pair<std::string, const std::string*>> fields = {{"node", &h.node}};
+  for (size_t i = 0; i < h.replicas.size(); ++i) {
+    fields.emplace_back(ItemPath("replicas", i) + ".enforcement", &h.replicas[i].enforcement);
+    fields.emplace_back(ItemPath("replicas", i) + ".log_disk", &h.replicas[i].log_disk);
+  }
+  for (size_t i = 0; h.gpus && i < h.gpus->size(); ++i) {
+    const GpuReport& g = (*h.gpus)[i];
+    const std::string at = ItemPath("gpus", i);
+    fields.emplace_back(at + ".health_reason", &g.health_reason);
+    for (size_t m = 0; m < g.mig_instances.size(); ++m) {
+      const std::string mig = ItemPath(at + ".mig_instances", m);
+      fields.emplace_back(mig + ".uuid", &g.mig_instances[m].instance.uuid);
+      fields.emplace_back(mig + ".profile", &g.mig_instances[m].instance.profile);
+      fields.emplace_back(mig + ".health_reason", &g.mig_instances[m].health_reason);
+    }
+  }
+  for (size_t i = 0; i < h.layouts.size(); ++i) {
+    fields.emplace_back(ItemPath("layouts", i) + ".request", &h.layouts[i].request);
+    fields.emplace_back(ItemPath("layouts", i) + ".error", &h.layouts[i].error);
+  }
+  for (const auto& [path, value] : fields) {
+    if (value->size() > kMaxReasonBytes) {
+      return Bad(path, absl::StrCat("is ", value->size(), " bytes; at most ", kMaxReasonBytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<HeartbeatRequest> HeartbeatRequest::FromJson(const json& j) {
@@ -392,9 +479,15 @@ absl::StatusOr<HeartbeatRequest> HeartbeatRequest::FromJson(const json& j) {
             .List("gpus", h.gpus, GpuReport::FromJson)
             .List("layouts", h.layouts, LayoutResult::FromJson);
       });
-  if (request.ok() && request->gpus) {
+  if (!request.ok()) return request;
+  if (request->gpus) {
     if (absl::Status s = CheckEachDeviceOnce(*request->gpus); !s.ok()) return s;
   }
+  if (absl::Status s = CheckEachReplicaOnce(request->replicas); !s.ok()) return s;
+  if (absl::Status s = CheckTextBounds(*request); !s.ok()) return s;
+  // Without its node a heartbeat was answered 403 (no node is this agent's): a malformed body is
+  // a 400 that names the field (red team, 2026-12-02).
+  if (request->node.empty()) return Bad("node", "missing: a heartbeat names its node");
   return request;
 }
 

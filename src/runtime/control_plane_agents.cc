@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"
+#include "runtime/input_limits.h"
 #include "runtime/tenant_paths.h"
 
 namespace carve {
@@ -15,6 +16,13 @@ using json = nlohmann::json;
 absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& who) {
   if (absl::Status s = Authorize(who, Verb::kJoin); !s.ok()) return s;
   if (!body.is_object()) return absl::InvalidArgumentError("body must be a JSON object");
+  // What an agent registers is stored in the node record and printed: each string is bounded and
+  // the node's name printable (a 3 MB string was taken whole; red team, 2026-12-02).
+  if (absl::Status s = CheckStringBytes(body, "", kMaxReasonBytes); !s.ok()) return s;
+  if (body.contains("name") && body["name"].is_string()) {
+    absl::Status s = CheckPrintable("name", body["name"].get<std::string>(), kMaxNameBytes);
+    if (!s.ok()) return s;
+  }
   json with_times = body;
   // What the control plane keeps about the node's GPUs is its own, never taken from the agent
   // (versions are the agent's report, made into a set below).

@@ -111,6 +111,28 @@ bool IsEnvName(absl::string_view name) {
   return true;
 }
 
+absl::Status CheckStringBytes(const json& j, const std::string& at, size_t max_bytes) {
+  if (j.is_string()) {
+    const size_t size = j.get_ref<const std::string&>().size();
+    if (size <= max_bytes) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(at.empty() ? "body" : at, ": is ", size, " bytes; at most ", max_bytes));
+  }
+  if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      absl::Status s = CheckStringBytes(j[i], absl::StrCat(at, "[", i, "]"), max_bytes);
+      if (!s.ok()) return s;
+    }
+  } else if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      absl::Status s = CheckStringBytes(
+          it.value(), at.empty() ? it.key() : absl::StrCat(at, ".", it.key()), max_bytes);
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string TerminalSafe(absl::string_view text) {
   std::string out;
   out.reserve(text.size());

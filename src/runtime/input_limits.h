@@ -32,6 +32,9 @@ absl::StatusOr<nlohmann::json> ParseJsonBody(absl::string_view text);
 // `value` holds no control characters (C0, DEL, C1) and is valid UTF-8; `field` names it in the
 // error. With max_bytes > 0, it is also at most that long.
 absl::Status CheckPrintable(absl::string_view field, absl::string_view value, size_t max_bytes);
+// Every string inside `j` (values, not keys) is at most `max_bytes`; otherwise InvalidArgument
+// naming its path under `at` ("labels.zone: is 3145728 bytes; at most 1024").
+absl::Status CheckStringBytes(const nlohmann::json& j, const std::string& at, size_t max_bytes);
 // A POSIX environment variable name: [A-Za-z_][A-Za-z0-9_]*, at most 256 bytes.
 bool IsEnvName(absl::string_view name);
 

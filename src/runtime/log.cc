@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "runtime/input_limits.h"
 #include "spdlog/logger.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
@@ -71,6 +72,9 @@ void LogLine(LogLevel level, std::string_view message) {
   std::string line(message);
   std::replace_if(
       line.begin(), line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  // Agents' reports (health reasons, residue commands) reach the log through events: ESC, BEL and
+  // the other control characters are written as escapes, never raw to the operator's terminal.
+  line = TerminalSafe(line);
   Logger().log(ToSpdlog(level), "{}", line);
   std::lock_guard<std::mutex> lock(sink_mu);
   if (test_sink != nullptr) (*test_sink)(level, line);

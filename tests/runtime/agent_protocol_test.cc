@@ -251,8 +251,18 @@ TEST(AgentProtocolTest, AMalformedHeartbeatIsRefusedNamingTheField) {
           {json::parse(R"({"gpus": [{"index": 0, "residue": {"processes": [{"pid": 7,
                "state": "zombie"}]}}]})"),
            "gpus[0].residue: processes[0].state: unknown state \"zombie\""},
+          // A residue field of the wrong type answered with nlohmann's own text (red team): the
+          // error names the field.
           {json::parse(R"({"gpus": [{"index": 0, "residue": {"unexplained_mib": "lots"}}]})"),
-           "gpus[0].residue: "},
+           "gpus[0].residue.unexplained_mib: must be a whole number"},
+          {json::parse(R"({"gpus": [{"index": 0, "residue": {"processes": [{"pid": "x"}]}}]})"),
+           "gpus[0].residue.processes[0].pid: must be a whole number"},
+          {json::parse(R"({"gpus": [{"index": 0, "residue": {"processes": [{"command": 7}]}}]})"),
+           "gpus[0].residue.processes[0].command: must be a string"},
+          {{{"gpus",
+             {{{"index", 0},
+               {"residue", {{"processes", {{{"command", std::string(2048, 'c')}}}}}}}}}},
+           "gpus[0].residue.processes[0].command: is 2048 bytes; at most 1024"},
           {{{"gpus", json::array({1})}}, "gpus[0]: must be an object"},
           // One GPU reported over and over was a batch of events that stalled every writer for
           // minutes (red team): each GPU, and each of its MIG instances, once.
@@ -263,6 +273,24 @@ TEST(AgentProtocolTest, AMalformedHeartbeatIsRefusedNamingTheField) {
            "gpus[0].mig_instances[1].start: the instance at 4 is reported already"},
           {{{"layouts", "none"}}, "layouts: must be a list"},
           {{{"layouts", {{{"ok", "yes"}}}}}, "layouts[0].ok: must be true or false"},
+          // A replica reported twice made the answer carry its stop twice (red team): once.
+          {{{"replicas", {{{"job", 3}, {"replica", 0}}, {{"job", 3}, {"replica", 0}}}}},
+           "replicas[1]: replica 0 of job 3 is reported already in replicas[0]"},
+          // A 3 MB health_reason was stored and logged whole (red team): free text is bounded.
+          {{{"gpus", {{{"index", 0}, {"health_reason", std::string(3 << 20, 'x')}}}}},
+           "gpus[0].health_reason: is 3145728 bytes; at most 1024"},
+          {{{"node", std::string(2000, 'n')}}, "node: is 2000 bytes; at most 1024"},
+          {{{"replicas", {{{"job", 1}, {"enforcement", std::string(1025, 'e')}}}}},
+           "replicas[0].enforcement: is 1025 bytes; at most 1024"},
+          {{{"gpus",
+             {{{"index", 0},
+               {"mig_instances", {{{"start", 0}, {"health_reason", std::string(5000, 'r')}}}}}}}},
+           "gpus[0].mig_instances[0].health_reason: is 5000 bytes"},
+          {{{"layouts", {{{"error", std::string(4096, 'z')}}}}},
+           "layouts[0].error: is 4096 bytes; at most 1024"},
+          // Without its node a heartbeat was answered 403 (red team): a 400 naming the field.
+          {{{"replicas", json::array()}}, "node: missing: a heartbeat names its node"},
+          {{{"node", ""}}, "node: missing"},
       },
       false);
 }

@@ -114,5 +114,27 @@ TEST_F(HeartbeatReportsTest, EachNodeIsHandedItsOwnReplicasOnlyAsJobsMove) {
   EXPECT_EQ(assigned("w2"), 1u);
 }
 
+// A registration's strings are stored in the node record and printed: each is bounded, and the
+// node's name is printable (red team: a 3 MB string was taken whole).
+TEST_F(HeartbeatReportsTest, ARegistrationsStringsAreBounded) {
+  json node = {{"name", "w9"},
+               {"cpu_milli", 1000},
+               {"memory_mib", 1024},
+               {"backend", "simulated"},
+               {"labels", {{"zone", std::string(3 << 20, 'z')}}},
+               {"gpus", json::array()}};
+  absl::StatusOr<json> refused = cp_->Register(node, kAdmin);
+  ASSERT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("labels.zone: is 3145728 bytes; at most 1024"));
+  node["labels"] = json::object();
+  node["name"] = "w9\x1b[2J";
+  refused = cp_->Register(node, kAdmin);
+  ASSERT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("name"));
+  node["name"] = "w9";
+  EXPECT_TRUE(cp_->Register(node, kAdmin).ok());
+}
+
 }  // namespace
 }  // namespace carve

@@ -34,5 +34,16 @@ TEST(LogTest, WritesOnlyEnabledLevelsOneLineEach) {
   EXPECT_THAT(lines, ::testing::ElementsAre("shown 1 second line", "also shown"));
 }
 
+// A heartbeat's health_reason reached the log through its event with ESC and BEL raw (red team,
+// 2026-12-02): control characters are escaped.
+TEST(LogTest, ControlCharactersAreWrittenAsEscapes) {
+  std::vector<std::string> lines;
+  SetLogSinkForTest([&](LogLevel, const std::string& line) { lines.push_back(line); });
+  LogWarn("device.unhealthy node/n1/gpu/0: \x1b[2J\x1b]0;owned\x07 reason");
+  SetLogSinkForTest(nullptr);
+  EXPECT_THAT(lines, ::testing::ElementsAre(
+                         "device.unhealthy node/n1/gpu/0: \\x1b[2J\\x1b]0;owned\\x07 reason"));
+}
+
 }  // namespace
 }  // namespace carve
