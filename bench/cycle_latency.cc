@@ -10,6 +10,8 @@
 // wall time and the percentiles over the K; no clients, no HTTP. The queued jobs have priorities
 // 0, 100, ... (--priorities of them; with more than one, higher ones preempt lower ones), and
 // with --preemptible 0 none of them may be preempted (no reclaim across queues either).
+// --unpark-by-room 0: a release lets back every parked job whose request fits the released nodes,
+// not only as many per queue and request as they take (ControlPlane::Options::unpark_by_room).
 // The store is SQLite in DIR (default: the temp directory), fsync'd as in production.
 #include <unistd.h>
 
@@ -144,13 +146,14 @@ void SteadyCycles(ControlPlane& cp, int queues, int cycles, int per_cycle) {
 }
 
 void Run(const std::string& dir, int nodes, int queues, int pending, int clients, int seconds,
-         int steady, int per_cycle, int priorities, bool preemptible) {
+         int steady, int per_cycle, int priorities, bool preemptible, bool unpark_by_room) {
   GpuCatalog catalog = GpuCatalog::BuiltIn();
   std::unique_ptr<Store> store = *OpenSqliteStore(dir + "/latency.db");
   FillQueued(*store, pending, queues, std::max(priorities, 1), preemptible);
   ControlPlane::Options options;
   options.log_dir = dir + "/logs";
   options.node_timeout_us = int64_t{3600} * 1'000'000;  // the nodes never heartbeat
+  options.unpark_by_room = unpark_by_room;
   auto t0 = Clock::now();
   std::unique_ptr<ControlPlane> cp = *ControlPlane::Open(store.get(), &catalog, options, NowUs);
   (void)cp->AddToken("bench-token", "bench", Role::kAdmin);
@@ -220,7 +223,8 @@ int main(int argc, char** argv) {
       carve::Flag(argc, argv, "--pending", 100000), carve::Flag(argc, argv, "--clients", 8),
       carve::Flag(argc, argv, "--seconds", 20), carve::Flag(argc, argv, "--cycles", 0),
       carve::Flag(argc, argv, "--submit-per-cycle", 8), carve::Flag(argc, argv, "--priorities", 3),
-      carve::Flag(argc, argv, "--preemptible", 1) != 0);
+      carve::Flag(argc, argv, "--preemptible", 1) != 0,
+      carve::Flag(argc, argv, "--unpark-by-room", 1) != 0);
   std::filesystem::remove_all(dir);
   return 0;
 }

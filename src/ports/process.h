@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,13 @@ struct ExitStatus {
 
 // Starts replicas as process groups in their own cgroups (v2 where available, else v1, else
 // none: what was enforced is reported), and stops them. Thread-safe.
+// What ProcessLauncher::Sweep did with the groups an earlier agent left behind.
+struct SweptGroups {
+  std::vector<std::string> removed;  // empty groups, removed
+  std::vector<std::string> killed;   // groups that still held processes: killed, then removed
+  std::vector<std::string> failed;   // "group: why" for each that could not be removed
+};
+
 class ProcessLauncher {
  public:
   virtual ~ProcessLauncher() = default;
@@ -96,6 +104,15 @@ class ProcessLauncher {
     (void)handle;
     (void)pid;
     return false;
+  }
+  // Removes the groups (cgroups) whose names start with `prefix` and that no replica in `keep`
+  // (their group paths) uses: those of an earlier agent's replicas that ended while it was down,
+  // or that it started and never recorded. Processes still in such a group are killed first:
+  // no replica this agent knows runs them.
+  virtual SweptGroups Sweep(const std::string& prefix, const std::set<std::string>& keep) {
+    (void)prefix;
+    (void)keep;
+    return {};
   }
   // How many times the kernel's OOM killer acted inside the replica's memory cgroup (cgroup v2
   // memory.events, v1 memory.oom_control "oom_kill"); 0 when unknown. Call before Cleanup.

@@ -174,6 +174,7 @@ absl::Status Agent::Start(int64_t deadline_ms) {
   if (absl::Status s = Join(body, deadline_ms); !s.ok()) return s;
   exits_ = std::make_unique<ExitWatch>([this](int64_t) { Wake(); });
   LoadState();
+  SweepGroups();
   PublishLive();
   thread_ = std::thread([this] { Loop(); });
   wait_thread_ = std::thread([this] { WaitLoop(); });
@@ -486,8 +487,7 @@ void Agent::Launch(const AgentAssignment& a) {
   if (create_error.empty() && !dirs.ok()) create_error = std::string(dirs.message());
   spec.log_path = r.log_path;
   // Unique on this machine: several agents (and several Carve installations) may share it.
-  spec.group_name = absl::StrCat(options_.node, "-", Sha256Hex(options_.data_dir).substr(0, 8),
-                                 "-job-", r.job, "-r", r.index);
+  spec.group_name = absl::StrCat(GroupPrefix(), r.job, "-r", r.index);
   spec.limits = {a.cpu_milli, a.memory_mib, options_.job_pids_max};
   r.started_us = NowUs();
   const int64_t max_runtime = a.max_runtime_us;
@@ -971,6 +971,29 @@ void Agent::SaveState() const {
   }
   std::error_code ec;
   std::filesystem::rename(path + ".tmp", path, ec);
+}
+
+std::string Agent::GroupPrefix() const {
+  return absl::StrCat(options_.node, "-", Sha256Hex(options_.data_dir).substr(0, 8), "-job-");
+}
+
+void Agent::SweepGroups() {
+  std::set<std::string> keep;
+  for (const auto& [key, r] : replicas_) keep.insert(r.handle.group_path);
+  SweptGroups swept = launcher_->Sweep(GroupPrefix(), keep);
+  if (!swept.removed.empty()) {
+    LogInfo("node ", options_.node, ": removed ", swept.removed.size(),
+            " empty cgroup(s) of replicas that ended while the agent was down: ",
+            absl::StrJoin(swept.removed, ", "));
+  }
+  if (!swept.killed.empty()) {
+    LogWarn("node ", options_.node, ": killed the processes of ", swept.killed.size(),
+            " cgroup(s) that no recorded replica owns, and removed them: ",
+            absl::StrJoin(swept.killed, ", "));
+  }
+  for (const std::string& failed : swept.failed) {
+    LogWarn("node ", options_.node, ": a leftover cgroup stays: ", failed);
+  }
 }
 
 void Agent::LoadState() {

@@ -176,6 +176,11 @@ class Agent {
   GpuReport ReportOf(const DiscoveredGpu& g) const;
   void SaveState() const;
   void LoadState();
+  // This agent's replicas' cgroups are named GroupPrefix() + "<job>-r<replica>" (unique per node
+  // and data directory). SweepGroups, at start after LoadState, removes those no adopted replica
+  // uses, killing what still runs in them.
+  std::string GroupPrefix() const;
+  void SweepGroups();
   std::map<std::string, std::string> GpuEnv(const AgentAssignment& assignment) const;
   // The Unix user a tenant's jobs run as on this node (the agent's own in single-user mode).
   absl::StatusOr<std::pair<int64_t, int64_t>> TenantIds(const AgentAssignment& assignment);

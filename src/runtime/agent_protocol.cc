@@ -175,6 +175,10 @@ Reader& Reader::Read(const char* key, std::map<std::string, std::string>& out) {
 absl::Status CheckReclaim(const json& reclaim, const std::string& at) {
   if (reclaim.is_null()) return absl::OkStatus();
   if (!reclaim.is_object()) return Bad(at, "must be an object or null");
+  // Kept whole in the job's record: an agent's record of megabytes bloated every read of the job.
+  if (size_t bytes = reclaim.dump().size(); bytes > kMaxReclaimBytes) {
+    return Bad(at, absl::StrCat("is ", bytes, " bytes; at most ", kMaxReclaimBytes));
+  }
   Reader in(reclaim, at);
   std::string status;
   std::vector<bool> checks;

@@ -69,6 +69,10 @@ class ControlPlane {
     // again at least this often (aging, maintenance windows, reservation estimates move with
     // time). 0: every cycle plans every job.
     int64_t full_cycle_every_us = 5'000'000;
+    // A release lets back in, per queue and request, only as many parked jobs as the released
+    // nodes take replicas of that request (the first in the queue's order); false: every parked
+    // job whose request fits there (benchmarks compare the two).
+    bool unpark_by_room = true;
     // Checks the cluster kept from the last cycle against one rebuilt from every record in each
     // cycle (tests), not only in full cycles due to the interval (CycleStats::cluster_drift).
     bool check_kept_cluster = false;
@@ -398,7 +402,7 @@ class ControlPlane {
   std::vector<ReplicaPlacement> HeldBy(const CyclePlan& plan, const JobRecord& job) const;
   absl::Status PlanWork(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
                         const Released& released, StoreBatch& batch);
-  void Unpark(CyclePlan& plan, const Released& released) const;
+  void Unpark(CyclePlan& plan, const Released& released);
   bool Parked(const CyclePlan& plan, const JobRecord& job, uint64_t revision) const;
   void PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
                const std::map<std::string, std::string>& pools, const std::set<int64_t>& windows,

@@ -4,12 +4,17 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <string_view>
+#include <tuple>
 #include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/sched/queueing/cycle.h"
+#include "core/sched/queueing/order.h"
 #include "runtime/control_plane.h"
 #include "runtime/cycle_plan.h"
 #include "runtime/explain_json.h"
@@ -149,13 +154,15 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   }
   plan.full_why = memory_.FullCycleReason(now, options_.full_cycle_every_us, config_revision_,
                                           plan.nodes_changed, plan.stopping);
-  if (int64_t r = memory_.reserved_job;
-      plan.full_why.empty() && r > 0 &&
-      (!jobs_.Contains(r) || jobs_.At(r).state != JobState::kQueued)) {
-    plan.full_why = "the reservation passed on";  // its holder left: the next one takes it
+  const int64_t holder = memory_.reserved_job;
+  plan.reopened = memory_.reservation_moved ||
+                  (holder > 0 && (!jobs_.Contains(holder) ||
+                                  jobs_.At(holder).state != JobState::kQueued));  // it left
+  if (plan.full_why.empty() && plan.reopened && !options_.unpark_by_room) {
+    plan.full_why = "the reservation passed on";  // the next one in order takes it
   }
   plan.incremental = plan.full_why.empty() && options_.full_cycle_every_us > 0;
-  if (plan.incremental && !released.empty()) Unpark(plan, released);
+  if (plan.incremental) Unpark(plan, released);
   // In slices: a cycle over 100,000 jobs lets calls in between (what a slice reads is checked
   // again when the plan is applied, as is all of it).
   const size_t slice = std::max<size_t>(options_.plan_slice, 1);
@@ -184,8 +191,14 @@ absl::Status ControlPlane::Breathe(std::unique_lock<std::mutex>& lock, StoreBatc
 }
 
 // The queues whose parked jobs a release lets back in: those sharing a cohort with a queue
-// that got quota back; and the requests that fit a node that got devices back.
-void ControlPlane::Unpark(CyclePlan& plan, const Released& released) const {
+// that got quota back (their jobs that wait for quota alone). And of the parked jobs that wait
+// for room, alone or with quota that came back, the first of each queue, request and max
+// runtime in the queue's order: as many as the released nodes take (SchedulerMemory::RoomFor),
+// and one more, the first that could hold the backfill reservation (the first job in order
+// blocked on room holds it, and queue shares, hence the order across queues, move with every
+// bind and release). A job that waits for both, whose quota did not come back, when devices
+// its request fits are released, now waits for quota alone.
+void ControlPlane::Unpark(CyclePlan& plan, const Released& released) {
   std::set<std::string> cohorts;
   for (const QueueSpec& q : plan.in.queues) {
     if (released.queues.count(q.name) && !q.cohort.empty()) cohorts.insert(q.cohort);
@@ -194,14 +207,70 @@ void ControlPlane::Unpark(CyclePlan& plan, const Released& released) const {
   for (const QueueSpec& q : plan.in.queues) {
     if (cohorts.count(q.cohort)) plan.unparked_queues.insert(q.name);
   }
-  plan.unparked_shapes = memory_.ShapesThatFit(plan.cluster, released);
+  // Counted up to this many replicas of a request; a request with more room lets back all.
+  constexpr int kRoomLimit = 1024;
+  std::map<size_t, int> room;
+  if (!released.nodes.empty()) room = memory_.RoomFor(plan.cluster, released, kRoomLimit);
+  auto room_for = [&](size_t shape) {
+    auto fits = room.find(shape);
+    return fits == room.end() ? 0 : fits->second;
+  };
+  // Within one queue the share is common: nomination (none while parked), aged priority,
+  // submission and id decide, as in the core.
+  absl::flat_hash_map<std::tuple<std::string_view, size_t, int64_t>, std::vector<OrderKey>> lines;
+  for (auto& [id, parked] : memory_.parked) {
+    if (!parked.room) continue;  // room was not what held it back
+    const int fits = room_for(parked.shape);
+    if (!options_.unpark_by_room) {
+      if (fits > 0) plan.unparked_jobs.insert(id);
+      continue;
+    }
+    if (parked.quota && !plan.unparked_queues.count(parked.queue)) {
+      if (fits > 0) parked.room = false;  // its quota still holds it: back when the quota is
+      continue;
+    }
+    if (fits >= kRoomLimit || nominated_.count(id)) {
+      plan.unparked_jobs.insert(id);
+      continue;
+    }
+    int64_t priority =
+        EffectivePriority(parked.priority, parked.submitted_us, plan.now, plan.in.options.aging);
+    lines[{parked.queue, parked.shape, parked.max_runtime_us}].push_back(
+        {0, priority, 0, parked.submitted_us, id});
+  }
+  // In each line, the first `take` jobs still parked as judged (an entry whose job changed or
+  // left since is stale: dropped here, and never counted).
+  const JobTable::LiveJobs& active = jobs_.active();
+  std::vector<int64_t> stale;
+  auto before = [](const OrderKey& a, const OrderKey& b) { return Before(a, b); };
+  for (auto& [line, keys] : lines) {
+    const size_t take = room_for(std::get<1>(line)) + 1;
+    size_t sorted = std::min(keys.size(), 2 * take + 8);
+    std::partial_sort(keys.begin(), keys.begin() + sorted, keys.end(), before);
+    size_t taken = 0;
+    for (size_t k = 0; k < keys.size() && taken < take; ++k) {
+      if (k == sorted) {  // more stale entries than guessed: order the rest
+        std::sort(keys.begin() + k, keys.end(), before);
+        sorted = keys.size();
+      }
+      const int64_t id = keys[k].id;
+      auto live = active.find(id);
+      if (live == active.end() || live->second.revision != memory_.parked.at(id).revision) {
+        stale.push_back(id);
+        continue;
+      }
+      plan.unparked_jobs.insert(id);
+      ++taken;
+    }
+  }
+  for (int64_t id : stale) memory_.parked.erase(id);
 }
 
 bool ControlPlane::Parked(const CyclePlan& plan, const JobRecord& job, uint64_t revision) const {
   auto it = memory_.parked.find(job.id);
   return it != memory_.parked.end() && it->second.revision == revision &&
-         job.id != memory_.reserved_job && !plan.unparked_shapes.count(it->second.shape) &&
-         !(it->second.quota && plan.unparked_queues.count(job.spec.queue));
+         job.id != memory_.reserved_job && !plan.unparked_jobs.count(job.id) &&
+         !(!it->second.room && plan.unparked_queues.count(job.spec.queue));
 }
 
 void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,

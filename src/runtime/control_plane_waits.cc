@@ -51,11 +51,20 @@ std::shared_ptr<const WaitTable> ControlPlane::Publish(CyclePlan& plan) const {
     return table;
   }
   table->base = waits_->base;
-  auto delta = std::make_shared<WaitMap>(*waits_->delta);
-  for (int64_t id : plan.dropped) (*delta)[id].gone = true;
-  for (auto& [id, w] : *plan.waits) (*delta)[id] = std::move(w);
-  table->delta = std::move(delta);
+  table->layers = waits_->layers;
+  for (int64_t id : plan.dropped) (*plan.waits)[id].gone = true;
+  table->Stack(std::move(plan.waits));
   return table;
+}
+
+void WaitTable::Stack(std::shared_ptr<const WaitMap> layer) {
+  layers.push_back(std::move(layer));
+  while (layers.size() >= 2 && 2 * layers.back()->size() >= layers[layers.size() - 2]->size()) {
+    auto merged = std::make_shared<WaitMap>(*layers[layers.size() - 2]);
+    for (const auto& [id, w] : *layers.back()) (*merged)[id] = w;
+    layers.pop_back();
+    layers.back() = std::move(merged);
+  }
 }
 
 absl::Status ControlPlane::RecordWaits(std::unique_lock<std::mutex>& lock, CyclePlan& plan,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "core/model/cluster.h"
 #include "core/sched/placement/policy.h"
 #include "core/sched/queueing/cycle.h"
@@ -52,17 +53,26 @@ struct Waiting {
 };
 using WaitMap = std::unordered_map<int64_t, Waiting>;
 // The last full cycle's explanations, and on top of them those of the incremental cycles since
-// (SchedulerMemory): a parked job keeps the explanation of the cycle that judged it.
+// (SchedulerMemory): a parked job keeps the explanation of the cycle that judged it. The
+// incremental cycles' tables are layers, shared between successive tables (publishing one copies
+// none), merged as in a log-structured tree so that few are searched (Stack).
 struct WaitTable {
   std::shared_ptr<const WaitMap> base = std::make_shared<WaitMap>();
-  std::shared_ptr<const WaitMap> delta = std::make_shared<WaitMap>();
+  std::vector<std::shared_ptr<const WaitMap>> layers;  // oldest first: the newest entry wins
 
   const Waiting* Find(int64_t job) const {
-    if (auto it = delta->find(job); it != delta->end())
-      return it->second.gone ? nullptr : &it->second;
+    for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+      if (auto it = (*layer)->find(job); it != (*layer)->end()) {
+        return it->second.gone ? nullptr : &it->second;
+      }
+    }
     auto it = base->find(job);
     return it == base->end() ? nullptr : &it->second;
   }
+  // Puts `layer` on top, then merges the top two while the newer is at least half the size of
+  // the older: each entry is copied O(log n) times over the layers' lives, and at most
+  // O(log n) layers are searched.
+  void Stack(std::shared_ptr<const WaitMap> layer);
 };
 
 // One scheduling cycle's plan (Nomad's plan/apply). Taken under the control plane's lock: a copy
@@ -100,9 +110,13 @@ struct CyclePlan {
   bool incremental = false;
   std::string full_why;
   size_t parked = 0;
-  // Parked jobs a release lets back in: by queue, by request (SchedulerMemory::shapes).
+  // Parked jobs a release lets back in: those of these queues waiting only on quota, and these
+  // (ControlPlane::Unpark).
   std::set<std::string> unparked_queues;
-  std::set<size_t> unparked_shapes;
+  absl::flat_hash_set<int64_t> unparked_jobs;
+  // The reservation passed on since the last cycle (its holder started or left): the first
+  // parked jobs that could hold it come back (ControlPlane::Unpark).
+  bool reopened = false;
   size_t skipped = 0;  // binds and preemptions the application found stale
   // Made without the lock from the core's decisions: why each job waits, and which of
   // decisions.waits must be recorded under the lock (a new or changed explanation, a replica's).

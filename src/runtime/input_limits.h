@@ -19,6 +19,9 @@ inline constexpr int kMaxJsonDepth = 64;
 inline constexpr size_t kMaxNameBytes = 128;
 // Free text that is printed (maintenance reasons, descriptions): bytes at most.
 inline constexpr size_t kMaxReasonBytes = 1024;
+// A replica's reclaim record as an agent sends it, serialized: bytes at most (kept in the job's
+// record; a real one, eight devices with their processes, is a few KiB).
+inline constexpr size_t kMaxReclaimBytes = 64 << 10;
 // A job's command and environment together: bytes at most (stored with every record of the job).
 inline constexpr size_t kMaxCommandEnvBytes = 256 << 10;
 

@@ -1,5 +1,6 @@
 // One scheduling cycle of the control plane: liveness, then the pure core over the live state.
 #include <algorithm>
+#include <initializer_list>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -306,8 +307,16 @@ void ControlPlane::CheckKeptCluster(CyclePlan& plan, Cluster fresh) {
 }
 
 void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
-  last_cycle_ = {plan.now,    !plan.incremental,   plan.full_why,     plan.in.pending.size(),
-                 plan.parked, plan.explain.size(), plan.cluster_kept, kept_cluster_drift_};
+  // An incremental cycle says why when the reservation passed on (more parked jobs came back).
+  std::string why = plan.incremental && plan.reopened ? "the reservation passed on" : plan.full_why;
+  last_cycle_ = {plan.now,
+                 !plan.incremental,
+                 why,
+                 plan.in.pending.size(),
+                 plan.parked,
+                 plan.explain.size(),
+                 plan.cluster_kept,
+                 kept_cluster_drift_};
   // A decision found stale (a job cancelled, a node cordoned meanwhile) left the cluster other
   // than the waiting jobs were judged on: the next cycle judges them all again.
   memory_.valid = plan.skipped == 0;
@@ -340,8 +349,7 @@ void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
   memory_.held = std::move(plan.held);
   memory_.base = std::move(plan.base);
   memory_.cluster = std::move(plan.cluster);
-  memory_.full_next =
-      plan.incremental && d.reserved_job != memory_.reserved_job ? "the reservation passed on" : "";
+  memory_.reservation_moved = plan.incremental && d.reserved_job != memory_.reserved_job;
   memory_.reserved_job = d.reserved_job;
   std::unordered_map<int64_t, const PendingJob*> pending;
   for (const PendingJob& p : plan.in.pending) pending[p.id] = &p;
@@ -350,11 +358,14 @@ void ControlPlane::Remember(CyclePlan& plan, const Decisions& d) {
     if (w.settled && Unchanged(plan, w.job)) {  // with its explanation recorded, if new
       // d.waits were moved into the table just published.
       const Waiting* why = waits_->Find(w.job);
-      bool fit = why != nullptr &&
-                 std::none_of(why->wait.gates.begin(), why->wait.gates.end(), [](const auto& g) {
-                   return g.gate == Gate::kPlacement || g.gate == Gate::kGang;
-                 });
-      memory_.Park(w.job, jobs_.Revision(w.job), pending.at(w.job)->request.replica, fit);
+      auto gated = [&](std::initializer_list<Gate> gates) {
+        return why != nullptr &&
+               std::any_of(why->wait.gates.begin(), why->wait.gates.end(), [&](const auto& g) {
+                 return std::find(gates.begin(), gates.end(), g.gate) != gates.end();
+               });
+      };
+      memory_.Park(*pending.at(w.job), jobs_.Revision(w.job), gated({Gate::kQuota}),
+                   gated({Gate::kPlacement, Gate::kGang}));
     } else {
       memory_.parked.erase(w.job);
     }

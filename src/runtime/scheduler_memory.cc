@@ -73,7 +73,6 @@ std::string SchedulerMemory::FullCycleReason(int64_t now, int64_t every_us, uint
                                              bool nodes_changed,
                                              const std::set<int64_t>& now_stopping) const {
   if (!valid) return "no earlier cycle to build on";
-  if (!full_next.empty()) return full_next;
   if (FullDue(now, every_us)) return "interval";
   if (revision != config_revision) return "queues, projects or classes changed";
   if (nodes_changed) return "a node changed";
@@ -83,28 +82,39 @@ std::string SchedulerMemory::FullCycleReason(int64_t now, int64_t every_us, uint
   return "";
 }
 
-std::set<size_t> SchedulerMemory::ShapesThatFit(const Cluster& cluster,
-                                                const Released& released) const {
-  std::set<size_t> fit;
+std::map<size_t, int> SchedulerMemory::RoomFor(Cluster& cluster, const Released& released,
+                                               int limit) const {
+  std::map<size_t, int> room;
   for (size_t s = 0; s < shapes.size(); ++s) {
     const ReplicaRequest& replica = shapes[s];
-    for (int64_t n : released.nodes) {
-      const Node& node = cluster.node(NodeId(n));
-      if (CheckNode(cluster, node, replica) != FitReason::kFits) continue;
-      if (replica.gpu.none() || !DeviceOptions(cluster, node, replica).empty()) {
-        fit.insert(s);
-        break;
+    std::vector<ReplicaPlacement> taken;
+    for (auto n = released.nodes.begin();
+         n != released.nodes.end() && static_cast<int>(taken.size()) < limit; ++n) {
+      const NodeId id(*n);
+      while (static_cast<int>(taken.size()) < limit &&
+             CheckNode(cluster, cluster.node(id), replica) == FitReason::kFits) {
+        std::vector<DeviceGrant> grants;
+        if (!replica.gpu.none()) {
+          std::vector<std::vector<DeviceGrant>> options =
+              DeviceOptions(cluster, cluster.node(id), replica);
+          if (options.empty()) break;
+          grants = std::move(options.front());
+        }
+        taken.push_back({id, replica.resources, std::move(grants)});
+        ApplyReplica(cluster, taken.back());
       }
     }
+    for (auto it = taken.rbegin(); it != taken.rend(); ++it) ReleaseReplica(cluster, *it);
+    if (!taken.empty()) room[s] = static_cast<int>(taken.size());
   }
-  return fit;
+  return room;
 }
 
-void SchedulerMemory::Park(int64_t job, uint64_t revision, const ReplicaRequest& request,
-                           bool quota) {
-  auto [it, fresh] = shape_index.try_emplace(request, shapes.size());
-  if (fresh) shapes.push_back(request);
-  parked[job] = {revision, it->second, quota};
+void SchedulerMemory::Park(const PendingJob& job, uint64_t revision, bool quota, bool room) {
+  auto [it, fresh] = shape_index.try_emplace(job.request.replica, shapes.size());
+  if (fresh) shapes.push_back(job.request.replica);
+  parked[job.id] = {revision,         it->second,        quota, room, job.queue, job.priority,
+                    job.submitted_us, job.max_runtime_us};
 }
 
 }  // namespace carve

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "core/model/cluster.h"
 #include "core/sched/placement/fit.h"
+#include "core/sched/queueing/jobs.h"
 #include "core/sched/request.h"
 #include "runtime/cycle_plan.h"
 
@@ -21,7 +22,8 @@ namespace carve {
 struct CycleStats {
   int64_t at_us = 0;
   // full: every active job was planned; incremental: only new or changed work, the rest stayed
-  // parked (SchedulerMemory). `why` names what made a cycle full.
+  // parked (SchedulerMemory). `why` names what made a cycle full, or (incremental) "the
+  // reservation passed on" when more parked jobs came back for it.
   bool full = true;
   std::string why;
   size_t planned = 0;    // pending jobs and replicas the core ordered and judged
@@ -56,17 +58,28 @@ struct Released {
 // on quota, placement or its gang, and no victims make it fit) is parked: later cycles leave it
 // out, with its explanation, until something it could use is released. Between two cycles, only
 // releases give capacity back (binds and claims take it), so a parked job comes back when
-//   - a job released devices on a node where one replica of its request fits now, or (for a job
-//     that fit the cluster and waited only on its quota) quota in a queue of its cohort
-//     (Released): the cycle plans it with the new work;
+//   - (a job that waited for room alone) a job released devices on a node where one replica of
+//     its request fits now, and it is one of the first parked jobs of that request and max
+//     runtime in its queue's order, as many as the released nodes take replicas of it (RoomFor;
+//     in every queue, since any queue's jobs may come first across queues). Within one queue the
+//     order is the core's (priority with aging, then submission), and a later job of the same
+//     request and max runtime cannot start where an earlier one found no room, so the others
+//     stay parked (ControlPlane::Unpark);
+//   - (a job that waited for quota alone) quota came back to a queue of its cohort (Released).
+//     A job that waited for both comes back when both were released; devices its request fits,
+//     released without quota in its cohort, leave it parked (the quota still holds it), waiting
+//     from then on for quota alone;
+//   the cycle plans it with the new work;
 //   - a node changed (registered, cordoned, uncordoned, a GPU quarantined or cleared), a running
 //     job began stopping unclaimed (cancelled, lease expired: a job that fits once it is gone
 //     claims its room before it is released), queues, projects or classes changed, a decision of
 //     the last cycle was found stale, or the last full cycle is old: the cycle is full, every job
 //     is planned.
 // The job holding the backfill reservation is planned in every cycle, so new work respects it;
-// when it starts or leaves, the next cycle is full, so the reservation goes to the first job in
-// order, parked or not.
+// so is the first parked job of each queue, request and max runtime that waits for room alone
+// (or whose cohort got quota back): the reservation goes to the first job in order that is
+// blocked on room, queue shares (the order across queues) move with every bind and release,
+// and of the parked jobs only those heads can be that job.
 // What a release cannot bring back: a parked job that would now fit by preempting jobs on the
 // released node (it does not fit there as it is), or whose aged priority now outranks a running
 // job; a full cycle at least every ControlPlane::Options::full_cycle_every_us, or ten times as
@@ -87,7 +100,14 @@ struct SchedulerMemory {
   struct Parked {
     uint64_t revision = 0;
     size_t shape = 0;    // in shapes
-    bool quota = false;  // it fit the cluster; only its queue's quota held it back
+    bool quota = false;  // its queue's quota held it back (a quota gate)
+    bool room = false;   // no room for it in the cluster held it back (a placement or gang gate)
+    // Its place in its queue's order (the core's, without the queue's share), and its max
+    // runtime: what ControlPlane::Unpark orders and groups by, without looking the job up.
+    std::string queue;
+    int64_t priority = 0;
+    int64_t submitted_us = 0;
+    int64_t max_runtime_us = 0;
   };
   absl::flat_hash_map<int64_t, Parked> parked;
   std::vector<ReplicaRequest> shapes;
@@ -97,9 +117,10 @@ struct SchedulerMemory {
   // waiting job that fits once one is gone claims its room in a full cycle (no later job takes
   // it meanwhile), so one that begins stopping makes the next cycle full.
   std::set<int64_t> stopping;
-  // Set when an incremental cycle passed the reservation on (its holder started or left): a
-  // parked job ahead of the new holder may be owed it, so the next cycle is full.
-  std::string full_next;
+  // Set when an incremental cycle passed the reservation on (its holder started or left): the
+  // next cycle says so (CycleStats::why), or, with ControlPlane::Options::unpark_by_room off,
+  // is full.
+  bool reservation_moved = false;
 
   // Why the cycle about to run must plan every job, given what it sees now; empty when it may
   // plan only new or changed work and the parked jobs that `released` lets back in.
@@ -108,11 +129,13 @@ struct SchedulerMemory {
                               bool nodes_changed, const std::set<int64_t>& stopping) const;
   // Whether the last full cycle is old enough that the next must be full.
   bool FullDue(int64_t now, int64_t every_us) const;
-  // The parked shapes that one replica of which fits, in `cluster` as it is now, on a released
-  // node.
-  std::set<size_t> ShapesThatFit(const Cluster& cluster, const Released& released) const;
-  // Parks `job` (judged at `revision` for `request`; `quota`: only quota held it back).
-  void Park(int64_t job, uint64_t revision, const ReplicaRequest& request, bool quota);
+  // For each parked shape that fits, in `cluster` as it is now, on a released node: how many of
+  // its replicas the released nodes take together, placed one after another (then taken back:
+  // `cluster` is left as it was), counted up to `limit`. No more jobs of that shape than this
+  // can start on what was released.
+  std::map<size_t, int> RoomFor(Cluster& cluster, const Released& released, int limit) const;
+  // Parks `job`, judged at `revision`, held back by quota, room or both.
+  void Park(const PendingJob& job, uint64_t revision, bool quota, bool room);
 };
 
 }  // namespace carve

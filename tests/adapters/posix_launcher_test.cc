@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "adapters/cgroups/cgroups.h"
@@ -635,6 +636,36 @@ TEST_F(PosixLauncherTest, AdoptsAProcessItDidNotStart) {
   EXPECT_FALSE((*polled)->exited);  // unknown: the status went to its parent
   EXPECT_EQ((*polled)->signal, 0);
   EXPECT_TRUE(restarted->Cleanup(adopted).ok());
+}
+
+// An agent that restarts sweeps the groups its earlier run left: a replica that ended while it
+// was down leaves an empty group (removed), one it started and never recorded still runs
+// (killed, removed); the replicas it adopted and other agents' groups are left alone.
+TEST_F(PosixLauncherTest, SweepRemovesAnEarlierAgentsLeftoverGroupsOnly) {
+  ProcessHandle kept = Launch(Spec({"sleep", "300"}, "n1-job-1-r0"));
+  if (kept.group_path.empty()) GTEST_SKIP() << "no cgroup here: " << kept.enforcement.detail;
+  ProcessHandle stray = Launch(Spec({"sleep", "300"}, "n1-job-2-r0"));
+  ProcessHandle ended = Launch(Spec({"true"}, "n1-job-3-r0"));
+  ProcessHandle other = Launch(Spec({"sleep", "300"}, "n2-job-1-r0"));
+  ASSERT_TRUE(PollUntilEnded(*launcher_, ended).has_value());
+  std::unique_ptr<Cgroups> cgroups = Cgroups::Detect(root_);
+  ASSERT_FALSE(cgroups->DirsOf(ended.group_path).empty());  // nothing cleaned it up
+
+  std::unique_ptr<ProcessLauncher> restarted = MakePosixLauncher(root_);
+  SweptGroups swept = restarted->Sweep("n1-job-", {kept.group_path});
+  EXPECT_THAT(swept.removed, ::testing::ElementsAre(ended.group_path));
+  EXPECT_THAT(swept.killed, ::testing::ElementsAre(stray.group_path));
+  EXPECT_TRUE(swept.failed.empty()) << absl::StrJoin(swept.failed, "; ");
+  EXPECT_TRUE(cgroups->DirsOf(ended.group_path).empty());
+  EXPECT_TRUE(cgroups->DirsOf(stray.group_path).empty());
+  EXPECT_TRUE(Gone(stray.pid));
+  EXPECT_TRUE(launcher_->Alive(kept));
+  EXPECT_TRUE(launcher_->Alive(other));
+  EXPECT_FALSE(cgroups->DirsOf(kept.group_path).empty());
+  EXPECT_FALSE(cgroups->DirsOf(other.group_path).empty());
+  // Nothing left to sweep: a second agent start finds nothing.
+  swept = restarted->Sweep("n1-job-", {kept.group_path});
+  EXPECT_TRUE(swept.removed.empty() && swept.killed.empty() && swept.failed.empty());
 }
 
 // The child moves itself into every directory of its cgroup before it execs: the command's first

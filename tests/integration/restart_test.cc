@@ -4,8 +4,16 @@
 // an array of pairs and read back as an object. Priority classes were not reloaded at all.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/cgroups/cgroups.h"
 #include "integration/harness.h"
 
 namespace carve {
@@ -152,6 +160,69 @@ TEST_F(RestartTest, EveryAdminOperationSurvivesARestart) {
   EXPECT_EQ(Node("mig-a")["state"], "dead");
   agents_[1] = StartAgent(1);
   ASSERT_TRUE(Eventually([&] { return Node("mig-a")["state"] == "ready"; }));
+}
+
+// A replica that ended while its agent was down left its cgroup behind, and every such restart
+// added to the leak (182 groups were found under /sys/fs/cgroup/memory/carve on a development
+// machine): the restarted agent removes its own groups that no adopted replica uses.
+TEST_F(RestartTest, ARestartedAgentRemovesTheGroupsOfReplicasThatEndedWhileItWasDown) {
+  const std::filesystem::path pid_file = Shared() / "job.pid";
+  json job =
+      Submit({{"name", "ends-while-the-agent-is-down"},
+              {"command", {"sh", "-c", "echo $$ > " + pid_file.string() + "; exec sleep 300"}},
+              {"resources", {{"gpus", 1}}},
+              // Not run again once it is lost (as job-1-r0, in a group of the same name).
+              {"recovery", {{"policy", "none"}}}});
+  ASSERT_TRUE(job.contains("id")) << job.dump();
+  ASSERT_TRUE(Eventually([&] { return !Slurp(pid_file.string()).empty(); }))
+      << Logs(job["id"].get<int64_t>());
+  // The server knows it runs (an assignment not yet reported would be handed to the restarted
+  // agent again).
+  const int64_t id = job["id"].get<int64_t>();
+  ASSERT_TRUE(Eventually([&] { return Job(id)["state"] == "running"; })) << Job(id).dump();
+  const pid_t pid = std::stoi(Slurp(pid_file.string()));
+  // Its group's name, from /proc/PID/cgroup ("4:memory:/carve/gpu-a-...-job-1-r0"), and its
+  // directories in every hierarchy the agent uses.
+  std::string name;
+  std::ifstream cgroup_file(absl::StrCat("/proc/", pid, "/cgroup"));
+  for (std::string line; name.empty() && std::getline(cgroup_file, line);) {
+    if (size_t at = line.find(":/carve/"); at != std::string::npos) name = line.substr(at + 8);
+  }
+  if (name.empty()) GTEST_SKIP() << "the job runs in no cgroup of Carve's here";
+  std::unique_ptr<Cgroups> cgroups = Cgroups::Detect("carve");
+  std::vector<std::string> primary = cgroups->GroupsNamed(name);
+  ASSERT_EQ(primary.size(), 1u) << name;
+  std::vector<std::filesystem::path> groups;
+  for (const std::string& dir : cgroups->DirsOf(primary[0])) groups.emplace_back(dir);
+  ASSERT_FALSE(groups.empty()) << primary[0];
+
+  Kill(agents_[0], SIGKILL);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] {
+    for (const auto& g : groups) {
+      if (!Slurp((g / "cgroup.procs").string()).empty()) return false;
+    }
+    return true;
+  })) << "the replica's processes did not leave its groups";
+  for (const auto& g : groups) ASSERT_TRUE(std::filesystem::exists(g)) << g;
+
+  agents_[0] = StartAgent(0);
+  EXPECT_TRUE(Eventually([&] {
+    for (const auto& g : groups) {
+      if (std::filesystem::exists(g)) return false;
+    }
+    return true;
+  })) << Slurp((dir_ / "gpu-a.log").string())
+      << "\ngroups: " << primary[0] << " (" << groups.size() << " directories; left: " <<
+      [&] {
+        std::string left;
+        for (const auto& g : groups) {
+          if (std::filesystem::exists(g)) left += g.string() + " ";
+        }
+        return left;
+      }()
+      << ")";
+  EXPECT_THAT(Slurp((dir_ / "gpu-a.log").string()), HasSubstr("removed 1 empty cgroup(s)"));
 }
 
 }  // namespace

@@ -288,6 +288,11 @@ TEST(AgentProtocolTest, AMalformedHeartbeatIsRefusedNamingTheField) {
            "gpus[0].mig_instances[0].health_reason: is 5000 bytes"},
           {{{"layouts", {{{"error", std::string(4096, 'z')}}}}},
            "layouts[0].error: is 4096 bytes; at most 1024"},
+          // A reclaim record is kept whole in the job's record: bounded as a whole.
+          {{{"replicas",
+             {{{"job", 1},
+               {"reclaim", {{"status", "verified"}, {"notes", std::string(70000, 'n')}}}}}}},
+           "replicas[0].reclaim: is 70032 bytes; at most 65536"},
           // Without its node a heartbeat was answered 403 (red team): a 400 naming the field.
           {{{"replicas", json::array()}}, "node: missing: a heartbeat names its node"},
           {{{"node", ""}}, "node: missing"},

@@ -28,15 +28,33 @@ class IncrementalCycleTest : public ControlPlaneFixture {
     OpenPlane("incremental", options, [this] { return now_.load(); });
   }
   void Node(int gpus) { RegisterH200Node("n1", gpus, kAdmin); }
-  int64_t Submit(const std::string& name, int gpus, const std::string& max_runtime = "") {
+  int64_t Submit(const std::string& name, int gpus, const std::string& max_runtime = "",
+                 int priority = -1) {
     json spec = {{"name", name}, {"command", {"sleep", "600"}}, {"resources", {{"gpus", gpus}}}};
     if (!max_runtime.empty()) spec["max_runtime"] = max_runtime;
+    if (priority >= 0) spec["priority"] = priority;
     auto job = cp_->Submit(spec, "", kAdmin);
     EXPECT_TRUE(job.ok()) << job.status();
     return job.ok() ? (*job)["id"].get<int64_t>() : 0;
   }
+  // A one-GPU job in `queue`.
+  int64_t InQueue(const std::string& name, const std::string& queue) {
+    json spec = {{"name", name},
+                 {"queue", queue},
+                 {"command", {"sleep", "600"}},
+                 {"resources", {{"gpus", 1}}}};
+    auto job = cp_->Submit(spec, "", kAdmin);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? (*job)["id"].get<int64_t>() : 0;
+  }
+  void QuotaQueue(const std::string& name, int gpus) {
+    json doc = {{"kind", "queue"}, {"name", name}, {"quota", {{"gpus", gpus}}}};
+    auto applied = cp_->Apply(json::array({doc}), kAdmin);
+    ASSERT_TRUE(applied.ok()) << applied.status();
+  }
   std::string State(int64_t id) { return (*cp_->GetJob(id))["state"]; }
   CycleStats Cycle() {
+    now_ += 1000;  // each cycle at its own time: `judged.at_us` names the cycle
     auto scheduled = cp_->ScheduleOnce();
     EXPECT_TRUE(scheduled.ok()) << scheduled.status();
     return cp_->LastCycle();
@@ -53,43 +71,49 @@ class IncrementalCycleTest : public ControlPlaneFixture {
 
 TEST_F(IncrementalCycleTest, SettledWaitsStayParkedUntilSomethingIsReleased) {
   Node(1);
-  int64_t a = Submit("a", 1), b = Submit("b", 1), c = Submit("c", 1);
+  int64_t a = Submit("a", 1), b = Submit("b", 1);
+  Submit("c", 1);
+  int64_t e = Submit("e", 1), f = Submit("f", 1);
   CycleStats first = Cycle();
   EXPECT_TRUE(first.full);
-  EXPECT_EQ(first.planned, 3u);
+  EXPECT_EQ(first.planned, 5u);
   EXPECT_EQ(State(a), "scheduled");
 
-  // Nothing changed: c keeps its verdict; b holds the backfill reservation, so it is planned in
-  // every cycle (new work must respect it).
+  // Nothing changed: b holds the backfill reservation, so it is planned in every cycle (new work
+  // must respect it), and so is c, the first parked job of its queue and request (the first job
+  // blocked on room holds the reservation: it could be owed it). e and f keep their verdicts.
   CycleStats second = Cycle();
   EXPECT_FALSE(second.full) << second.why;
-  EXPECT_EQ(second.planned, 1u);
-  EXPECT_EQ(second.parked, 1u);
+  EXPECT_EQ(second.planned, 2u);
+  EXPECT_EQ(second.parked, 2u);
   EXPECT_TRUE(Explain(b)["reserved"].get<bool>());
-  json why = Explain(c);
+  json why = Explain(e);
   EXPECT_EQ(why["gate"], "placement") << why.dump();
   EXPECT_EQ(why["judged"]["cycle"], "full") << why.dump();
-  EXPECT_EQ(why["judged"]["jobs_planned"], 3) << why.dump();
+  EXPECT_EQ(why["judged"]["jobs_planned"], 5) << why.dump();
 
   int64_t d = Submit("d", 1);
-  CycleStats third = Cycle();  // the new job and the reservation's holder are planned
+  CycleStats third = Cycle();  // the new job, the reservation's holder and c are planned
   EXPECT_FALSE(third.full) << third.why;
-  EXPECT_EQ(third.planned, 2u);
-  EXPECT_EQ(third.parked, 1u);
+  EXPECT_EQ(third.planned, 3u);
+  EXPECT_EQ(third.parked, 2u);
   EXPECT_EQ(State(d), "queued");
   EXPECT_EQ(Explain(d)["judged"]["cycle"], "incremental");
-  EXPECT_EQ(Explain(d)["judged"]["jobs_planned"], 2);
-  EXPECT_EQ(Explain(c)["judged"]["cycle"], "full");
-  EXPECT_EQ(Cycle().parked, 2u);  // c and d
+  EXPECT_EQ(Explain(d)["judged"]["jobs_planned"], 3);
+  EXPECT_EQ(Explain(e)["judged"]["cycle"], "full");
+  EXPECT_EQ(Cycle().parked, 3u);  // e, f and d
 
-  // a never started: cancelling it frees its GPU at once, which lets back in every parked job
-  // that fits there. b takes it; the reservation passes on, so the next cycle is full.
+  // a never started: cancelling it frees its GPU at once, which lets back in, of the parked jobs
+  // that fit there, as many as it has room for (one) and one more: c and e, not f or d. b takes
+  // the GPU; the reservation passes to c, so the next cycle says so.
   ASSERT_TRUE(cp_->Cancel(a, kAdmin).ok());
   CycleStats fourth = Cycle();
   EXPECT_FALSE(fourth.full) << fourth.why;
   EXPECT_EQ(fourth.planned, 3u);
+  EXPECT_EQ(fourth.parked, 2u);
   EXPECT_EQ(State(b), "scheduled");
-  EXPECT_EQ(Explain(c)["judged"]["cycle"], "incremental");
+  EXPECT_EQ(Explain(e)["judged"]["at_us"], fourth.at_us);
+  EXPECT_EQ(Explain(f)["judged"]["cycle"], "full");
   EXPECT_EQ(Cycle().why, "the reservation passed on");
 }
 
@@ -103,12 +127,15 @@ TEST_F(IncrementalCycleTest, AReleaseBringsBackTheParkedJobsThatCanUseIt) {
   ASSERT_EQ(State(two), "scheduled");  // only n2 takes it
   ASSERT_EQ(State(one), "scheduled");
   int64_t r = Submit("r", 2), big = Submit("big", 2), small = Submit("small", 1);
-  Cycle();
-  Cycle();  // the reservation was taken in an incremental cycle: this one is full
+  int64_t big2 = Submit("big2", 2), small2 = Submit("small2", 1);
+  Cycle();  // r takes the reservation
   CycleStats parked = Cycle();
   ASSERT_FALSE(parked.full) << parked.why;
-  ASSERT_EQ(parked.parked, 2u);  // big, small; r holds the reservation
+  // r, and big and small, the first of their requests (which could be owed the reservation).
+  ASSERT_EQ(parked.planned, 3u);
+  ASSERT_EQ(parked.parked, 2u);  // big2, small2
   ASSERT_TRUE(Explain(r)["reserved"].get<bool>());
+  const json big2_judged = Explain(big2)["judged"];
 
   ASSERT_TRUE(cp_->Cancel(one, kAdmin).ok());  // n1's GPU: one GPU, never two
   CycleStats next = Cycle();
@@ -116,16 +143,95 @@ TEST_F(IncrementalCycleTest, AReleaseBringsBackTheParkedJobsThatCanUseIt) {
   // Planned on the last cycle's cluster, less what the cancelled job held (the fixture checks
   // every kept cluster against one rebuilt from the records).
   EXPECT_TRUE(next.cluster_kept);
-  EXPECT_EQ(next.parked, 1u);  // big
+  EXPECT_EQ(next.planned, 4u);  // r, big, small and small2: room for one small, and one more
+  EXPECT_EQ(next.parked, 1u);   // big2: no room for two GPUs
   EXPECT_EQ(State(small), "scheduled");
-  EXPECT_EQ(Explain(big)["judged"]["cycle"], "full");
+  EXPECT_EQ(State(small2), "queued");
+  EXPECT_EQ(Explain(big2)["judged"], big2_judged);
 
-  ASSERT_TRUE(cp_->Cancel(two, kAdmin).ok());  // n2's two GPUs: r and big fit there
+  ASSERT_TRUE(cp_->Cancel(two, kAdmin).ok());  // n2's two GPUs: r and big2 fit there
   next = Cycle();
   EXPECT_FALSE(next.full) << next.why;
   EXPECT_EQ(next.parked, 0u);
   EXPECT_EQ(State(r), "scheduled");
-  EXPECT_EQ(Explain(big)["judged"]["cycle"], "incremental");
+  EXPECT_EQ(Explain(big)["judged"]["at_us"], next.at_us);
+  EXPECT_EQ(Explain(big2)["judged"]["at_us"], next.at_us);
+}
+
+// A release with room for one replica lets back, of each queue and request, the first parked
+// jobs in the queue's order (priority, then submission): as many as it has room for, and the
+// next, which could be owed the reservation; not every job that fits.
+TEST_F(IncrementalCycleTest, AReleaseBringsBackNoMoreParkedJobsThanItHasRoomFor) {
+  Node(2);
+  int64_t a = Submit("a", 1, "", 300);  // above every waiting job: none of them preempts it
+  Submit("b", 1, "", 300);
+  ASSERT_TRUE(Cycle().full);
+  ASSERT_EQ(State(a), "scheduled");
+  int64_t p1 = Submit("p1", 1), p2 = Submit("p2", 1), p3 = Submit("p3", 1, "", 150);
+  int64_t top = Submit("top", 1, "", 200);
+  Cycle();  // top takes the reservation
+  CycleStats parked = Cycle();
+  ASSERT_FALSE(parked.full) << parked.why;
+  ASSERT_EQ(parked.planned, 2u);  // top, and p3, the first of the parked jobs in order
+  ASSERT_EQ(parked.parked, 2u);   // p1, p2
+  ASSERT_TRUE(Explain(top)["reserved"].get<bool>());
+
+  const json p2_judged = Explain(p2)["judged"];
+  ASSERT_TRUE(cp_->Cancel(a, kAdmin).ok());  // one GPU back: room for one
+  CycleStats next = Cycle();
+  EXPECT_FALSE(next.full) << next.why;
+  EXPECT_EQ(next.planned, 3u);  // top, p3 (room for one) and p1 (the next)
+  EXPECT_EQ(next.parked, 1u);
+  EXPECT_EQ(State(top), "scheduled");
+  EXPECT_EQ(Explain(p3)["judged"]["at_us"], next.at_us);
+  EXPECT_EQ(Explain(p1)["judged"]["at_us"], next.at_us);
+  EXPECT_EQ(Explain(p2)["judged"], p2_judged);  // not judged again
+}
+
+// A job that waits for both its queue's quota and room stays parked when only devices come
+// back (the quota still holds it), and comes back once its queue's quota does.
+TEST_F(IncrementalCycleTest, AJobWaitingForQuotaAndRoomComesBackOnceBothCameBack) {
+  Node(2);
+  QuotaQueue("q", 1);
+  int64_t x = InQueue("x", "q");
+  int64_t z = Submit("z", 1, "", 300);  // the default queue, no quota: the other GPU
+  int64_t y = InQueue("y", "q");        // q's quota and both GPUs are taken
+  ASSERT_TRUE(Cycle().full);
+  ASSERT_EQ(State(x), "scheduled");
+  ASSERT_EQ(State(z), "scheduled");
+  CycleStats parked = Cycle();
+  ASSERT_FALSE(parked.full) << parked.why;
+  ASSERT_EQ(parked.parked, 1u);
+
+  ASSERT_TRUE(cp_->Cancel(z, kAdmin).ok());  // a GPU comes back, q's quota does not
+  CycleStats next = Cycle();
+  EXPECT_FALSE(next.full) << next.why;
+  EXPECT_EQ(next.planned, 0u);
+  EXPECT_EQ(next.parked, 1u);
+  EXPECT_EQ(Explain(y)["judged"]["cycle"], "full");
+
+  ASSERT_TRUE(cp_->Cancel(x, kAdmin).ok());  // q's quota comes back
+  next = Cycle();
+  EXPECT_FALSE(next.full) << next.why;
+  EXPECT_EQ(State(y), "scheduled");
+}
+
+// When quota and devices come back in the same cycle, such a job comes back at once.
+TEST_F(IncrementalCycleTest, AJobWaitingForQuotaAndRoomComesBackWhenBothComeBackTogether) {
+  Node(1);
+  QuotaQueue("q", 1);
+  int64_t x = InQueue("x", "q");
+  int64_t y = InQueue("y", "q");
+  ASSERT_TRUE(Cycle().full);
+  ASSERT_EQ(State(x), "scheduled");
+  CycleStats parked = Cycle();
+  ASSERT_FALSE(parked.full) << parked.why;
+  ASSERT_EQ(parked.parked, 1u);
+
+  ASSERT_TRUE(cp_->Cancel(x, kAdmin).ok());  // its GPU and q's quota
+  CycleStats next = Cycle();
+  EXPECT_FALSE(next.full) << next.why;
+  EXPECT_EQ(State(y), "scheduled");
 }
 
 TEST_F(IncrementalCycleTest, NewWorkStillRespectsTheReservation) {
@@ -203,17 +309,17 @@ TEST_F(IncrementalCycleTest, ARequeuedJobIsExplainedAgain) {
   ASSERT_TRUE(Cycle().full);
   int64_t r = Submit("r", 2), small = Submit("small", 1);
   Cycle();
-  Cycle();  // the reservation was taken in an incremental cycle: this one is full
+  Cycle();  // the reservation was taken in an incremental cycle: small, parked, is judged again
   ASSERT_FALSE(Cycle().full);
   ASSERT_TRUE(Explain(r)["reserved"].get<bool>());
-  ASSERT_EQ(Explain(small)["judged"]["cycle"], "full");
+  ASSERT_EQ(Explain(small)["gate"], "placement") << Explain(small).dump();
   ASSERT_TRUE(cp_->Cancel(one, kAdmin).ok());
   ASSERT_FALSE(Cycle().full);
   ASSERT_EQ(State(small), "scheduled");
   ASSERT_EQ(State(two), "scheduled");
 
   // A job of higher priority preempts small before it started: small is queued again at once,
-  // and waits for the same reason as when the full cycle judged it.
+  // and waits for the same reason as when it was last judged waiting.
   json urgent = {{"name", "urgent"},
                  {"command", {"sleep", "600"}},
                  {"priority", 1000},
@@ -263,6 +369,7 @@ TEST_F(IncrementalCycleTest, ARunningJobStoppingBringsBackTheJobsThatWaitForIt) 
   // r holds the reservation (on n2); p fits n1 only once x is gone, and nothing preemptible
   // stands in its way: it is parked.
   int64_t r = submit("r", 3, 150, true, ""), p = submit("p", 2, 100, true, "");
+  submit("p2", 2, 100, true, "");  // behind p: parked
   Cycle();
   Cycle();
   CycleStats st = Cycle();

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -76,6 +77,48 @@ TEST_F(SchedulerMemoryTest, TheComparerFindsAMissingHoldingAndIgnoresInstanceOrd
   EXPECT_EQ(HoldingsDiffer(kept, rebuilt), "");
   ReleaseReplica(kept, Slice(0));
   EXPECT_EQ(HoldingsDiffer(kept, rebuilt), "mig");
+}
+
+// How many parked jobs of each request a release can let back: the replicas the released nodes
+// take of it, placed one after another; the cluster is left as it was.
+TEST_F(SchedulerMemoryTest, RoomCountsTheReplicasEachParkedRequestFitsOnReleasedNodes) {
+  Cluster cluster = TwoNodes();
+  auto whole = [](int count) {
+    ReplicaRequest r;
+    r.gpu.count = count;
+    r.resources = {CpuMilli(1000), MemMib(1024), MemMib(0), NetMbps(0)};
+    return r;
+  };
+  ReplicaRequest slice = whole(1);
+  slice.gpu.mode = DeliveryMode::kPartition;
+  slice.gpu.profile = "1g.18gb";
+  ReplicaRequest cpu_heavy = whole(0);  // no GPU: one per node, by its CPUs
+  cpu_heavy.resources.cpu = CpuMilli(40000);
+  auto Pending = [](int64_t id, const ReplicaRequest& replica) {
+    PendingJob job;
+    job.id = id;
+    job.request.replica = replica;
+    return job;
+  };
+  SchedulerMemory memory;
+  memory.Park(Pending(1, whole(1)), 1, false, true);
+  memory.Park(Pending(2, whole(2)), 1, false, true);
+  memory.Park(Pending(3, slice), 1, false, true);
+  memory.Park(Pending(4, cpu_heavy), 1, false, true);
+  memory.Park(Pending(5, whole(1)), 1, false, true);  // the same request as job 1: one shape
+
+  ApplyReplica(cluster, Whole(0));  // one of node 0's two GPUs stays taken
+  const Cluster before = cluster;
+  Released released;
+  released.nodes = {0, 1};
+  std::map<size_t, int> room = memory.RoomFor(cluster, released, 1024);
+  EXPECT_EQ(HoldingsDiffer(before, cluster), "");
+  ASSERT_EQ(memory.shapes.size(), 4u);
+  EXPECT_EQ(room, (std::map<size_t, int>{{0, 1}, {2, 7}, {3, 2}}));  // no room for two GPUs
+
+  EXPECT_EQ(memory.RoomFor(cluster, released, 3).at(2), 3);  // counted up to the limit
+  released.nodes = {1};
+  EXPECT_EQ(memory.RoomFor(cluster, released, 1024), (std::map<size_t, int>{{2, 7}, {3, 1}}));
 }
 
 }  // namespace

@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <optional>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -539,6 +541,21 @@ std::vector<std::string> Cgroups::DirsOf(const std::string& group_path) const {
     if (dir != group_path && Exists(dir)) dirs.push_back(dir);
   }
   return dirs;
+}
+
+std::vector<std::string> Cgroups::GroupsNamed(absl::string_view prefix) const {
+  std::set<std::string> names;
+  for (const Hierarchy& hierarchy : hierarchies_) {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(hierarchy.base, error)) {
+      std::string name = entry.path().filename().string();
+      if (absl::StartsWith(name, prefix) && entry.is_directory(error)) names.insert(name);
+    }
+  }
+  std::vector<std::string> groups;
+  if (hierarchies_.empty()) return groups;
+  for (const std::string& name : names) groups.push_back(hierarchies_[0].base + "/" + name);
+  return groups;
 }
 
 std::vector<pid_t> Cgroups::Procs(const std::vector<std::string>& dirs) {

@@ -68,6 +68,9 @@ class Cgroups {
   // The directories that exist of the group whose primary directory is `group_path` (for
   // handles from an earlier agent: the same group name under every hierarchy used).
   std::vector<std::string> DirsOf(const std::string& group_path) const;
+  // The groups whose names start with `prefix`, found in any hierarchy used, each as its primary
+  // directory (which may itself be gone: DirsOf finds the rest).
+  std::vector<std::string> GroupsNamed(absl::string_view prefix) const;
   // The processes in any of `dirs` (cgroup.procs).
   static std::vector<pid_t> Procs(const std::vector<std::string>& dirs);
   // Writes "1" to cgroup.kill in each of `dirs` that has one; true when one was written.

@@ -600,6 +600,26 @@ class PosixLauncher final : public ProcessLauncher {
     return status;
   }
 
+  SweptGroups Sweep(const std::string& prefix, const std::set<std::string>& keep) override {
+    SweptGroups swept;
+    for (const std::string& group : cgroups_->GroupsNamed(prefix)) {
+      if (keep.count(group)) continue;
+      std::vector<std::string> dirs = cgroups_->DirsOf(group);
+      std::vector<pid_t> pids = Cgroups::Procs(dirs);
+      if (!pids.empty()) {
+        Cgroups::Kill(dirs);  // cgroup.kill where there is one; every member by pid besides
+        for (pid_t pid : pids) kill(pid, SIGKILL);
+      }
+      absl::Status removed = Cgroups::Remove(dirs, kCleanupWait);
+      if (!removed.ok()) {
+        swept.failed.push_back(absl::StrCat(group, ": ", removed.message()));
+      } else {
+        (pids.empty() ? swept.removed : swept.killed).push_back(group);
+      }
+    }
+    return swept;
+  }
+
   int64_t OomKills(const ProcessHandle& handle) override {
     int64_t kills = 0;
     for (const std::string& dir : cgroups_->DirsOf(handle.group_path)) {

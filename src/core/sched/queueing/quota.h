@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "core/sched/queueing/resources.h"
 
 namespace carve {
@@ -88,9 +90,11 @@ class QuotaLedger {
   int64_t Pool(const QueueSpec& q, const std::string& resource) const;
 
   std::vector<QueueSpec> queues_;
-  std::map<std::string, size_t> index_;
-  std::map<std::string, std::vector<size_t>> cohorts_;
-  std::map<std::string, ResourceList> used_;
+  // Looked up for every job and victim of a cycle: hashed, not ordered (no iteration needs an
+  // order); used_ keeps its values in place (Used hands out references).
+  absl::flat_hash_map<std::string, size_t> index_;
+  absl::flat_hash_map<std::string, std::vector<size_t>> cohorts_;
+  absl::node_hash_map<std::string, ResourceList> used_;
   ResourceList empty_;
   uint64_t revision_ = 0;
 };
