@@ -24,7 +24,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ports/process.h"
 #include "runtime/api_client.h"
+#include "runtime/control_plane.h"
 #include "runtime/records.h"
 #include "runtime/states.h"
 
@@ -139,6 +142,17 @@ class PlatformTest : public ::testing::Test {
   void TearDown() override {
     for (pid_t a : agents_) Kill(a, SIGTERM);
     Kill(server_, SIGKILL);
+    // An agent stopped with SIGTERM leaves its replicas running (a restart adopts them); the test
+    // is over, so its agents' cgroups go with it, as a restarted agent's leftovers do
+    // (Agent::SweepGroups). Left, they piled up by the hundred on a machine that ran the suite
+    // often, and a job looking for its own group among them ran out of time.
+    std::unique_ptr<ProcessLauncher> launcher = MakePosixLauncher("carve");
+    for (const auto& [name, yaml] : Nodes()) {
+      const std::string data = (dir_ / "agents" / name).string();
+      SweptGroups swept =
+          launcher->Sweep(absl::StrCat(name, "-", Sha256Hex(data).substr(0, 8), "-job-"), {});
+      EXPECT_TRUE(swept.failed.empty()) << absl::StrJoin(swept.failed, "; ");
+    }
     // --check-scheduler-state: the cluster the scheduler kept between cycles always matched
     // the one rebuilt from the job records.
     EXPECT_EQ(ServerLog().find("the cluster kept between cycles differs"), std::string::npos)
