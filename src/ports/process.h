@@ -72,8 +72,6 @@ struct ExitStatus {
   int signal = 0;
 };
 
-// Starts replicas as process groups in their own cgroups (v2 where available, else v1, else
-// none: what was enforced is reported), and stops them. Thread-safe.
 // What ProcessLauncher::Sweep did with the groups an earlier agent left behind.
 struct SweptGroups {
   std::vector<std::string> removed;  // empty groups, removed
@@ -81,6 +79,8 @@ struct SweptGroups {
   std::vector<std::string> failed;   // "group: why" for each that could not be removed
 };
 
+// Starts replicas as process groups in their own cgroups (v2 where available, else v1, else
+// none: what was enforced is reported), and stops them. Thread-safe.
 class ProcessLauncher {
  public:
   virtual ~ProcessLauncher() = default;

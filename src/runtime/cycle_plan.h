@@ -114,8 +114,8 @@ struct CyclePlan {
   // (ControlPlane::Unpark).
   std::set<std::string> unparked_queues;
   absl::flat_hash_set<int64_t> unparked_jobs;
-  // The reservation passed on since the last cycle (its holder started or left): the first
-  // parked jobs that could hold it come back (ControlPlane::Unpark).
+  // The reservation passed on since the last cycle (its holder started or left): the cycle says
+  // so (CycleStats::why); with ControlPlane::Options::unpark_by_room off, it is full.
   bool reopened = false;
   size_t skipped = 0;  // binds and preemptions the application found stale
   // Made without the lock from the core's decisions: why each job waits, and which of

@@ -15,6 +15,19 @@
 
 namespace carve {
 
+// `gpus` exclusive H200s of node `name`, as an agent registers them.
+inline nlohmann::json H200Gpus(const std::string& name, int gpus) {
+  nlohmann::json list = nlohmann::json::array();
+  for (int i = 0; i < gpus; ++i) {
+    list.push_back({{"index", i},
+                    {"uuid", absl::StrCat("GPU-", name, "-", i)},
+                    {"model", "H200"},
+                    {"memory_mib", 143771},
+                    {"mode", "exclusive"}});
+  }
+  return list;
+}
+
 class ControlPlaneFixture : public ::testing::Test {
  protected:
   // An admin caller, and a start for tests on a virtual clock (a whole minute).
@@ -54,20 +67,12 @@ class ControlPlaneFixture : public ::testing::Test {
   // Registers `name` with `gpus` exclusive H200s and `labels`, as `who`.
   void RegisterH200Node(const std::string& name, int gpus, const Principal& who,
                         const nlohmann::json& labels = nlohmann::json::object()) {
-    nlohmann::json list = nlohmann::json::array();
-    for (int i = 0; i < gpus; ++i) {
-      list.push_back({{"index", i},
-                      {"uuid", absl::StrCat("GPU-", name, "-", i)},
-                      {"model", "H200"},
-                      {"memory_mib", 143771},
-                      {"mode", "exclusive"}});
-    }
     auto node = cp_->Register({{"name", name},
                                {"cpu_milli", 64000},
                                {"memory_mib", 262144},
                                {"backend", "simulated"},
                                {"labels", labels},
-                               {"gpus", list}},
+                               {"gpus", H200Gpus(name, gpus)}},
                               who);
     ASSERT_TRUE(node.ok()) << node.status();
   }

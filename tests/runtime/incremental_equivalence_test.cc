@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
+#include "runtime/control_plane_fixture.h"
 
 namespace carve {
 namespace {
@@ -88,14 +89,7 @@ void RunSeed(uint64_t seed, int rounds) {
                     absl::StrCat("incremental-equivalence-", getpid(), "-", seed);
   Plane full(base / "full", 0, &now), incremental(base / "incremental", 60'000'000, &now);
   std::vector<Plane*> planes = {&full, &incremental};
-  json gpus = json::array();
-  for (int i = 0; i < 8; ++i) {
-    gpus.push_back({{"index", i},
-                    {"uuid", absl::StrCat("GPU-n1-", i)},
-                    {"model", "H200"},
-                    {"memory_mib", 143771},
-                    {"mode", "exclusive"}});
-  }
+  const json gpus = H200Gpus("n1", 8);
   json queues =
       json::array({{{"kind", "queue"}, {"name", "a"}, {"cohort", "c"}, {"quota", {{"gpus", 3}}}},
                    {{"kind", "queue"}, {"name", "b"}, {"cohort", "c"}, {"quota", {{"gpus", 3}}}},
