@@ -58,7 +58,8 @@ ControlPlane::ControlPlane(Store* store, const GpuCatalog* catalog, Options opti
                        const std::string& subject, const std::string& reason, json details) {
                   Event(batch, actor, type, subject, reason, std::move(details));
                 }),
-      audit_(store, [this] { AwaitCommitted(); }) {}
+      audit_(store, [this] { AwaitCommitted(); }),
+      config_(catalog) {}
 
 absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Open(Store* store,
                                                                  const GpuCatalog* catalog,
@@ -66,7 +67,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Open(Store* store,
   std::unique_ptr<ControlPlane> cp(new ControlPlane(store, catalog, std::move(options), now));
   if (absl::Status s = cp->Load(); !s.ok()) return s;
   LogInfo("loaded the store: ", cp->jobs_.size(), " active jobs (next id ", cp->next_job_id_, "), ",
-          cp->nodes_.size(), " nodes, ", cp->objects_.size(), " configuration objects");
+          cp->nodes_.size(), " nodes, ", cp->config_.size(), " configuration objects");
   return cp;
 }
 
@@ -85,11 +86,12 @@ absl::Status ControlPlane::Load() {
   }
   // After the nodes: a finished job moved out of an old store gets usage rows from them.
   if (absl::Status s = LoadJobs(); !s.ok()) return s;
-  for (const char* kind : {"tenant", "project", "queue", "priority-class"}) {
+  for (const char* kind : kConfigKinds) {
     auto objects = store_->Load(kind);
     if (!objects.ok()) return objects.status();
-    for (const StoredRecord& r : *objects)
-      objects_[{kind, r.id}] = json::parse(r.json, nullptr, false);
+    for (const StoredRecord& r : *objects) {
+      if (absl::Status s = config_.Load(kind, r.id, r.json); !s.ok()) return s;
+    }
   }
   auto modes = store_->Load("node-modes");
   if (!modes.ok()) return modes.status();
@@ -247,7 +249,7 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return Broken();
   for (auto [kind, name] : {std::pair{"tenant", spec->tenant}, {"project", spec->project}}) {
-    if (!ObjectExists(kind, name)) return NoSuchObject(kind, name);
+    if (!config_.Exists(kind, name)) return NoSuchObject(kind, name);
   }
   if (absl::Status s = CheckQueueAccess(*spec, who); !s.ok()) return s;
   if (keyed) {

@@ -23,6 +23,7 @@
 #include "ports/store.h"
 #include "runtime/agent_protocol.h"
 #include "runtime/audit_log.h"
+#include "runtime/configuration.h"
 #include "runtime/cycle_plan.h"
 #include "runtime/identity.h"
 #include "runtime/job_table.h"
@@ -329,6 +330,10 @@ class ControlPlane {
   // Refuses to clear GPU `gpu`'s quarantine (apply document `doc`) while its agent reports
   // residue there, naming the processes.
   absl::Status CheckNoResidue(size_t doc, const NodeRecord& node, int gpu) const;
+  // A `kind: node` document (the `doc`th applied): checked, then applied
+  // (control_plane_objects.cc).
+  absl::Status CheckNodeDoc(size_t doc, const nlohmann::json& d) const;
+  void ApplyNodeDoc(const nlohmann::json& d, const Principal& who, StoreBatch& batch);
   // A re-registration with another version set: node.versions-changed with old and new.
   void VersionsChanged(const NodeRecord& old, const NodeRecord& fresh, StoreBatch& batch);
   // What the agent says of its GPUs' activity: utilization, and how long each replica's GPUs
@@ -366,7 +371,6 @@ class ControlPlane {
   AgentAssignment Assignment(const JobRecord& job, int replica) const;
   std::string LogPath(const JobRecord& job, int replica) const;
   int64_t LogSize(const JobRecord& job, int replica) const;  // bytes stored so far (0: none)
-  bool ObjectExists(const std::string& kind, const std::string& name) const;
   // `answer`, once `batch` is durable; an error answer commits nothing.
   template <typename T>
   absl::StatusOr<T> Committed(std::unique_lock<std::mutex>& lock, absl::StatusOr<T> answer,
@@ -382,10 +386,6 @@ class ControlPlane {
   // non-preemptibility by the project unless `who` is an admin.
   absl::Status ResolveScheduling(JobSpec& spec, const nlohmann::json& body,
                                  const Principal& who) const;
-  // A project's `queues` must name queues that exist or are applied alongside.
-  absl::Status CheckProjectQueues(
-      const nlohmann::json& doc,
-      const std::set<std::pair<std::string, std::string>>& declared) const;
   // The scheduling cycle as plan and apply (scheduler_cycle.cc, control_plane_queues.cc). Under
   // the lock: the live state copied into `plan` (nodes, holdings, queued jobs, unplaced replicas
   // of running services, the revision of each job read). Without it: the core's decisions. Under
@@ -439,7 +439,6 @@ class ControlPlane {
   void Waits(JobRecord& job, const Waiting& w, StoreBatch& batch);
   void BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& replicas,
                const Cluster& cluster, bool backfilled, int64_t now, StoreBatch& batch);
-  std::vector<QueueSpec> QueueSpecs() const;
   // Whether `who` may submit to `queue` from one of its projects (the check ResolveScheduling
   // makes at submission). The caller holds mu_.
   bool QueueVisible(const std::string& queue, const Principal& who) const;
@@ -455,8 +454,6 @@ class ControlPlane {
   std::mutex schedule_mu_;  // one ScheduleOnce at a time; taken before mu_
   // The jobs in memory and their indexes (job_table.h).
   JobTable jobs_;
-  // Raised by every applied queue, project, class or tenant document.
-  uint64_t config_revision_ = 0;
   // Work pushed to agents (WaitForWork, SignalNodes), behind its own lock.
   WorkBoard work_;
   // Every submitted job's replica request once, first seen first, weighted by how many jobs
@@ -474,8 +471,9 @@ class ControlPlane {
   // key's finished job from the store before it takes mu_, and again under it only if a job left
   // memory meanwhile.
   std::atomic<uint64_t> forgotten_{0};
-  std::map<std::pair<std::string, std::string>, nlohmann::json> objects_;  // (kind, name)
-  std::map<std::string, std::map<int, std::string>> mode_overrides_;       // node -> gpu -> mode
+  // Tenants, projects, queues and priority classes; its revision is raised by every apply.
+  Configuration config_;
+  std::map<std::string, std::map<int, std::string>> mode_overrides_;  // node -> gpu -> mode
   // Why each job waited in the last applied cycle (cycle_plan.h). Replaced whole by each apply;
   // the scheduler keeps its own pointer to read it without the lock (schedule_mu_).
   std::shared_ptr<const WaitTable> waits_ = std::make_shared<WaitTable>();

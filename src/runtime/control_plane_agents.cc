@@ -317,10 +317,9 @@ AgentAssignment ControlPlane::Assignment(const JobRecord& job, int r) const {
   a.attempt = job.attempt;
   a.grants = job.replicas[r].grants;
   // The Unix user the tenant's jobs run as, when its tenant document names one (checked at apply).
-  if (auto t = objects_.find({"tenant", job.spec.tenant}); t != objects_.end()) {
-    const json& tenant = t->second;
-    if (tenant.contains("uid")) a.uid = tenant["uid"].get<int64_t>();
-    if (tenant.contains("gid")) a.gid = tenant["gid"].get<int64_t>();
+  if (const TenantConfig* tenant = config_.Tenant(job.spec.tenant)) {
+    a.uid = tenant->uid;
+    a.gid = tenant->gid;
   }
   return a;
 }

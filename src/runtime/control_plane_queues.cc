@@ -18,7 +18,6 @@
 #include "runtime/control_plane.h"
 #include "runtime/cycle_plan.h"
 #include "runtime/explain_json.h"
-#include "runtime/queue_config.h"
 #include "runtime/scheduling_grants.h"
 
 namespace carve {
@@ -65,61 +64,36 @@ void AddReplicaWork(const JobRecord& job, const JobRequest& request, int64_t nom
 
 }  // namespace
 
-std::vector<QueueSpec> ControlPlane::QueueSpecs() const {
-  std::vector<QueueSpec> queues;
-  for (const auto& [key, doc] : objects_) {
-    if (key.first == "queue") queues.push_back(QueueFromDoc(doc, *catalog_));
-  }
-  return queues;
-}
-
-absl::Status ControlPlane::CheckProjectQueues(
-    const json& doc, const std::set<std::pair<std::string, std::string>>& declared) const {
-  if (!doc.contains("queues")) return absl::OkStatus();
-  const json& queues = doc["queues"];
-  if (!queues.is_array()) return absl::InvalidArgumentError("queues: must be a list of names");
-  for (const json& q : queues) {
-    if (!q.is_string()) return absl::InvalidArgumentError("queues: must be a list of names");
-    std::string name = q.get<std::string>();
-    if (!ObjectExists("queue", name) && !declared.count({"queue", name})) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("queues: no queue \"", name, "\" (apply it first or alongside)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ControlPlane::CheckQueueAccess(const JobSpec& spec, const Principal& who) const {
   bool admin = who.role == Role::kAdmin;
-  if (admin ? ObjectExists("queue", spec.queue)
-            : QueueUsable(objects_, spec.tenant, spec.project, spec.queue)) {
+  if (admin ? config_.Exists("queue", spec.queue)
+            : QueueUsable(config_, spec.tenant, spec.project, spec.queue)) {
     return absl::OkStatus();
   }
   // One answer for a queue that does not exist and for another tenant's: the caller's own choice.
   std::string hint =
       admin ? "`carve apply -f` one, or leave it out"
             : absl::StrCat("project ", spec.project, " may use: ",
-                           absl::StrJoin(UsableQueues(objects_, spec.tenant, spec.project), ", "));
+                           absl::StrJoin(UsableQueues(config_, spec.tenant, spec.project), ", "));
   return absl::InvalidArgumentError(absl::StrCat("queue: no queue \"", spec.queue, "\"; ", hint));
 }
 
 absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body,
                                              const Principal& who) const {
-  auto project = objects_.find({"project", spec.project});
-  if (project != objects_.end() && project->second.contains("queues")) {
-    const json& allowed = project->second["queues"];
+  const ProjectConfig* project = config_.Project(spec.project);
+  if (project != nullptr && project->queues) {
+    const std::vector<std::string>& allowed = *project->queues;
     if (std::find(allowed.begin(), allowed.end(), spec.queue) == allowed.end()) {
-      std::vector<std::string> names = allowed.get<std::vector<std::string>>();
-      return absl::PermissionDeniedError(absl::StrCat("queue: project ", spec.project,
-                                                      " may submit to ", absl::StrJoin(names, ", "),
-                                                      "; not to \"", spec.queue, "\""));
+      return absl::PermissionDeniedError(
+          absl::StrCat("queue: project ", spec.project, " may submit to ",
+                       absl::StrJoin(allowed, ", "), "; not to \"", spec.queue, "\""));
     }
   }
   bool capped = who.role != Role::kAdmin;
-  std::vector<PriorityClass> classes = PriorityClasses(objects_);
+  std::vector<PriorityClass> classes = config_.Classes();
   std::string name = !spec.priority_class.empty() ? spec.priority_class
-                     : capped ? DefaultClass(objects_, spec.tenant, spec.project)
-                              : "standard";
+                     : capped                     ? DefaultClass(config_, spec.tenant, spec.project)
+                                                  : "standard";
   auto c = std::find_if(classes.begin(), classes.end(),
                         [&](const PriorityClass& k) { return k.name == name; });
   if (c == classes.end() && !capped) {
@@ -134,7 +108,7 @@ absl::Status ControlPlane::ResolveScheduling(JobSpec& spec, const json& body,
     if (!spec.preemptible.has_value()) spec.preemptible = c->preemptible;
   }
   if (!capped) return absl::OkStatus();
-  return CheckSchedulingCaps(objects_, spec.tenant, spec.project, name, spec.priority,
+  return CheckSchedulingCaps(config_, spec.tenant, spec.project, name, spec.priority,
                              spec.preemptible.value_or(true));
 }
 
@@ -144,7 +118,7 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
   CycleInput& in = plan.in;
   in.seed = static_cast<uint64_t>(now);
   in.now_us = now;
-  in.queues = QueueSpecs();
+  in.queues = config_.QueueSpecs();
   std::map<std::string, std::string> pools;
   for (const QueueSpec& q : in.queues) pools[q.name] = q.pool;
   const std::set<int64_t> windows = ScheduledWindows();
@@ -152,7 +126,7 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
     const JobRecord& job = *jobs_.placed().at(id).job;
     if (Stopping(job) && !absl::StartsWith(job.displaced, kPreemptedBy)) plan.stopping.insert(id);
   }
-  plan.full_why = memory_.FullCycleReason(now, options_.full_cycle_every_us, config_revision_,
+  plan.full_why = memory_.FullCycleReason(now, options_.full_cycle_every_us, config_.revision(),
                                           plan.nodes_changed, plan.stopping);
   const int64_t holder = memory_.reserved_job;
   plan.reopened = memory_.reservation_moved ||
@@ -340,7 +314,7 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
     const JobRecord* job = jobs_.Find(entry.first);
     return job == nullptr || (job->state != JobState::kQueued && !working.count(entry.first));
   });
-  if (plan.config_revision != config_revision_) {  // queues changed: plan again
+  if (plan.config_revision != config_.revision()) {  // queues changed: plan again
     plan.void_ = true;
     return 0;
   }
@@ -420,24 +394,18 @@ bool ControlPlane::QueueVisible(const std::string& queue, const Principal& who) 
   if (who.role == Role::kAdmin) return true;
   // The queues its project may use (H2's rules, scheduling_grants.h); a tenant-admin's: those of
   // any project of its tenant.
-  std::vector<std::string> projects = {who.project};
-  if (who.role == Role::kTenantAdmin) {
-    projects = {"default"};
-    for (const auto& [key, doc] : objects_) {
-      if (key.first == "project" && doc.value("tenant", "") == who.tenant) {
-        projects.push_back(key.second);
-      }
-    }
-  }
+  std::vector<std::string> projects = who.role == Role::kTenantAdmin
+                                          ? config_.ProjectsOf(who.tenant)
+                                          : std::vector<std::string>{who.project};
   for (const std::string& p : projects) {
-    if (carve::QueueUsable(objects_, who.tenant, p, queue)) return true;
+    if (carve::QueueUsable(config_, who.tenant, p, queue)) return true;
   }
   return false;
 }
 
 json ControlPlane::QueueStatus(const Principal& who) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<QueueSpec> specs = QueueSpecs();
+  std::vector<QueueSpec> specs = config_.QueueSpecs();
   QuotaLedger ledger(specs);
   std::map<std::string, int> running;
   // Queued jobs are counted in the job table's queued totals as they come.

@@ -32,13 +32,12 @@ absl::StatusOr<json> ControlPlane::CreateUser(const json& body, const Principal&
   auto u = Identity::NewUser(body, who);
   if (!u.ok()) return u.status();
   std::unique_lock<std::mutex> lock(mu_);
-  if (u->role != Role::kAdmin && !ObjectExists("tenant", u->tenant)) {
+  if (u->role != Role::kAdmin && !config_.Exists("tenant", u->tenant)) {
     return absl::InvalidArgumentError("tenant: no tenant \"" + u->tenant + "\"; apply it first");
   }
   if (!u->project.empty()) {
-    auto project = objects_.find({"project", u->project});
-    bool ours = u->project == "default" ||
-                (project != objects_.end() && project->second.value("tenant", "") == u->tenant);
+    const ProjectConfig* project = config_.Project(u->project);
+    bool ours = u->project == "default" || (project != nullptr && project->tenant == u->tenant);
     if (!ours) {
       return absl::InvalidArgumentError(
           absl::StrCat("project: tenant \"", u->tenant, "\" has no project \"", u->project, "\""));
@@ -141,13 +140,12 @@ absl::Status ControlPlane::AuthorizeSubmit(json& body, const Principal& who) con
                            ") cannot submit to tenant \"", tenant, "\" project \"", project, "\""));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  auto p = objects_.find({"project", project});
-  if (project != "default" && p != objects_.end() && p->second.value("tenant", "") != tenant) {
+  const ProjectConfig* p = config_.Project(project);
+  if (project != "default" && p != nullptr && p->tenant != tenant) {
     // Only admins learn whose project it is; others get the answer for a missing one (L1).
     if (who.role != Role::kAdmin) return NoSuchObject("project", project);
-    return absl::InvalidArgumentError(
-        absl::StrCat("project: \"", project, "\" belongs to tenant \"",
-                     p->second.value("tenant", ""), "\", not \"", tenant, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "project: \"", project, "\" belongs to tenant \"", p->tenant, "\", not \"", tenant, "\""));
   }
   return absl::OkStatus();
 }

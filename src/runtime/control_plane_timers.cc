@@ -78,8 +78,8 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
       continue;
     }
     // GPUs held without activity, as long as its queue allows.
-    auto queue = objects_.find({"queue", job.spec.queue});
-    if (queue == objects_.end() || !queue->second.contains("idle_after")) continue;
+    const QueueConfig* queue = config_.Queue(job.spec.queue);
+    if (queue == nullptr || !queue->idle_after_us) continue;
     int64_t idle_since = 0;
     bool holds = false, all_idle = true;
     for (const ReplicaRecord& rep : job.replicas) {
@@ -88,16 +88,16 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
       all_idle &= rep.idle_since_us != 0;
       idle_since = std::max(idle_since, rep.idle_since_us);
     }
-    int64_t after = ParseDurationUs(queue->second["idle_after"]).value_or(0);
+    int64_t after = *queue->idle_after_us;
     if (!holds || !all_idle || job.idle_flagged_us != 0 || now - idle_since < after) continue;
-    std::string action = queue->second.value("idle_action", "flag");
+    std::string action = Name(queue->idle_action);
     job.idle_flagged_us = now;
-    std::string why = absl::StrCat("its GPUs showed no activity for ", Duration(now - idle_since),
-                                   " (queue ", job.spec.queue, ": idle_after ",
-                                   queue->second["idle_after"].get<std::string>(), ")");
+    std::string why =
+        absl::StrCat("its GPUs showed no activity for ", Duration(now - idle_since), " (queue ",
+                     job.spec.queue, ": idle_after ", queue->idle_after, ")");
     Event(batch, "scheduler", "job.idle", subject, why,
           {{"idle_since_us", idle_since}, {"queue", job.spec.queue}, {"action", action}});
-    if (action == "stop") {
+    if (queue->idle_action == IdleAction::kStop) {
       job.cancel_requested = true;
       job.cancelled_by = "the platform: " + why;
       job.reason = "stopping: idle";

@@ -202,7 +202,7 @@ absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePl
   for (WorkloadClass& w : workload) w.weight /= submitted;
   auto policy = MakePolicy(options_.policy, PolicyOptions{workload});
   if (policy.ok()) plan.policy = *std::move(policy);
-  plan.config_revision = config_revision_;
+  plan.config_revision = config_.revision();
   // Queues, quotas, order, preemption and placement: the core's cycle (control_plane_queues.cc),
   // over queued jobs and the unplaced replicas of running services alike.
   return PlanWork(lock, plan, released, batch);

@@ -10,9 +10,18 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
-ObjectMap Objects(const json& docs) {
-  ObjectMap out;
-  for (const json& d : docs) out[{d["kind"], d["name"]}] = d;
+const GpuCatalog kCatalog = GpuCatalog::BuiltIn();
+
+ConfigObject Decode(const json& doc) {
+  auto object =
+      DecodeConfig(doc, kCatalog, [](const std::string&, const std::string&) { return true; });
+  EXPECT_TRUE(object.ok()) << object.status();
+  return *std::move(object);
+}
+
+Configuration Objects(const json& docs) {
+  Configuration out(&kCatalog);
+  for (const json& d : docs) out.Put(Decode(d));
   return out;
 }
 
@@ -48,7 +57,7 @@ const json kDocs = json::array({
 });
 
 TEST(SchedulingGrantsTest, QueuesBelongToTheirTenantsAndDefaultToEveryone) {
-  ObjectMap objects = Objects(kDocs);
+  Configuration objects = Objects(kDocs);
   EXPECT_THAT(UsableQueues(objects, "acme", "vision"), ElementsAre("default", "acme-q", "shared"));
   EXPECT_THAT(UsableQueues(objects, "globex", "nlp"), ElementsAre("default", "globex-q", "shared"));
   EXPECT_FALSE(QueueUsable(objects, "acme", "vision", "globex-q"));
@@ -60,13 +69,13 @@ TEST(SchedulingGrantsTest, QueuesBelongToTheirTenantsAndDefaultToEveryone) {
   EXPECT_TRUE(QueueUsable(objects, "acme", "pinned", "globex-q"));
   EXPECT_FALSE(QueueUsable(objects, "acme", "pinned", "default"));
   // An applied `default` queue that names tenants is theirs only.
-  objects[{"queue", "default"}] = {{"kind", "queue"}, {"name", "default"}, {"tenants", {"globex"}}};
+  objects.Put(Decode({{"kind", "queue"}, {"name", "default"}, {"tenants", {"globex"}}}));
   EXPECT_FALSE(QueueUsable(objects, "acme", "vision", "default"));
   EXPECT_TRUE(QueueUsable(objects, "globex", "nlp", "default"));
 }
 
 TEST(SchedulingGrantsTest, ClassesComeFromTheProjectListOrTheClassDocument) {
-  ObjectMap objects = Objects(kDocs);
+  Configuration objects = Objects(kDocs);
   EXPECT_THAT(Names(UsableClasses(objects, "acme", "vision")),
               ElementsAre("standard", "exploratory"));
   EXPECT_THAT(Names(UsableClasses(objects, "globex", "nlp")),
@@ -78,7 +87,7 @@ TEST(SchedulingGrantsTest, ClassesComeFromTheProjectListOrTheClassDocument) {
 }
 
 TEST(SchedulingGrantsTest, PriorityIsCappedByTheClassAndTheProject) {
-  ObjectMap objects = Objects(kDocs);
+  Configuration objects = Objects(kDocs);
   EXPECT_TRUE(CheckSchedulingCaps(objects, "acme", "vision", "standard", 100, true).ok());
   EXPECT_TRUE(CheckSchedulingCaps(objects, "acme", "vision", "exploratory", 100, true).ok());
   absl::Status high = CheckSchedulingCaps(objects, "acme", "vision", "standard", 1000000, true);
@@ -94,7 +103,7 @@ TEST(SchedulingGrantsTest, PriorityIsCappedByTheClassAndTheProject) {
 }
 
 TEST(SchedulingGrantsTest, ClassesNotGrantedAnswerLikeMissingOnes) {
-  ObjectMap objects = Objects(kDocs);
+  Configuration objects = Objects(kDocs);
   absl::Status critical = CheckSchedulingCaps(objects, "acme", "vision", "critical", 1000, false);
   absl::Status deadline = CheckSchedulingCaps(objects, "acme", "vision", "deadline", 500, false);
   absl::Status missing = CheckSchedulingCaps(objects, "acme", "vision", "nope", 100, true);
@@ -107,7 +116,7 @@ TEST(SchedulingGrantsTest, ClassesNotGrantedAnswerLikeMissingOnes) {
 }
 
 TEST(SchedulingGrantsTest, NonPreemptibleNeedsTheProjectOrTheClass) {
-  ObjectMap objects = Objects(kDocs);
+  Configuration objects = Objects(kDocs);
   absl::Status pinned = CheckSchedulingCaps(objects, "acme", "vision", "standard", 100, false);
   EXPECT_EQ(pinned.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(pinned.message(), HasSubstr("preemptible: project vision may not run "
@@ -115,20 +124,32 @@ TEST(SchedulingGrantsTest, NonPreemptibleNeedsTheProjectOrTheClass) {
   EXPECT_TRUE(CheckSchedulingCaps(objects, "globex", "nlp", "standard", 100, false).ok());
 }
 
+json With(json doc, const json& more) {
+  doc.update(more);
+  return doc;
+}
+
 TEST(SchedulingGrantsTest, ApplyChecksNameTheField) {
   auto exists = [](const std::string& kind, const std::string& name) {
     return (kind == "tenant" && name == "acme") || (kind == "priority-class" && name == "standard");
   };
-  EXPECT_TRUE(CheckGrantFields({{"tenants", {"acme", "*"}}}, "queue", exists).ok());
-  EXPECT_THAT(CheckGrantFields({{"tenants", {"globex"}}}, "queue", exists).message(),
+  auto error = [&](json doc) {
+    auto object = DecodeConfig(doc, kCatalog, exists);
+    return object.ok() ? std::string("ok") : std::string(object.status().message());
+  };
+  json queue = {{"kind", "queue"}, {"name", "q"}};
+  json project = {{"kind", "project"}, {"name", "p"}, {"tenant", "acme"}};
+  json cls = {{"kind", "priority-class"}, {"name", "c"}, {"priority", 5}};
+  EXPECT_EQ(error(With(queue, {{"tenants", {"acme", "*"}}})), "ok");
+  EXPECT_THAT(error(With(queue, {{"tenants", {"globex"}}})),
               HasSubstr("tenants: no tenant \"globex\""));
-  EXPECT_THAT(CheckGrantFields({{"tenants", "acme"}}, "priority-class", exists).message(),
+  EXPECT_THAT(error(With(cls, {{"tenants", "acme"}})),
               HasSubstr("tenants: must be a list of names"));
-  EXPECT_THAT(CheckGrantFields({{"priority_classes", {"urgent"}}}, "project", exists).message(),
+  EXPECT_THAT(error(With(project, {{"priority_classes", {"urgent"}}})),
               HasSubstr("priority_classes: no priority-class \"urgent\""));
-  EXPECT_THAT(CheckGrantFields({{"max_priority", "high"}}, "project", exists).message(),
+  EXPECT_THAT(error(With(project, {{"max_priority", "high"}})),
               HasSubstr("max_priority: must be an integer"));
-  EXPECT_THAT(CheckGrantFields({{"allow_non_preemptible", 1}}, "project", exists).message(),
+  EXPECT_THAT(error(With(project, {{"allow_non_preemptible", 1}})),
               HasSubstr("allow_non_preemptible: must be true or false"));
 }
 
