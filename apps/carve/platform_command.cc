@@ -593,6 +593,7 @@ void AddInternalSimMps(CLI::App& app) {
 void AddPlatformCommands(CLI::App& app) {
   AddInternalRun(app);
   AddInternalSimMps(app);
+  AddProbeCommand(app);
   AddDev(app);
   AddServer(app);
   AddAgent(app);

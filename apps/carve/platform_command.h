@@ -7,6 +7,8 @@ namespace carve::app {
 
 // `carve server`, `carve agent` and `carve dev` (server + simulated agents in one process).
 void AddPlatformCommands(CLI::App& app);
+// `carve probe`, the acceptance kit's workload (probe_command.cc).
+void AddProbeCommand(CLI::App& app);
 // `carve submit | ls | show | explain | cancel | logs | nodes | events`.
 void AddClientCommands(CLI::App& app);
 

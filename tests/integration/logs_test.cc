@@ -177,7 +177,9 @@ TEST_F(AgentLogLimitTest, StopsShippingAtTheLimitAndFreesTheNodesCopyWhileTheJob
   const int64_t bound = 256 * 1024;
   ASSERT_TRUE(Eventually([&] { return LocalCopyBounded(id, half, bound); }))
       << Usage(AgentLog(id)).first << " " << Usage(AgentLog(id)).second;
-  EXPECT_EQ(Job(id)["state"], "running");
+  // The job still runs (it waits for `go`); the server learns so from the agent's report, which
+  // may come after the log it shipped (this read failed once in 19 runs under load).
+  ASSERT_TRUE(Eventually([&] { return Job(id)["state"] == "running"; })) << Job(id).dump(2);
   std::ofstream(go) << "go";
   json done = WaitFinal(id);
   EXPECT_EQ(done["state"], "succeeded") << done.dump(2);

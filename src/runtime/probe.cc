@@ -1,0 +1,284 @@
+#include "runtime/probe.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct Hierarchy {
+  std::string dir;      // where this process's group of it is
+  std::string version;  // "v1" or "v2"
+};
+
+// The directory of this process's group in the hierarchy holding `controller` (v1), or in the
+// cgroup2 hierarchy when `controller` is empty.
+std::optional<Hierarchy> OwnGroup(const ProbeHost& host, const std::string& controller) {
+  std::optional<std::string> groups = host.read_file("/proc/self/cgroup");
+  std::optional<std::string> mounts = host.read_file("/proc/self/mounts");
+  if (!groups || !mounts) return std::nullopt;
+  std::optional<std::string> path;
+  for (absl::string_view line : absl::StrSplit(*groups, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (f.size() != 3) continue;
+    std::vector<std::string> names = absl::StrSplit(f[1], ',');
+    bool match = controller.empty()
+                     ? f[0] == "0" && f[1].empty()
+                     : std::find(names.begin(), names.end(), controller) != names.end();
+    if (match) path = f[2];
+  }
+  if (!path) return std::nullopt;
+  for (absl::string_view line : absl::StrSplit(*mounts, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() < 4) continue;
+    std::vector<std::string> options = absl::StrSplit(f[3], ',');
+    bool match = controller.empty() ? f[2] == "cgroup2"
+                                    : f[2] == "cgroup" && std::find(options.begin(), options.end(),
+                                                                    controller) != options.end();
+    if (match)
+      return Hierarchy{f[1] + (*path == "/" ? "" : *path), controller.empty() ? "v2" : "v1"};
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> Number(const std::optional<std::string>& text) {
+  int64_t n = 0;
+  if (!text || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &n)) return std::nullopt;
+  return n;
+}
+
+// One limit read from `file` in `group`: nullopt when the file says none; the source recorded.
+struct Limit {
+  std::optional<int64_t> value;
+  void Tighten(std::optional<int64_t> v) {
+    if (v && (!value || *v < *value)) value = v;
+  }
+};
+
+void Read(const ProbeHost& host, const Hierarchy& group, const std::string& file, json& sources,
+          std::optional<std::string>* text) {
+  std::string path = group.dir + "/" + file;
+  *text = host.read_file(path);
+  if (*text) sources.push_back({{"file", path}, {"value", absl::StripAsciiWhitespace(**text)}});
+}
+
+}  // namespace
+
+json OwnCgroupLimits(const ProbeHost& host) {
+  json sources = json::array();
+  Limit memory, cpu, pids;
+  std::optional<std::string> text;
+  if (auto v2 = OwnGroup(host, "")) {
+    Read(host, *v2, "memory.max", sources, &text);
+    memory.Tighten(Number(text));
+    Read(host, *v2, "cpu.max", sources, &text);
+    std::vector<std::string> f =
+        text ? absl::StrSplit(absl::StripAsciiWhitespace(*text), ' ') : std::vector<std::string>{};
+    auto quota = f.size() == 2 ? Number(f[0]) : std::nullopt;
+    auto period = f.size() == 2 ? Number(f[1]) : std::nullopt;
+    if (quota && period && *period > 0) cpu.Tighten(*quota * 1000 / *period);
+    Read(host, *v2, "pids.max", sources, &text);
+    pids.Tighten(Number(text));
+  }
+  if (auto v1 = OwnGroup(host, "memory")) {
+    Read(host, *v1, "memory.limit_in_bytes", sources, &text);
+    auto bytes = Number(text);
+    if (bytes && *bytes < (int64_t{1} << 62)) memory.Tighten(bytes);  // larger: unlimited
+  }
+  if (auto v1 = OwnGroup(host, "cpu")) {
+    Read(host, *v1, "cpu.cfs_quota_us", sources, &text);
+    auto quota = Number(text);
+    Read(host, *v1, "cpu.cfs_period_us", sources, &text);
+    auto period = Number(text);
+    if (quota && *quota > 0 && period && *period > 0) cpu.Tighten(*quota * 1000 / *period);
+  }
+  if (auto v1 = OwnGroup(host, "pids")) {
+    Read(host, *v1, "pids.max", sources, &text);
+    pids.Tighten(Number(text));
+  }
+  auto value = [](const Limit& l) { return l.value ? json(*l.value) : json(); };
+  return {{"memory_max_bytes", value(memory)},
+          {"cpu_max_milli", value(cpu)},
+          {"pids_max", value(pids)},
+          {"read", sources}};
+}
+
+ProbeHost ProbeHost::Real() {
+  ProbeHost host;
+  host.read_file = [](const std::string& path) -> std::optional<std::string> {
+    std::ifstream in(path);
+    if (!in) return std::nullopt;
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  host.env = [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    return v == nullptr ? std::nullopt : std::optional<std::string>(v);
+  };
+  return host;
+}
+
+namespace {
+
+// A simulated GPU: memory is "taken" by writing what the process holds to its device file
+// (ports/devices.h); an enforcing MPS twin kills a process over its cap within 100 ms, so a step
+// counts as held only after 300 ms alive.
+class SimulatedDevice : public ProbeDevice {
+ public:
+  SimulatedDevice(std::string uuid, std::string dir)
+      : uuid_(std::move(uuid)), dir_(std::move(dir)) {}
+  ~SimulatedDevice() override { Release(); }
+  json Describe() const override { return {{"id", uuid_}, {"source", "simulated"}, {"dir", dir_}}; }
+  const std::string& id() const override { return uuid_; }
+  absl::Status Take(int64_t mib) override {
+    std::string file = absl::StrCat(dir_, "/probe.", ::getpid());
+    std::ofstream out(file, std::ios::trunc);
+    out << held_ + mib << "\n";
+    out.close();
+    if (!out) return absl::UnavailableError("cannot write " + file);
+    held_ += mib;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return absl::OkStatus();
+  }
+  void Release() override {
+    std::error_code ignored;
+    std::filesystem::remove(absl::StrCat(dir_, "/probe.", ::getpid()), ignored);
+    held_ = 0;
+  }
+
+ private:
+  std::string uuid_, dir_;
+  int64_t held_ = 0;
+};
+
+std::vector<std::string> Visible(const ProbeHost& host) {
+  std::optional<std::string> visible = host.env("CUDA_VISIBLE_DEVICES");
+  if (!visible) return {};
+  return absl::StrSplit(*visible, ',', absl::SkipEmpty());
+}
+
+json EnvOrNull(const ProbeHost& host, const std::string& name) {
+  std::optional<std::string> v = host.env(name);
+  return v ? json(*v) : json();
+}
+
+// A fixed amount of integer work, so iterations per second compare across runs; the result goes
+// where the compiler cannot drop it.
+volatile uint64_t spin_sink = 0;
+void Spin() {
+  uint64_t seed = spin_sink;
+  for (int i = 0; i < 1 << 20; ++i) seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  spin_sink = seed;
+}
+
+void Compute(int64_t seconds, std::ostream& out) {
+  using Clock = std::chrono::steady_clock;
+  int64_t total = 0;
+  for (int64_t s = 1; s <= seconds; ++s) {
+    int64_t iterations = 0;
+    Clock::time_point end = Clock::now() + std::chrono::seconds(1);
+    while (Clock::now() < end) {
+      Spin();
+      ++iterations;
+    }
+    total += iterations;
+    out << json{{"probe", "progress"},
+                {"second", s},
+                {"iterations", iterations},
+                {"kind", "cpu-loop"}}
+               .dump()
+        << std::endl;
+  }
+  out << json{{"probe", "done"},
+              {"per_second", seconds > 0 ? total / seconds : 0},
+              {"kind", "cpu-loop"}}
+             .dump()
+      << std::endl;
+}
+
+// Takes options.memory_mib on `device` in steps; each step is a line. Returns what it held.
+int64_t TakeMemory(const ProbeOptions& options, ProbeDevice& device, std::ostream& out) {
+  int64_t held = 0;
+  while (held < options.memory_mib) {
+    int64_t step = std::min(options.step_mib, options.memory_mib - held);
+    absl::Status s = device.Take(step);
+    json line = {
+        {"probe", "memory"}, {"device", device.id()}, {"mib", held + step}, {"ok", s.ok()}};
+    if (!s.ok()) line["error"] = s.message();
+    out << line.dump() << std::endl;
+    if (!s.ok()) break;
+    held += step;
+  }
+  out << json{{"probe", "memory-reached"}, {"device", device.id()}, {"mib", held}}.dump()
+      << std::endl;
+  return held;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<ProbeDevice>> SimulatedProbeDevices(const ProbeHost& host) {
+  std::vector<std::unique_ptr<ProbeDevice>> out;
+  std::optional<std::string> root = host.env("CARVE_SIM_GPU_DIR");
+  if (!root) return out;
+  for (const std::string& uuid : Visible(host)) {
+    std::string dir = *root + "/" + uuid;
+    if (std::filesystem::is_directory(dir))
+      out.push_back(std::make_unique<SimulatedDevice>(uuid, dir));
+  }
+  return out;
+}
+
+int RunProbe(const ProbeOptions& options, const ProbeHost& host, std::ostream& out) {
+  std::vector<std::unique_ptr<ProbeDevice>> devices = SimulatedProbeDevices(host);
+  json sees = {
+      {"probe", "sees"},
+      {"uid", ::getuid()},
+      {"gid", ::getgid()},
+      {"visible_devices", EnvOrNull(host, "CUDA_VISIBLE_DEVICES")},
+      {"nvidia_visible_devices", EnvOrNull(host, "NVIDIA_VISIBLE_DEVICES")},
+      {"devices", json::array()},
+      {"cgroup", OwnCgroupLimits(host)},
+      {"mps",
+       {{"pipe_directory", EnvOrNull(host, "CUDA_MPS_PIPE_DIRECTORY")},
+        {"active_thread_percentage", EnvOrNull(host, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")},
+        {"pinned_device_mem_limit", EnvOrNull(host, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")}}}};
+  if (devices.empty() && !host.env("CARVE_SIM_GPU_DIR")) {
+    auto cuda = CudaProbeDevices();
+    if (cuda.ok()) {
+      devices = *std::move(cuda);
+    } else {
+      sees["cuda"] = cuda.status().message();
+    }
+  }
+  for (const auto& d : devices) sees["devices"].push_back(d->Describe());
+  out << sees.dump() << std::endl;
+  int code = 0;
+  if (options.memory_mib > 0 && devices.empty()) {
+    out << json{{"probe", "memory"}, {"ok", false}, {"error", "no device to take memory on"}}.dump()
+        << std::endl;
+    code = 1;
+  } else if (options.memory_mib > 0) {
+    TakeMemory(options, *devices.front(), out);
+  }
+  if (options.hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(options.hold_ms));
+  for (auto& d : devices) d->Release();
+  Compute(options.seconds, out);
+  return code;
+}
+
+}  // namespace carve
