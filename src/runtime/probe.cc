@@ -61,7 +61,7 @@ std::optional<int64_t> Number(const std::optional<std::string>& text) {
   return n;
 }
 
-// One limit read from `file` in `group`: nullopt when the file says none; the source recorded.
+// The tightest of the values a limit was read as (nullopt: none said one).
 struct Limit {
   std::optional<int64_t> value;
   void Tighten(std::optional<int64_t> v) {
