@@ -274,6 +274,14 @@ const ConfigObject* Configuration::Find(const std::string& kind, const std::stri
   return it == objects_.end() ? nullptr : &it->second;
 }
 
+template <typename F>
+void Configuration::Each(const std::string& kind, F f) const {
+  for (auto it = objects_.lower_bound({kind, ""}); it != objects_.end(); ++it) {
+    if (it->first.first != kind) break;
+    f(it->second);
+  }
+}
+
 bool Configuration::Exists(const std::string& kind, const std::string& name) const {
   if (kind == "priority-class") {
     std::vector<PriorityClass> classes = Classes();
@@ -301,10 +309,7 @@ const PriorityClassConfig* Configuration::Class(const std::string& name) const {
 
 std::vector<const QueueConfig*> Configuration::Queues() const {
   std::vector<const QueueConfig*> out;
-  for (auto it = objects_.lower_bound({"queue", ""}); it != objects_.end(); ++it) {
-    if (it->first.first != "queue") break;
-    out.push_back(&std::get<QueueConfig>(it->second.record));
-  }
+  Each("queue", [&](const ConfigObject& o) { out.push_back(&std::get<QueueConfig>(o.record)); });
   return out;
 }
 
@@ -316,9 +321,8 @@ std::vector<QueueSpec> Configuration::QueueSpecs() const {
 
 std::vector<PriorityClass> Configuration::Classes() const {
   std::vector<PriorityClass> classes = BuiltInPriorityClasses();
-  for (auto it = objects_.lower_bound({"priority-class", ""}); it != objects_.end(); ++it) {
-    if (it->first.first != "priority-class") break;
-    const PriorityClass& c = std::get<PriorityClassConfig>(it->second.record).priority_class;
+  Each("priority-class", [&](const ConfigObject& o) {
+    const PriorityClass& c = std::get<PriorityClassConfig>(o.record).priority_class;
     auto same = std::find_if(classes.begin(), classes.end(),
                              [&](const PriorityClass& k) { return k.name == c.name; });
     if (same != classes.end()) {
@@ -326,18 +330,15 @@ std::vector<PriorityClass> Configuration::Classes() const {
     } else {
       classes.push_back(c);
     }
-  }
+  });
   return classes;
 }
 
 std::vector<std::string> Configuration::ProjectsOf(const std::string& tenant) const {
   std::vector<std::string> out = {"default"};
-  for (auto it = objects_.lower_bound({"project", ""}); it != objects_.end(); ++it) {
-    if (it->first.first != "project") break;
-    if (std::get<ProjectConfig>(it->second.record).tenant == tenant) {
-      out.push_back(it->first.second);
-    }
-  }
+  Each("project", [&](const ConfigObject& o) {
+    if (std::get<ProjectConfig>(o.record).tenant == tenant) out.push_back(o.name());
+  });
   return out;
 }
 
@@ -350,10 +351,7 @@ json ResourcesToJson(const ResourceList& list) {
 json Configuration::List(const std::string& kind) const {
   json out = json::array();
   out.push_back({{"kind", kind}, {"name", "default"}});
-  for (auto it = objects_.lower_bound({kind, ""}); it != objects_.end(); ++it) {
-    if (it->first.first != kind) break;
-    out.push_back(it->second.doc);
-  }
+  Each(kind, [&](const ConfigObject& o) { out.push_back(o.doc); });
   return out;
 }
 

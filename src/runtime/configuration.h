@@ -125,6 +125,9 @@ class Configuration {
 
  private:
   const ConfigObject* Find(const std::string& kind, const std::string& name) const;
+  // Calls `f` with each applied object of `kind`, by name.
+  template <typename F>
+  void Each(const std::string& kind, F f) const;
 
   const GpuCatalog* catalog_;
   std::map<std::pair<std::string, std::string>, ConfigObject> objects_;  // (kind, name)

@@ -20,19 +20,17 @@ using json = nlohmann::json;
 
 namespace {
 
-struct Hierarchy {
-  std::string dir;      // where this process's group of it is
-  std::string version;  // "v1" or "v2"
+// This process's groups (/proc/self/cgroup) and the mounted hierarchies (/proc/self/mounts).
+struct OwnCgroups {
+  std::string groups;
+  std::string mounts;
 };
 
 // The directory of this process's group in the hierarchy holding `controller` (v1), or in the
 // cgroup2 hierarchy when `controller` is empty.
-std::optional<Hierarchy> OwnGroup(const ProbeHost& host, const std::string& controller) {
-  std::optional<std::string> groups = host.read_file("/proc/self/cgroup");
-  std::optional<std::string> mounts = host.read_file("/proc/self/mounts");
-  if (!groups || !mounts) return std::nullopt;
+std::optional<std::string> OwnGroup(const OwnCgroups& own, const std::string& controller) {
   std::optional<std::string> path;
-  for (absl::string_view line : absl::StrSplit(*groups, '\n', absl::SkipEmpty())) {
+  for (absl::string_view line : absl::StrSplit(own.groups, '\n', absl::SkipEmpty())) {
     std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
     if (f.size() != 3) continue;
     std::vector<std::string> names = absl::StrSplit(f[1], ',');
@@ -42,15 +40,14 @@ std::optional<Hierarchy> OwnGroup(const ProbeHost& host, const std::string& cont
     if (match) path = f[2];
   }
   if (!path) return std::nullopt;
-  for (absl::string_view line : absl::StrSplit(*mounts, '\n', absl::SkipEmpty())) {
+  for (absl::string_view line : absl::StrSplit(own.mounts, '\n', absl::SkipEmpty())) {
     std::vector<std::string> f = absl::StrSplit(line, ' ');
     if (f.size() < 4) continue;
     std::vector<std::string> options = absl::StrSplit(f[3], ',');
     bool match = controller.empty() ? f[2] == "cgroup2"
                                     : f[2] == "cgroup" && std::find(options.begin(), options.end(),
                                                                     controller) != options.end();
-    if (match)
-      return Hierarchy{f[1] + (*path == "/" ? "" : *path), controller.empty() ? "v2" : "v1"};
+    if (match) return f[1] + (*path == "/" ? "" : *path);
   }
   return std::nullopt;
 }
@@ -69,11 +66,13 @@ struct Limit {
   }
 };
 
-void Read(const ProbeHost& host, const Hierarchy& group, const std::string& file, json& sources,
-          std::optional<std::string>* text) {
-  std::string path = group.dir + "/" + file;
-  *text = host.read_file(path);
-  if (*text) sources.push_back({{"file", path}, {"value", absl::StripAsciiWhitespace(**text)}});
+// `file` of the group in `dir`, recorded in `sources` when it could be read.
+std::optional<std::string> Read(const ProbeHost& host, const std::string& dir,
+                                const std::string& file, json& sources) {
+  std::string path = dir + "/" + file;
+  std::optional<std::string> text = host.read_file(path);
+  if (text) sources.push_back({{"file", path}, {"value", absl::StripAsciiWhitespace(*text)}});
+  return text;
 }
 
 }  // namespace
@@ -81,35 +80,29 @@ void Read(const ProbeHost& host, const Hierarchy& group, const std::string& file
 json OwnCgroupLimits(const ProbeHost& host) {
   json sources = json::array();
   Limit memory, cpu, pids;
-  std::optional<std::string> text;
-  if (auto v2 = OwnGroup(host, "")) {
-    Read(host, *v2, "memory.max", sources, &text);
-    memory.Tighten(Number(text));
-    Read(host, *v2, "cpu.max", sources, &text);
+  std::optional<std::string> groups = host.read_file("/proc/self/cgroup");
+  std::optional<std::string> mounts = host.read_file("/proc/self/mounts");
+  OwnCgroups own{groups.value_or(""), mounts.value_or("")};
+  if (auto v2 = OwnGroup(own, "")) {
+    memory.Tighten(Number(Read(host, *v2, "memory.max", sources)));
+    std::optional<std::string> text = Read(host, *v2, "cpu.max", sources);
     std::vector<std::string> f =
         text ? absl::StrSplit(absl::StripAsciiWhitespace(*text), ' ') : std::vector<std::string>{};
     auto quota = f.size() == 2 ? Number(f[0]) : std::nullopt;
     auto period = f.size() == 2 ? Number(f[1]) : std::nullopt;
     if (quota && period && *period > 0) cpu.Tighten(*quota * 1000 / *period);
-    Read(host, *v2, "pids.max", sources, &text);
-    pids.Tighten(Number(text));
+    pids.Tighten(Number(Read(host, *v2, "pids.max", sources)));
   }
-  if (auto v1 = OwnGroup(host, "memory")) {
-    Read(host, *v1, "memory.limit_in_bytes", sources, &text);
-    auto bytes = Number(text);
+  if (auto v1 = OwnGroup(own, "memory")) {
+    auto bytes = Number(Read(host, *v1, "memory.limit_in_bytes", sources));
     if (bytes && *bytes < (int64_t{1} << 62)) memory.Tighten(bytes);  // larger: unlimited
   }
-  if (auto v1 = OwnGroup(host, "cpu")) {
-    Read(host, *v1, "cpu.cfs_quota_us", sources, &text);
-    auto quota = Number(text);
-    Read(host, *v1, "cpu.cfs_period_us", sources, &text);
-    auto period = Number(text);
+  if (auto v1 = OwnGroup(own, "cpu")) {
+    auto quota = Number(Read(host, *v1, "cpu.cfs_quota_us", sources));
+    auto period = Number(Read(host, *v1, "cpu.cfs_period_us", sources));
     if (quota && *quota > 0 && period && *period > 0) cpu.Tighten(*quota * 1000 / *period);
   }
-  if (auto v1 = OwnGroup(host, "pids")) {
-    Read(host, *v1, "pids.max", sources, &text);
-    pids.Tighten(Number(text));
-  }
+  if (auto v1 = OwnGroup(own, "pids")) pids.Tighten(Number(Read(host, *v1, "pids.max", sources)));
   auto value = [](const Limit& l) { return l.value ? json(*l.value) : json(); };
   return {{"memory_max_bytes", value(memory)},
           {"cpu_max_milli", value(cpu)},
