@@ -401,6 +401,7 @@ void AddClientCommands(CLI::App& app) {
   AddOperationsCommands(app, c);
   AddQueueCommands(app, c);
   AddAdminCommands(app, c);
+  AddPocCommands(app, c);
 }
 
 }  // namespace carve::app

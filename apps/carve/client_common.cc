@@ -51,11 +51,16 @@ void YamlEmit(YAML::Emitter& out, const json& j) {
 }
 
 // Flags, then CARVE_SERVER / CARVE_TOKEN / CARVE_CA, then what `carve dev` wrote to ./carve-data.
-ApiClient Client(const Connection& c) {
+std::string ServerUrl(const Connection& c) {
   std::string server = c.server;
   if (server.empty() && std::getenv("CARVE_SERVER")) server = std::getenv("CARVE_SERVER");
   if (server.empty()) server = ReadFirstLine("carve-data/server");
   if (server.empty()) server = "http://127.0.0.1:7070";
+  return server;
+}
+
+ApiClient Client(const Connection& c) {
+  const std::string server = ServerUrl(c);
   std::string token = c.token;
   if (token.empty() && std::getenv("CARVE_TOKEN")) token = std::getenv("CARVE_TOKEN");
   if (token.empty()) token = ReadFirstLine("carve-data/admin.token");

@@ -27,6 +27,8 @@ struct Connection {
 // Flags, then CARVE_SERVER / CARVE_TOKEN / CARVE_CA, then what `carve dev` wrote to
 // ./carve-data.
 ApiClient Client(const Connection& c);
+// The server Client talks to, resolved the same way.
+std::string ServerUrl(const Connection& c);
 // The value, or Die.
 nlohmann::json Check(absl::StatusOr<nlohmann::json> r);
 // Prints `j` as JSON or YAML when asked; returns false when the caller should print a table, and
@@ -43,6 +45,7 @@ void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c);  // re
 void AddQueueCommands(CLI::App& app, std::shared_ptr<Connection> c);       // queues, explain
 // user, token, whoami, audit, usage, export usage, utilization (admin_command.cc).
 void AddAdminCommands(CLI::App& app, std::shared_ptr<Connection> c);
+void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c);  // poc run, poc verify
 
 }  // namespace carve::app
 

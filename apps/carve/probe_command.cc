@@ -23,6 +23,9 @@ void AddProbeCommand(CLI::App& app) {
   probe->add_option("--hold", *hold, "Keep the memory this long after the last step (e.g. 5s)");
   probe->add_option("--seconds", options->seconds, "Compute this many seconds")
       ->check(CLI::NonNegativeNumber);
+  probe->add_option("--exit-code", options->exit_code, "Exit with this code after the compute")
+      ->check(CLI::Range(0, 255));
+  probe->add_flag("--crash", options->crash, "Crash (SIGSEGV) after the compute");
   probe->callback([options, hold] {
     auto held = ParseDurationUs(*hold);
     if (!held.ok()) {

@@ -4,28 +4,13 @@
 #include "httplib.h"
 #include "runtime/api_http.h"
 #include "runtime/api_server.h"
+#include "runtime/csv.h"
 
 namespace carve {
 
 using json = nlohmann::json;
 
 namespace {
-
-std::string CsvField(const json& v) {
-  std::string s = v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string quoted = "\"";
-  for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
-std::string CsvRow(const json& record, const std::vector<std::string>& columns) {
-  std::vector<std::string> fields;
-  for (const std::string& c : columns) {
-    fields.push_back(CsvField(record.contains(c) ? record[c] : json(nullptr)));
-  }
-  return absl::StrJoin(fields, ",") + "\n";
-}
 
 // Records as JSON lines or CSV (with a header); `header` is true for the first page.
 std::string Format(const json& records, const std::string& format,

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -271,7 +272,12 @@ int RunProbe(const ProbeOptions& options, const ProbeHost& host, std::ostream& o
   if (options.hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(options.hold_ms));
   for (auto& d : devices) d->Release();
   Compute(options.seconds, out);
-  return code;
+  if (options.crash) {
+    out << json{{"probe", "crash"}, {"signal", SIGSEGV}}.dump() << std::endl;
+    std::signal(SIGSEGV, SIG_DFL);
+    std::raise(SIGSEGV);
+  }
+  return code != 0 ? code : options.exit_code;
 }
 
 }  // namespace carve

@@ -32,6 +32,10 @@ struct ProbeOptions {
   int64_t step_mib = 256;
   int64_t hold_ms = 0;  // keep the memory this long after the last step
   int64_t seconds = 0;  // compute for this long, reporting progress each second
+  // How it ends, for the acceptance kit's abnormal jobs: `exit_code` after the compute (an early
+  // or failing exit), or `crash`: SIGSEGV raised after the compute (a crashing job).
+  int exit_code = 0;
+  bool crash = false;
 };
 
 // What the probe reads from its machine: files (nullopt when unreadable) and the environment.
@@ -63,8 +67,9 @@ std::vector<std::unique_ptr<ProbeDevice>> SimulatedProbeDevices(const ProbeHost&
 // Real GPUs through libcuda.so.1; Unavailable (with why) when there is none.
 absl::StatusOr<std::vector<std::unique_ptr<ProbeDevice>>> CudaProbeDevices();
 
-// Runs the probe, writing its lines to `out`; the exit code (0, or 1 when nothing could be
-// probed that was asked for).
+// Runs the probe, writing its lines to `out`; the exit code (options.exit_code, or 1 when
+// nothing could be probed that was asked for). With options.crash it raises SIGSEGV instead of
+// returning, after a last line `{"probe":"crash"}`.
 int RunProbe(const ProbeOptions& options, const ProbeHost& host, std::ostream& out);
 
 }  // namespace carve

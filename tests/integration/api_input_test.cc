@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
+#include "integration/cli.h"
 #include "integration/harness.h"
 
 namespace carve {
@@ -25,11 +26,6 @@ const NodeList kNoNodes = {};
 struct Reply {
   int status = 0;  // 0: no answer (the server died)
   std::string body;
-};
-
-struct CliRun {
-  int exit = -1;
-  std::string out;
 };
 
 // Two tenants, acme (project vision, queue acme-q) and globex (project nlp, queue globex-q), with
@@ -90,16 +86,8 @@ class ApiInputTest : public PlatformTest {
   }
 
   CliRun Carve(const std::string& args, const std::string& token) {
-    std::string cmd = absl::StrCat("timeout 60 ", CARVE_BINARY, " --server ", url_, " --token ",
-                                   token, " ", args, " 2>&1");
-    FILE* p = popen(cmd.c_str(), "r");
-    CliRun r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-    int status = pclose(p);
-    r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
+    return RunShell(absl::StrCat("timeout 60 ", CARVE_BINARY, " --server ", url_, " --token ",
+                                 token, " ", args, " 2>&1"));
   }
 
   std::string WriteFile(const std::string& name, const std::string& text) {

@@ -3,7 +3,6 @@
 // SQLite file itself.
 #include <sqlite3.h>
 #include <stdio.h>
-#include <sys/wait.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "integration/cli.h"
 #include "integration/harness.h"
 #include "runtime/control_plane.h"
 
@@ -23,21 +23,8 @@ using ::testing::Not;
 using json = nlohmann::json;
 using namespace carve::it;  // NOLINT: the harness
 
-struct CliRun {
-  int exit = -1;
-  std::string out;
-};
-
 CliRun Carve(const std::string& args) {
-  std::string cmd = absl::StrCat(CARVE_BINARY, " ", args, " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  CliRun r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return RunShell(absl::StrCat(CARVE_BINARY, " ", args, " 2>&1"));
 }
 
 std::vector<json> JsonLines(const std::string& text) {

@@ -1,0 +1,116 @@
+// `carve poc run` and `carve poc verify`: the acceptance kit (runtime/poc/poc.h, docs/poc.md).
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "client_common.h"
+#include "runtime/poc/poc.h"
+#include "runtime/poc/poc_cluster.h"
+
+namespace carve::app {
+
+using json = nlohmann::json;
+
+namespace {
+
+// This binary, for the probe jobs: the nodes are expected to have `carve` at the same path.
+std::string OwnBinary() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "carve" : self.string();
+}
+
+struct RunFlags {
+  poc::Options options;
+  std::string out = "poc";
+};
+
+void Run(const Connection& c, RunFlags& f) {
+  ApiClient api = Client(c);
+  json who = Check(api.Get("/api/v1/whoami"));
+  if (f.options.owner.empty()) f.options.owner = who.value("name", "");
+  if (f.options.probe.empty()) f.options.probe = OwnBinary();
+  json version = Check(api.Get("/api/v1/version"));
+  std::cout << "carve poc: suite " << f.options.suite << " against " << ServerUrl(c) << " (carve "
+            << version.value("version", "?") << "), owner " << f.options.owner << ", probe "
+            << f.options.probe << "\n"
+            << std::flush;
+  auto records = poc::Run(api, f.options, std::cout);
+  if (!records.ok()) Die(records.status());
+  json meta = {{"server", ServerUrl(c)},       {"server_version", version.value("version", "")},
+               {"owner", f.options.owner},     {"suite", f.options.suite},
+               {"probe", f.options.probe},     {"tolerance", f.options.tolerance},
+               {"seconds", f.options.seconds}, {"job_memory_mib", f.options.job_memory_mib},
+               {"written_us", poc::NowUs()}};
+  if (absl::Status st = poc::Write(f.out, meta, *records); !st.ok()) Die(st);
+  int failed = 0;
+  int passed = 0;
+  for (const poc::Record& r : *records) {
+    passed += r.verdict == poc::Verdict::kPass;
+    failed += r.verdict == poc::Verdict::kFail;
+  }
+  std::cout << passed << " passed, " << failed << " failed, "
+            << records->size() - static_cast<size_t>(passed + failed)
+            << " inconclusive or not run; records in " << f.out << "/records.jsonl and " << f.out
+            << "/records.csv, the report in " << f.out << "/report.html; `carve poc verify "
+            << f.out << "` re-checks it\n";
+  std::exit(failed > 0 ? 1 : 0);
+}
+
+void Verify(const Connection& c, const std::string& dir) {
+  ApiClient api = Client(c);
+  auto checks = poc::Verify(api, dir);
+  if (!checks.ok()) Die(checks.status());
+  int failed = 0;
+  for (const poc::Check& ch : *checks) {
+    failed += !ch.ok;
+    std::cout << (ch.ok ? "ok    " : "FAIL  ") << ch.name
+              << (ch.ok ? "" : absl::StrCat(": expected ", ch.expected, ", observed ", ch.observed))
+              << "\n";
+  }
+  std::cout << checks->size() - failed << " of " << checks->size() << " claims hold\n";
+  std::exit(failed > 0 ? 1 : 0);
+}
+
+}  // namespace
+
+void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c) {
+  CLI::App* poc = app.add_subcommand(
+      "poc", "The acceptance kit: a buyer's tests against this cluster, with records and a report");
+  poc->require_subcommand(1);
+  auto f = std::make_shared<RunFlags>();
+  CLI::App* run = poc->add_subcommand(
+      "run", "Run the acceptance tests through the API with probe jobs; write records and report");
+  run->add_option("--suite", f->options.suite, "software | partition | recovery | all")
+      ->capture_default_str();
+  run->add_option("--out", f->out, "Directory for records.jsonl, records.csv, report.html")
+      ->capture_default_str();
+  run->add_option("--owner", f->options.owner, "Who runs the tests (default: the token's user)");
+  run->add_option("--probe", f->options.probe,
+                  "Path of `carve` on the nodes, for the probe jobs (default: this binary)");
+  run->add_option("--gpu-model", f->options.gpu_model,
+                  "Test shared GPUs of this model (default: the first found)");
+  run->add_option("--tolerance", f->options.tolerance,
+                  "Share of its solo rate a neighbour must keep (0-1)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  run->add_option("--seconds", f->options.seconds, "Compute seconds of each probe")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  run->add_option("--job-memory-mib", f->options.job_memory_mib, "Host memory of each probe job")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  run->add_option("--timeout", f->options.timeout_s, "Longest wait for one outcome, seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  run->callback([c, f] { Run(*c, *f); });
+  auto dir = std::make_shared<std::string>();
+  CLI::App* verify = poc->add_subcommand(
+      "verify", "Re-check a report against the server: its jobs exist, the chain covers it");
+  verify->add_option("dir", *dir, "The directory `carve poc run` wrote")->required();
+  verify->callback([c, dir] { Verify(*c, *dir); });
+}
+
+}  // namespace carve::app

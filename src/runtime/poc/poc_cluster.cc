@@ -1,0 +1,164 @@
+#include "runtime/poc/poc_cluster.h"
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "runtime/states.h"
+
+namespace carve::poc {
+
+using json = nlohmann::json;
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool IsFinal(const json& job) {
+  auto state = job.find("state");
+  if (state == job.end() || !state->is_string()) return false;
+  std::optional<JobState> parsed = ParseJobState(state->get<std::string>());
+  return parsed && carve::IsFinal(*parsed);
+}
+
+absl::StatusOr<int64_t> Cluster::Submit(const json& spec, Record& record) {
+  record.input.push_back(spec);
+  auto job = api_.Post("/api/v1/jobs", spec);
+  if (!job.ok()) {
+    return absl::Status(job.status().code(),
+                        absl::StrCat("submitting ", spec.dump(), ": ", job.status().message()));
+  }
+  int64_t id = job->value("id", int64_t{0});
+  record.jobs.push_back(id);
+  progress_ << "  job " << id << " submitted: " << spec.value("name", "") << "\n" << std::flush;
+  return id;
+}
+
+absl::StatusOr<json> Cluster::Job(int64_t id) {
+  return api_.Get(absl::StrCat("/api/v1/jobs/", id));
+}
+
+absl::StatusOr<json> Cluster::WaitUntil(int64_t id, const std::function<bool(const json&)>& done,
+                                        const std::string& what) {
+  const int64_t deadline = NowUs() + options_.timeout_s * 1'000'000;
+  json job;
+  while (true) {
+    auto got = Job(id);
+    if (!got.ok()) return got.status();
+    job = *std::move(got);
+    if (done(job)) return job;
+    if (NowUs() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("job ", id, " did not become ", what, " within ", options_.timeout_s,
+                       " s; it is ", job.value("state", "?"), ": ", job.value("reason", "")));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+absl::StatusOr<json> Cluster::WaitFinal(int64_t id) { return WaitUntil(id, IsFinal, "final"); }
+
+absl::StatusOr<json> Cluster::WaitRunning(int64_t id) {
+  return WaitUntil(
+      id, [](const json& j) { return j.value("state", "") == "running" || IsFinal(j); }, "running");
+}
+
+absl::StatusOr<ProbeLog> Cluster::Probe(int64_t id) {
+  std::string all;
+  while (true) {
+    std::map<std::string, std::string> headers;
+    auto text =
+        api_.GetText(absl::StrCat("/api/v1/jobs/", id, "/logs?offset=", all.size()), &headers);
+    if (!text.ok()) return text.status();
+    all += *text;
+    size_t size = 0;
+    if (text->empty() || !absl::SimpleAtoi(headers["X-Carve-Log-Size"], &size) ||
+        all.size() >= size) {
+      break;
+    }
+  }
+  return ParseProbeLog(all);
+}
+
+ProbeLog ParseProbeLog(const std::string& log) {
+  ProbeLog out;
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    json j = json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("probe") || !j["probe"].is_string()) continue;
+    const std::string kind = j["probe"];
+    if (kind == "sees") {
+      out.sees = j;
+    } else if (kind == "memory") {
+      if (j.value("ok", false)) {
+        out.held_mib = std::max(out.held_mib, j.value("mib", int64_t{0}));
+      } else {
+        out.refused = true;
+      }
+    } else if (kind == "memory-reached") {
+      out.reached_mib = j.value("mib", int64_t{0});
+    } else if (kind == "done") {
+      out.per_second = j.value("per_second", int64_t{0});
+    } else if (kind == "crash") {
+      out.crashed = true;
+    }
+  }
+  return out;
+}
+
+absl::Status Cluster::Cancel(int64_t id) {
+  return api_.Post(absl::StrCat("/api/v1/jobs/", id, "/cancel"), json::object()).status();
+}
+
+absl::Status Cluster::Scale(int64_t id, int replicas) {
+  return api_.Post(absl::StrCat("/api/v1/jobs/", id, "/scale"), {{"replicas", replicas}}).status();
+}
+
+absl::StatusOr<ChainHead> Cluster::Head() {
+  auto v = api_.Get("/api/v1/audit/verify");
+  if (!v.ok()) return v.status();
+  if (!v->value("ok", false)) {
+    return absl::DataLossError(absl::StrCat("the event chain does not verify: ", v->dump()));
+  }
+  return ChainHead{v->value("head_seq", int64_t{0}), v->value("head_hash", "")};
+}
+
+absl::StatusOr<json> Cluster::Nodes() { return api_.Get("/api/v1/nodes"); }
+
+void Cluster::CleanUp(const Record& record) {
+  for (int64_t id : record.jobs) {
+    auto job = Job(id);
+    if (!job.ok() || IsFinal(*job)) continue;
+    if (absl::Status st = Cancel(id); !st.ok()) {
+      progress_ << "  job " << id << " could not be cancelled: " << st.message() << "\n";
+    }
+  }
+}
+
+void Cluster::NoteNodes(const json& job, Record& record) {
+  for (const json& r : job.value("replicas", json::array())) {
+    std::string node = r.value("node", "");
+    if (!node.empty()) record.nodes[node] = r.value("versions", json::object());
+  }
+}
+
+std::vector<SharedGpu> SharedGpus(const json& nodes, const std::string& model) {
+  std::vector<SharedGpu> out;
+  std::string want = model;
+  for (const json& n : nodes) {
+    if (n.value("state", "") != "ready" || !n.value("cordoned_by", "").empty()) continue;
+    for (const json& g : n.value("gpus", json::array())) {
+      if (g.value("mode", "") != "shared" || g.value("health", "") != "healthy") continue;
+      if (want.empty()) want = g.value("model", "");
+      if (g.value("model", "") != want) continue;
+      out.push_back({n.value("name", ""), g.value("index", 0), want, g.value("memory_mib", 0),
+                     n.value("replicas", 0) == 0});
+    }
+  }
+  return out;
+}
+
+}  // namespace carve::poc

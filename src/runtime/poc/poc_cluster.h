@@ -1,0 +1,83 @@
+// The acceptance kit's view of the cluster under test: only the public API, as the owner's
+// token allows. Submits the tests' jobs (recording each spec and id in the test's record), waits
+// for the states that name an outcome, reads the probes' lines from the jobs' logs.
+#ifndef CARVE_RUNTIME_POC_POC_CLUSTER_H_
+#define CARVE_RUNTIME_POC_POC_CLUSTER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "runtime/api_client.h"
+#include "runtime/poc/poc.h"
+
+namespace carve::poc {
+
+// What a probe printed (runtime/probe.h), by kind.
+struct ProbeLog {
+  nlohmann::json sees;                 // null when it never got that far
+  int64_t held_mib = 0;                // the most a step held (ok)
+  bool refused = false;                // a step was refused by the device
+  std::optional<int64_t> reached_mib;  // "memory-reached": absent when it was killed first
+  std::optional<int64_t> per_second;   // "done": the mean compute rate
+  bool crashed = false;                // "crash": it raised SIGSEGV on purpose
+};
+
+class Cluster {
+ public:
+  Cluster(ApiClient& api, const Options& options, std::ostream& progress)
+      : api_(api), options_(options), progress_(progress) {}
+
+  const Options& options() const { return options_; }
+  std::ostream& progress() { return progress_; }
+
+  // Submits `spec` and notes it (spec and id) in `record`.
+  absl::StatusOr<int64_t> Submit(const nlohmann::json& spec, Record& record);
+  absl::StatusOr<nlohmann::json> Job(int64_t id);
+  // Polls the job until `done` holds for it (or the kit's timeout): the job as last seen.
+  absl::StatusOr<nlohmann::json> WaitUntil(int64_t id,
+                                           const std::function<bool(const nlohmann::json&)>& done,
+                                           const std::string& what);
+  absl::StatusOr<nlohmann::json> WaitFinal(int64_t id);
+  absl::StatusOr<nlohmann::json> WaitRunning(int64_t id);
+  absl::StatusOr<ProbeLog> Probe(int64_t id);
+  absl::Status Cancel(int64_t id);
+  absl::Status Scale(int64_t id, int replicas);
+  absl::StatusOr<ChainHead> Head();
+  absl::StatusOr<nlohmann::json> Nodes();
+  absl::StatusOr<nlohmann::json> Get(const std::string& path) { return api_.Get(path); }
+  absl::StatusOr<std::string> Text(const std::string& path) { return api_.GetText(path); }
+  // Cancels every job of `record` that has not ended (a test that failed half way).
+  void CleanUp(const Record& record);
+  // Notes the nodes `job`'s replicas ran on, with their versions, in `record`.
+  static void NoteNodes(const nlohmann::json& job, Record& record);
+
+ private:
+  ApiClient& api_;
+  Options options_;
+  std::ostream& progress_;
+};
+
+bool IsFinal(const nlohmann::json& job);
+ProbeLog ParseProbeLog(const std::string& log);
+int64_t NowUs();
+
+// The shared GPUs of the cluster: (node, device index, model, memory MiB) of every schedulable
+// shared GPU of `model` ("": the model of the first one found).
+struct SharedGpu {
+  std::string node;
+  int device = 0;
+  std::string model;
+  int64_t memory_mib = 0;
+  bool idle = true;  // nothing allocated on it when it was listed
+};
+std::vector<SharedGpu> SharedGpus(const nlohmann::json& nodes, const std::string& model);
+
+}  // namespace carve::poc
+
+#endif  // CARVE_RUNTIME_POC_POC_CLUSTER_H_

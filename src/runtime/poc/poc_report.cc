@@ -1,0 +1,235 @@
+// The kit's evidence on disk: records.jsonl (the source), records.csv and report.html, one
+// self-contained page (Chart.js inlined, no network needed to view it).
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
+#include "runtime/csv.h"
+#include "runtime/poc/poc.h"
+
+namespace carve::poc {
+
+std::string ChartJs();  // generated: cmake/embed_text.cmake
+
+using json = nlohmann::json;
+
+namespace {
+
+const std::vector<std::string> kCsvColumns = {"id",
+                                              "title",
+                                              "suite",
+                                              "verdict",
+                                              "verdict_reason",
+                                              "owner",
+                                              "started",
+                                              "ended",
+                                              "jobs",
+                                              "events_after",
+                                              "events_through",
+                                              "chain_start_hash",
+                                              "chain_end_hash",
+                                              "nodes",
+                                              "pass_condition",
+                                              "failure_handling"};
+
+std::string Escape(const std::string& s) {
+  return absl::StrReplaceAll(
+      s, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}, {"'", "&#39;"}});
+}
+
+std::string Time(int64_t us) {
+  if (us == 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", absl::FromUnixMicros(us), absl::UTCTimeZone());
+}
+
+std::vector<std::string> NodeNames(const Record& r) {
+  std::vector<std::string> out;
+  for (const auto& [name, versions] : r.nodes.items()) out.push_back(name);
+  return out;
+}
+
+std::string JobsText(const Record& r) { return absl::StrJoin(r.jobs, " "); }
+
+// The acceptance table: one row per test.
+std::string Table(const std::vector<Record>& records) {
+  std::string out =
+      "<table id=\"acceptance\"><thead><tr><th>test</th><th>verdict</th><th>why</th>"
+      "<th>started</th><th>seconds</th><th>jobs</th><th>events</th></tr></thead><tbody>\n";
+  for (const Record& r : records) {
+    absl::StrAppend(
+        &out, "<tr class=\"", VerdictName(r.verdict), "\"><td><a href=\"#", r.id, "\">",
+        Escape(r.id), "</a><br>", Escape(r.title), "</td><td class=\"verdict\">",
+        VerdictName(r.verdict), "</td><td>", Escape(r.verdict_reason), "</td><td>",
+        Time(r.started_us), "</td><td>",
+        r.ended_us > r.started_us ? absl::StrCat((r.ended_us - r.started_us) / 1000000) : "-",
+        "</td><td>", Escape(JobsText(r)), "</td><td>", r.chain_start.seq + 1, "–", r.chain_end.seq,
+        "</td></tr>\n");
+  }
+  return out + "</tbody></table>\n";
+}
+
+// What was proven per delivery mode, under which versions, and what was not.
+std::string Boundaries(const std::vector<Record>& records) {
+  std::map<std::string, std::vector<std::string>> proven, unproven;
+  std::set<std::string> versions;
+  bool simulated = false;
+  for (const Record& r : records) {
+    (r.verdict == Verdict::kPass ? proven : unproven)[r.suite].push_back(
+        absl::StrCat(r.id, " (", VerdictName(r.verdict), ")"));
+    for (const auto& [node, v] : r.nodes.items()) {
+      versions.insert(absl::StrCat(node, ": driver ", v.value("driver", "?"), ", CUDA ",
+                                   v.value("cuda_driver", "?"), ", carve ", v.value("carve", "?"),
+                                   ", kernel ", v.value("kernel", "?")));
+      simulated = simulated || v.value("driver", "") == "simulated";
+    }
+  }
+  std::string out = "<ul id=\"boundaries\">\n";
+  for (const char* suite : {"software", "partition", "recovery"}) {
+    absl::StrAppend(
+        &out, "<li><b>", suite, "</b>: proven: ",
+        Escape(proven[suite].empty() ? "nothing" : absl::StrJoin(proven[suite], ", ")),
+        "; not proven: ",
+        Escape(unproven[suite].empty() ? "nothing" : absl::StrJoin(unproven[suite], ", ")),
+        "</li>\n");
+  }
+  absl::StrAppend(&out, "<li>under versions: ",
+                  Escape(versions.empty() ? "none recorded" : absl::StrJoin(versions, "; ")),
+                  "</li>\n");
+  if (simulated) {
+    out +=
+        "<li>simulated GPUs: device isolation and device memory were not measured on hardware; "
+        "caps are enforced by the simulated MPS twin</li>\n";
+  }
+  out +=
+      "<li>MPS: one GPU context server per GPU; a client fault can affect the other clients on "
+      "the same GPU on real hardware</li>\n"
+      "<li>the probe's compute is a CPU loop: progress rates measure host-side isolation, not "
+      "GPU SM contention</li>\n</ul>\n";
+  return out;
+}
+
+std::string Checks(const Record& r) {
+  std::string out =
+      "<table class=\"checks\"><thead><tr><th>check</th><th>expected</th><th>observed</th>"
+      "<th></th></tr></thead><tbody>\n";
+  for (const Check& c : r.checks) {
+    absl::StrAppend(&out, "<tr class=\"", c.ok ? "pass" : "fail", "\"><td>", Escape(c.name),
+                    "</td><td>", Escape(c.expected), "</td><td>", Escape(c.observed), "</td><td>",
+                    c.ok ? "ok" : "FAIL", "</td></tr>\n");
+  }
+  return out + "</tbody></table>\n";
+}
+
+std::string Section(const Record& r, int* chart) {
+  std::string out = absl::StrCat(
+      "<section id=\"", r.id, "\"><h2>", Escape(r.id), ": ", Escape(r.title), " — <span class=\"",
+      VerdictName(r.verdict), "\">", VerdictName(r.verdict), "</span></h2>\n<p><b>Passes when</b> ",
+      Escape(r.pass_condition), "</p>\n<p><b>Owner</b> ", Escape(r.owner), "; <b>from</b> ",
+      Time(r.started_us), " <b>to</b> ", Time(r.ended_us), "; <b>jobs</b> ", Escape(JobsText(r)),
+      " (logs: <code>carve logs ID</code>); <b>nodes</b> ",
+      Escape(absl::StrJoin(NodeNames(r), ", ")), "</p>\n<p><b>Event chain</b> from seq ",
+      r.chain_start.seq, " (<code>", Escape(r.chain_start.hash), "</code>) to seq ",
+      r.chain_end.seq, " (<code>", Escape(r.chain_end.hash), "</code>)</p>\n");
+  if (!r.verdict_reason.empty()) {
+    absl::StrAppend(&out, "<p><b>Verdict</b> ", Escape(r.verdict_reason), "</p>\n");
+  }
+  if (!r.checks.empty()) out += Checks(r);
+  for (const json& c : r.observed.value("charts", json::array())) {
+    absl::StrAppend(&out, "<figure><canvas class=\"chart\" id=\"chart-", (*chart)++,
+                    "\" data-chart=\"", Escape(c.dump()), "\"></canvas><figcaption>",
+                    Escape(c.value("title", "")), "</figcaption></figure>\n");
+  }
+  absl::StrAppend(&out, "<p><b>When it fails</b> ", Escape(r.failure_handling),
+                  "</p>\n<p><b>What it proves</b> ", Escape(r.boundary),
+                  "</p>\n<details><summary>observed</summary><pre>", Escape(r.observed.dump(2)),
+                  "</pre></details>\n<details><summary>input (the job specs)</summary><pre>",
+                  Escape(r.input.dump(2)), "</pre></details>\n</section>\n");
+  return out;
+}
+
+constexpr const char* kStyle =
+    "body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:.3em;vertical-align:top;text-align:left}"
+    ".pass{color:#075}.fail{color:#b00}.inconclusive{color:#a60}.not-run{color:#777}"
+    "figure{max-width:40em}pre{white-space:pre-wrap}";
+
+// Draws every canvas from its data-chart: {title, labels, series: [{label, values}]}.
+constexpr const char* kDraw =
+    "document.querySelectorAll('canvas.chart').forEach(function(c){"
+    "var d=JSON.parse(c.dataset.chart);"
+    "new Chart(c,{type:'bar',data:{labels:d.labels,datasets:d.series.map(function(s){"
+    "return {label:s.label,data:s.values};})},options:{animation:false,"
+    "plugins:{title:{display:true,text:d.title}}}});});";
+
+}  // namespace
+
+std::string RenderReport(const json& meta, const std::vector<Record>& records) {
+  int passed = 0;
+  for (const Record& r : records) passed += r.verdict == Verdict::kPass;
+  std::string out = absl::StrCat(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Carve acceptance "
+      "report</title><style>",
+      kStyle, "</style></head><body>\n<h1>Carve acceptance report</h1>\n<p>Server ",
+      Escape(meta.value("server", "")), " (carve ", Escape(meta.value("server_version", "?")),
+      "); owner ", Escape(meta.value("owner", "")), "; suite ", Escape(meta.value("suite", "")),
+      "; written ", Time(meta.value("written_us", int64_t{0})), "; ", passed, " of ",
+      records.size(),
+      " tests passed. Re-check it against the server with <code>carve poc verify DIR</code>.</p>\n",
+      Table(records), "<h2>Boundary conclusions</h2>\n", Boundaries(records));
+  int chart = 0;
+  for (const Record& r : records) out += Section(r, &chart);
+  absl::StrAppend(&out, "<script>", ChartJs(), "</script>\n<script>", kDraw,
+                  "</script>\n</body></html>\n");
+  return out;
+}
+
+std::string RecordsCsv(const std::vector<Record>& records) {
+  std::string out = absl::StrJoin(kCsvColumns, ",") + "\n";
+  for (const Record& r : records) {
+    json row = {{"id", r.id},
+                {"title", r.title},
+                {"suite", r.suite},
+                {"verdict", VerdictName(r.verdict)},
+                {"verdict_reason", r.verdict_reason},
+                {"owner", r.owner},
+                {"started", Time(r.started_us)},
+                {"ended", Time(r.ended_us)},
+                {"jobs", JobsText(r)},
+                {"events_after", r.chain_start.seq},
+                {"events_through", r.chain_end.seq},
+                {"chain_start_hash", r.chain_start.hash},
+                {"chain_end_hash", r.chain_end.hash},
+                {"nodes", absl::StrJoin(NodeNames(r), " ")},
+                {"pass_condition", r.pass_condition},
+                {"failure_handling", r.failure_handling}};
+    out += CsvRow(row, kCsvColumns);
+  }
+  return out;
+}
+
+absl::Status Write(const std::string& dir, const json& meta, const std::vector<Record>& records) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  std::string jsonl;
+  for (const Record& r : records) jsonl += ToJson(r).dump() + "\n";
+  const std::pair<const char*, std::string> files[] = {{"records.jsonl", jsonl},
+                                                       {"records.csv", RecordsCsv(records)},
+                                                       {"report.html", RenderReport(meta, records)},
+                                                       {"meta.json", meta.dump(2) + "\n"}};
+  for (const auto& [name, text] : files) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace carve::poc

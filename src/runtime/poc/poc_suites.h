@@ -1,0 +1,46 @@
+// The kit's suites and their tests (docs/poc.md): each test is what a buyer asks, its pass
+// condition, what an operator does when it fails, what it proves, and the code that runs it.
+#ifndef CARVE_RUNTIME_POC_POC_SUITES_H_
+#define CARVE_RUNTIME_POC_POC_SUITES_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "runtime/poc/poc.h"
+#include "runtime/poc/poc_cluster.h"
+
+namespace carve::poc {
+
+struct TestCase {
+  std::string id;
+  std::string title;
+  std::string pass_condition;
+  std::string failure_handling;
+  std::string boundary;
+  // Runs the test, filling the record's checks and observations; an error stops it (a fail,
+  // with the error as its reason). Empty: the test is not built yet (verdict not-run).
+  std::function<absl::Status(Cluster&, Record&)> run;
+};
+
+struct Suite {
+  std::string name;
+  std::vector<TestCase> tests;
+};
+
+const std::vector<Suite>& Suites();
+std::vector<TestCase> SoftwareTests();
+TestCase AbnormalJobTest();  // poc_software_faults.cc
+TestCase ReclamationTest();  // poc_software_faults.cc
+
+// Runs one test: the chain's head before and after, its jobs cleaned up, the verdict judged.
+Record RunTest(Cluster& cluster, const std::string& suite, const TestCase& test);
+
+// The checks tests share.
+void Expect(Record& r, const std::string& name, bool ok, const std::string& expected,
+            const std::string& observed);
+
+}  // namespace carve::poc
+
+#endif  // CARVE_RUNTIME_POC_POC_SUITES_H_
