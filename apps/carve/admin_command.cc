@@ -17,36 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// "2026-11-30T10:00:00Z", "2026-11-30", "@1764496800" (Unix seconds) or "24h" / "7d" (ago).
-int64_t TimeFlag(const std::string& flag, const std::string& text) {
-  if (text.empty()) return 0;
-  int64_t seconds = 0;
-  if (text[0] == '@' && absl::SimpleAtoi(text.substr(1), &seconds)) return seconds * 1'000'000;
-  absl::Time t;
-  std::string err;
-  for (const char* layout : {"%Y-%m-%dT%H:%M:%E*SZ", "%Y-%m-%dT%H:%M:%E*S%Ez", "%Y-%m-%d"}) {
-    if (absl::ParseTime(layout, text, &t, &err)) return absl::ToUnixMicros(t);
-  }
-  std::string duration = text;
-  int64_t scale = 1;
-  if (!duration.empty() && duration.back() == 'd') {
-    duration.back() = 'h';
-    scale = 24;
-  }
-  if (auto ago = ParseDurationUs(duration); ago.ok() && *ago <= NowUs() / scale) {
-    return NowUs() - *ago * scale;
-  }
-  Die(absl::InvalidArgumentError(absl::StrCat(
-      flag, " \"", text, "\": write a time (2026-11-30T10:00:00Z, 2026-11-30, @UNIXSECONDS) or ",
-      "how long ago (24h, 7d)")));
-}
-
 std::string TimeText(int64_t us) {
   if (us == 0) return "-";
   return absl::FormatTime("%Y-%m-%d %H:%M", absl::FromUnixMicros(us), absl::UTCTimeZone());

@@ -37,6 +37,11 @@ nlohmann::json Check(absl::StatusOr<nlohmann::json> r);
 bool Structured(const Connection& c, nlohmann::json& j);
 // "42s", "5m", "3h" since a time in microseconds; "-" for 0.
 std::string Age(int64_t since_us);
+// The wall clock, microseconds since the epoch.
+int64_t NowUs();
+// A time flag in microseconds: "2026-11-30T10:00:00Z", "2026-11-30", "@1764496800" (Unix
+// seconds) or how long ago ("24h", "7d"); 0 for ""; Die naming `flag` otherwise.
+int64_t TimeFlag(const std::string& flag, const std::string& text);
 // A job id from the command line, or Die.
 int64_t JobId(const std::string& text);
 

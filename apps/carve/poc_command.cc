@@ -5,9 +5,12 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client_common.h"
 #include "runtime/poc/poc.h"
 #include "runtime/poc/poc_cluster.h"
+#include "runtime/profile.h"
 
 namespace carve::app {
 
@@ -20,6 +23,38 @@ std::string OwnBinary() {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "carve" : self.string();
+}
+
+// The workload profile of the usage rows from `since_us` on.
+json Profile(ApiClient& api, int64_t since_us) {
+  return WorkloadProfile(Check(api.Get(absl::StrCat("/api/v1/usage/records?since_us=", since_us))));
+}
+
+std::string Figure(const json& v) {
+  return v.is_number() ? absl::StrFormat("%.1f", v.get<double>()) : "-";
+}
+
+std::string Counts(const json& counts) {
+  std::vector<std::string> out;
+  for (const auto& [k, n] : counts.items()) out.push_back(absl::StrCat(k, ":", n.dump()));
+  return out.empty() ? "-" : absl::StrJoin(out, " ");
+}
+
+void PrintProfile(const json& p) {
+  std::cout << absl::StrFormat("%-12s %-14s %5s %8s %19s %19s %6s %6s %9s  %s\n", "KIND", "QUEUE",
+                               "JOBS", "ATTEMPTS", "WAIT P50/P95 (S)", "RUN P50/P95 (S)", "FAILED",
+                               "PREEMPT", "GPU-HOURS", "GPUS/REPLICA  MODES");
+  for (const json& g : p["groups"]) {
+    std::cout << absl::StrFormat(
+        "%-12s %-14s %5d %8d %19s %19s %6d %6d %9.3f  %s  %s\n", g.value("kind", ""),
+        g.value("queue", ""), g.value("jobs", 0), g.value("attempts", 0),
+        Figure(g["wait_s"]["p50"]) + " / " + Figure(g["wait_s"]["p95"]),
+        Figure(g["run_s"]["p50"]) + " / " + Figure(g["run_s"]["p95"]), g.value("failed", 0),
+        g.value("preempted", 0), g.value("gpu_hours", 0.0), Counts(g["gpus_per_replica"]),
+        Counts(g["modes"]));
+  }
+  std::cout << "not measured:\n";
+  for (const json& n : p["not_measured"]) std::cout << "  " << n.get<std::string>() << "\n";
 }
 
 struct RunFlags {
@@ -44,6 +79,8 @@ void Run(const Connection& c, RunFlags& f) {
                {"probe", f.options.probe},     {"tolerance", f.options.tolerance},
                {"seconds", f.options.seconds}, {"job_memory_mib", f.options.job_memory_mib},
                {"written_us", poc::NowUs()}};
+  meta["profile"] = Profile(api, poc::NowUs() - 30LL * 24 * 3600 * 1'000'000);
+  meta["profile_since"] = "30d";
   if (absl::Status st = poc::Write(f.out, meta, *records); !st.ok()) Die(st);
   int failed = 0;
   int passed = 0;
@@ -111,6 +148,16 @@ void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c) {
       "verify", "Re-check a report against the server: its jobs exist, the chain covers it");
   verify->add_option("dir", *dir, "The directory `carve poc run` wrote")->required();
   verify->callback([c, dir] { Verify(*c, *dir); });
+
+  auto since = std::make_shared<std::string>("30d");
+  CLI::App* profile = app.add_subcommand(
+      "profile", "The workload profile per kind and queue: waits, run times, sizes, failures");
+  profile->add_option("--since", *since, "From (time or 30d ago)")->capture_default_str();
+  profile->callback([c, since] {
+    ApiClient api = Client(*c);
+    json p = Profile(api, TimeFlag("--since", *since));
+    if (!Structured(*c, p)) PrintProfile(p);
+  });
 }
 
 }  // namespace carve::app

@@ -88,7 +88,8 @@ TEST_F(PocTest, TheSoftwareSuitePassesAndItsReportReChecksAgainstTheServer) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5) << csv;
   const std::string html = Slurp((out / "report.html").string());
   EXPECT_THAT(html, HasSubstr("<table id=\"acceptance\">"));
-  EXPECT_THAT(html, HasSubstr("Chart.js v3"));  // inlined, nothing fetched
+  EXPECT_THAT(html, HasSubstr("Chart.js v3"));             // inlined, nothing fetched
+  EXPECT_THAT(html, HasSubstr("<table id=\"profile\">"));  // the workload profile
   EXPECT_EQ(html.find("<script src"), std::string::npos);
   size_t charts = 0;
   for (size_t at = html.find("<canvas class=\"chart\""); at != std::string::npos;

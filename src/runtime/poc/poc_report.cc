@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
@@ -166,6 +167,35 @@ constexpr const char* kDraw =
     "return {label:s.label,data:s.values};})},options:{animation:false,"
     "plugins:{title:{display:true,text:d.title}}}});});";
 
+// The workload profile the kit read beside its tests (runtime/profile.h).
+std::string ProfileSection(const json& profile, const std::string& since) {
+  std::string out = absl::StrCat(
+      "<h2>Workload profile</h2>\n<p>The cluster's work over the last ", Escape(since),
+      ", per kind and queue, from its usage rows (", profile.value("rows", 0),
+      " attempts), the kit's own jobs included.</p>\n<table id=\"profile\"><thead><tr>"
+      "<th>kind</th><th>queue</th><th>jobs</th><th>attempts</th><th>wait p50 / p95 s</th>"
+      "<th>run p50 / p95 s</th><th>GPUs per replica</th><th>modes</th><th>failure rate</th>"
+      "<th>preemption rate</th><th>GPU-hours</th></tr></thead><tbody>\n");
+  auto num = [](const json& v) {
+    return v.is_number() ? absl::StrFormat("%.2f", v.get<double>()) : "-";
+  };
+  for (const json& g : profile.value("groups", json::array())) {
+    absl::StrAppend(&out, "<tr><td>", Escape(g.value("kind", "")), "</td><td>",
+                    Escape(g.value("queue", "")), "</td><td>", g.value("jobs", 0), "</td><td>",
+                    g.value("attempts", 0), "</td><td>", num(g["wait_s"]["p50"]), " / ",
+                    num(g["wait_s"]["p95"]), "</td><td>", num(g["run_s"]["p50"]), " / ",
+                    num(g["run_s"]["p95"]), "</td><td>", Escape(g["gpus_per_replica"].dump()),
+                    "</td><td>", Escape(g["modes"].dump()), "</td><td>", num(g["failure_rate"]),
+                    "</td><td>", num(g["preemption_rate"]), "</td><td>", num(g["gpu_hours"]),
+                    "</td></tr>\n");
+  }
+  out += "</tbody></table>\n<p>Not measured:</p><ul>";
+  for (const json& n : profile.value("not_measured", json::array())) {
+    absl::StrAppend(&out, "<li>", Escape(n.get<std::string>()), "</li>");
+  }
+  return out + "</ul>\n";
+}
+
 }  // namespace
 
 std::string RenderReport(const json& meta, const std::vector<Record>& records) {
@@ -183,6 +213,9 @@ std::string RenderReport(const json& meta, const std::vector<Record>& records) {
       Table(records), "<h2>Boundary conclusions</h2>\n", Boundaries(records));
   int chart = 0;
   for (const Record& r : records) out += Section(r, &chart);
+  if (meta.contains("profile")) {
+    out += ProfileSection(meta["profile"], meta.value("profile_since", ""));
+  }
   absl::StrAppend(&out, "<script>", ChartJs(), "</script>\n<script>", kDraw,
                   "</script>\n</body></html>\n");
   return out;
