@@ -26,6 +26,8 @@ void AddProbeCommand(CLI::App& app) {
   probe->add_option("--exit-code", options->exit_code, "Exit with this code after the compute")
       ->check(CLI::Range(0, 255));
   probe->add_flag("--crash", options->crash, "Crash (SIGSEGV) after the compute");
+  probe->add_flag("--checkpoint", options->checkpoint,
+                  "Resume the compute where an earlier attempt stopped ($CARVE_CHECKPOINT_DIR)");
   probe->callback([options, hold] {
     auto held = ParseDurationUs(*hold);
     if (!held.ok()) {

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -180,10 +181,12 @@ void Spin() {
   spin_sink = seed;
 }
 
-void Compute(int64_t seconds, std::ostream& out) {
+// Computes seconds `first` + 1 .. `seconds`, a line per second; `done(s)` after each.
+void Compute(int64_t first, int64_t seconds, std::ostream& out,
+             const std::function<void(int64_t)>& done) {
   using Clock = std::chrono::steady_clock;
   int64_t total = 0;
-  for (int64_t s = 1; s <= seconds; ++s) {
+  for (int64_t s = first + 1; s <= seconds; ++s) {
     int64_t iterations = 0;
     Clock::time_point end = Clock::now() + std::chrono::seconds(1);
     while (Clock::now() < end) {
@@ -197,12 +200,30 @@ void Compute(int64_t seconds, std::ostream& out) {
                 {"kind", "cpu-loop"}}
                .dump()
         << std::endl;
+    done(s);
   }
-  out << json{{"probe", "done"},
-              {"per_second", seconds > 0 ? total / seconds : 0},
-              {"kind", "cpu-loop"}}
+  const int64_t ran = std::max<int64_t>(0, seconds - first);
+  out << json{{"probe", "done"}, {"per_second", ran > 0 ? total / ran : 0}, {"kind", "cpu-loop"}}
              .dump()
       << std::endl;
+}
+
+// With --checkpoint: the seconds already computed by an earlier attempt, from
+// $CARVE_CHECKPOINT_DIR/probe-progress (0 when there is none), said in a line.
+int64_t Resume(const ProbeHost& host, std::ostream& out, std::string* file) {
+  std::optional<std::string> dir = host.env("CARVE_CHECKPOINT_DIR");
+  json line = {{"probe", "resumed"}, {"attempt", EnvOrNull(host, "CARVE_ATTEMPT")}};
+  int64_t from = 0;
+  if (!dir || dir->empty()) {
+    line["error"] = "no CARVE_CHECKPOINT_DIR";
+  } else {
+    *file = *dir + "/probe-progress";
+    std::optional<std::string> text = host.read_file(*file);
+    if (text && !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &from)) from = 0;
+  }
+  line["from_second"] = from;
+  out << line.dump() << std::endl;
+  return from;
 }
 
 // Takes options.memory_mib on `device` in steps; each step is a line. Returns what it held.
@@ -271,7 +292,15 @@ int RunProbe(const ProbeOptions& options, const ProbeHost& host, std::ostream& o
   }
   if (options.hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(options.hold_ms));
   for (auto& d : devices) d->Release();
-  Compute(options.seconds, out);
+  std::string checkpoint;
+  const int64_t first = options.checkpoint ? Resume(host, out, &checkpoint) : 0;
+  Compute(first, options.seconds, out, [&checkpoint, &out](int64_t second) {
+    if (checkpoint.empty()) return;
+    std::ofstream(checkpoint + ".tmp", std::ios::trunc) << second << "\n";
+    std::error_code ec;
+    std::filesystem::rename(checkpoint + ".tmp", checkpoint, ec);
+    if (ec) out << json{{"probe", "checkpoint"}, {"error", ec.message()}}.dump() << std::endl;
+  });
   if (options.crash) {
     out << json{{"probe", "crash"}, {"signal", SIGSEGV}}.dump() << std::endl;
     std::signal(SIGSEGV, SIG_DFL);

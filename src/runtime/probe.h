@@ -7,6 +7,7 @@
 //   {"probe":"memory", "device", "mib", "ok"[, "error"]}      one per step
 //   {"probe":"memory-reached", "device", "mib"}               the most it held at once
 //   {"probe":"progress", "second", "iterations", "kind"}      one per second of compute
+//   {"probe":"resumed", "from_second", "attempt"}             with --checkpoint
 //   {"probe":"done", "per_second", "kind"}
 // Devices: simulated GPUs through their device files (CARVE_SIM_GPU_DIR, ports/devices.h), real
 // ones through the CUDA driver API loaded with dlopen (libcuda.so.1; nothing needed to build).
@@ -36,6 +37,9 @@ struct ProbeOptions {
   // or failing exit), or `crash`: SIGSEGV raised after the compute (a crashing job).
   int exit_code = 0;
   bool crash = false;
+  // Resume the compute from $CARVE_CHECKPOINT_DIR/probe-progress (the seconds an earlier attempt
+  // finished, written after each second): a training job that survives being moved.
+  bool checkpoint = false;
 };
 
 // What the probe reads from its machine: files (nullopt when unreadable) and the environment.

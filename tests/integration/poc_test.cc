@@ -143,3 +143,30 @@ TEST_F(PocWithoutEnforcementTest, ExactlyTheIsolationTestsFailAndSayWhy) {
 }
 
 }  // namespace
+
+// The recovery suite: a training job moved by a drain resumes from its checkpoint, a service
+// keeps two replicas through a drain, an experiment preempted by an urgent job runs again.
+// Two H200s on each of two nodes (a drained node's replicas have room on the other) and two
+// T4s that only one node has (the urgent job must preempt).
+const NodeList kRecoveryNodes = {{"poc-a", "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"},
+                                 {"poc-b",
+                                  "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"
+                                  "  - {model: T4, count: 2, mode: exclusive}\n"}};
+
+class PocRecoveryTest : public PocTest {
+ protected:
+  const NodeList& Nodes() const override { return kRecoveryNodes; }
+};
+
+TEST_F(PocRecoveryTest, EveryKindOfWorkComesBackAsItsPolicySays) {
+  const std::filesystem::path out = dir_ / "poc";
+  CliRun run = Cli(absl::StrCat("poc run --suite recovery --out ", out.string(),
+                                " --job-memory-mib ", kSanitized ? 1536 : 512));
+  EXPECT_EQ(run.exit, 0) << run.out << ServerLog();
+  std::map<std::string, json> records = Records(out);
+  ASSERT_EQ(records.size(), 3u) << run.out;
+  for (const auto& [id, r] : records) EXPECT_EQ(r["verdict"], "pass") << r.dump(2);
+  // The drained nodes were given back.
+  for (const json& n : ApiGet("/api/v1/nodes")) EXPECT_EQ(n["cordoned_by"], "") << n.dump(2);
+  for (const json& j : ApiGet("/api/v1/jobs")) EXPECT_TRUE(JobEnded(j)) << j.dump(2);
+}

@@ -104,6 +104,10 @@ ProbeLog ParseProbeLog(const std::string& log) {
       out.per_second = j.value("per_second", int64_t{0});
     } else if (kind == "crash") {
       out.crashed = true;
+    } else if (kind == "resumed") {
+      out.resumed.push_back(j);
+    } else if (kind == "progress") {
+      out.seconds.push_back(j.value("second", int64_t{0}));
     }
   }
   return out;
@@ -115,6 +119,11 @@ absl::Status Cluster::Cancel(int64_t id) {
 
 absl::Status Cluster::Scale(int64_t id, int replicas) {
   return api_.Post(absl::StrCat("/api/v1/jobs/", id, "/scale"), {{"replicas", replicas}}).status();
+}
+
+absl::Status Cluster::NodeAction(const std::string& node, const std::string& action) {
+  progress_ << "  " << action << " " << node << "\n" << std::flush;
+  return api_.Post(absl::StrCat("/api/v1/nodes/", node, "/", action), json::object()).status();
 }
 
 absl::StatusOr<ChainHead> Cluster::Head() {
@@ -132,9 +141,9 @@ void Cluster::CleanUp(const Record& record) {
   for (int64_t id : record.jobs) {
     auto job = Job(id);
     if (!job.ok() || IsFinal(*job)) continue;
-    if (absl::Status st = Cancel(id); !st.ok()) {
-      progress_ << "  job " << id << " could not be cancelled: " << st.message() << "\n";
-    }
+    absl::Status st = Cancel(id);
+    if (st.ok()) st = WaitFinal(id).status();  // its devices are back before the next test
+    if (!st.ok()) progress_ << "  job " << id << " was not cleaned up: " << st.message() << "\n";
   }
 }
 

@@ -20,12 +20,14 @@ namespace carve::poc {
 
 // What a probe printed (runtime/probe.h), by kind.
 struct ProbeLog {
-  nlohmann::json sees;                 // null when it never got that far
-  int64_t held_mib = 0;                // the most a step held (ok)
-  bool refused = false;                // a step was refused by the device
-  std::optional<int64_t> reached_mib;  // "memory-reached": absent when it was killed first
-  std::optional<int64_t> per_second;   // "done": the mean compute rate
-  bool crashed = false;                // "crash": it raised SIGSEGV on purpose
+  nlohmann::json sees;                  // null when it never got that far
+  int64_t held_mib = 0;                 // the most a step held (ok)
+  bool refused = false;                 // a step was refused by the device
+  std::optional<int64_t> reached_mib;   // "memory-reached": absent when it was killed first
+  std::optional<int64_t> per_second;    // "done": the mean compute rate
+  bool crashed = false;                 // "crash": it raised SIGSEGV on purpose
+  std::vector<nlohmann::json> resumed;  // "resumed" lines, one per attempt run --checkpoint
+  std::vector<int64_t> seconds;         // the "progress" lines' seconds, in order
 };
 
 class Cluster {
@@ -48,11 +50,14 @@ class Cluster {
   absl::StatusOr<ProbeLog> Probe(int64_t id);
   absl::Status Cancel(int64_t id);
   absl::Status Scale(int64_t id, int replicas);
+  // POST /api/v1/nodes/NODE/ACTION: cordon, uncordon, drain.
+  absl::Status NodeAction(const std::string& node, const std::string& action);
   absl::StatusOr<ChainHead> Head();
   absl::StatusOr<nlohmann::json> Nodes();
   absl::StatusOr<nlohmann::json> Get(const std::string& path) { return api_.Get(path); }
   absl::StatusOr<std::string> Text(const std::string& path) { return api_.GetText(path); }
-  // Cancels every job of `record` that has not ended (a test that failed half way).
+  // Cancels every job of `record` that has not ended (a test that failed half way) and waits
+  // for it to end.
   void CleanUp(const Record& record);
   // Notes the nodes `job`'s replicas ran on, with their versions, in `record`.
   static void NoteNodes(const nlohmann::json& job, Record& record);

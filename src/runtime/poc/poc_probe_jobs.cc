@@ -1,5 +1,7 @@
 #include "runtime/poc/poc_probe_jobs.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 
 namespace carve::poc {
@@ -21,6 +23,33 @@ json ProbeSpec(const Options& options, const std::string& model, const std::stri
             {"gpu_memory", absl::StrCat(share.gpu_memory_mib, "Mi")},
             {"cpu", absl::StrCat(share.cpu_milli, "m")},
             {"memory", absl::StrCat(share.memory_mib, "Mi")}}}};
+}
+
+json WholeGpuSpec(const Options& options, const std::string& name, const std::string& model,
+                  int gpus, const std::vector<std::string>& args) {
+  json command = json::array({options.probe, "probe"});
+  for (const std::string& a : args) command.push_back(a);
+  json resources = {
+      {"gpus", gpus}, {"cpu", "100m"}, {"memory", absl::StrCat(options.job_memory_mib, "Mi")}};
+  if (!model.empty()) resources["gpu_model"] = model;
+  return {{"name", name}, {"command", command}, {"resources", resources}};
+}
+
+std::vector<WholeGpuNode> WholeGpuNodes(const json& nodes) {
+  std::vector<WholeGpuNode> out;
+  for (const json& n : nodes) {
+    if (n.value("state", "") != "ready" || !n.value("cordoned_by", "").empty()) continue;
+    std::map<std::string, int> models;
+    for (const json& g : n.value("gpus", json::array())) {
+      if (g.value("mode", "") == "exclusive" && g.value("health", "") == "healthy") {
+        ++models[g.value("model", "")];
+      }
+    }
+    for (const auto& [model, count] : models) {
+      out.push_back({n.value("name", ""), model, count, n.value("replicas", 0) == 0});
+    }
+  }
+  return out;
 }
 
 std::string PlacementOf(const json& job, size_t replica) {

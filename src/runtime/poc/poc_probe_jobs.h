@@ -25,6 +25,21 @@ struct Share {
 nlohmann::json ProbeSpec(const Options& options, const std::string& model, const std::string& name,
                          const Share& share, const std::vector<std::string>& args);
 
+// A job running `carve probe ARGS` on `gpus` whole GPUs (of `model`, when given).
+nlohmann::json WholeGpuSpec(const Options& options, const std::string& name,
+                            const std::string& model, int gpus,
+                            const std::vector<std::string>& args);
+
+// Ready, uncordoned nodes with healthy exclusive GPUs: per node, per model, how many; and
+// whether the node runs nothing.
+struct WholeGpuNode {
+  std::string node;
+  std::string model;
+  int count = 0;
+  bool idle = true;
+};
+std::vector<WholeGpuNode> WholeGpuNodes(const nlohmann::json& nodes);
+
 // Where replica `replica` of `job` ran: "node/gpu N" ("" when it never had a device).
 std::string PlacementOf(const nlohmann::json& job, size_t replica = 0);
 

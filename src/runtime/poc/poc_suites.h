@@ -31,8 +31,9 @@ struct Suite {
 
 const std::vector<Suite>& Suites();
 std::vector<TestCase> SoftwareTests();
-TestCase AbnormalJobTest();  // poc_software_faults.cc
-TestCase ReclamationTest();  // poc_software_faults.cc
+TestCase AbnormalJobTest();             // poc_software_faults.cc
+TestCase ReclamationTest();             // poc_software_faults.cc
+std::vector<TestCase> RecoveryTests();  // poc_recovery.cc
 
 // Runs one test: the chain's head before and after, its jobs cleaned up, the verdict judged.
 Record RunTest(Cluster& cluster, const std::string& suite, const TestCase& test);
