@@ -1,5 +1,8 @@
 // `carve poc run` and `carve poc verify`: the acceptance kit (runtime/poc/poc.h, docs/poc.md).
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <filesystem>
 #include <iostream>
@@ -26,8 +29,23 @@ std::string OwnBinary() {
 }
 
 // The workload profile of the usage rows from `since_us` on.
-json Profile(ApiClient& api, int64_t since_us) {
-  return WorkloadProfile(Check(api.Get(absl::StrCat("/api/v1/usage/records?since_us=", since_us))));
+absl::StatusOr<json> Profile(ApiClient& api, int64_t since_us) {
+  auto rows = api.Get(absl::StrCat("/api/v1/usage/records?since_us=", since_us));
+  if (!rows.ok()) return rows.status();
+  return WorkloadProfile(*rows);
+}
+
+// Ctrl-C or SIGTERM during `poc run`: the running test stops and cleans up, the rest are not
+// run, and the records are written.
+std::atomic<bool> interrupted{false};
+void Interrupt(int) { interrupted.store(true); }
+
+void CatchInterrupts() {
+  struct sigaction sa = {};
+  sa.sa_handler = Interrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
 }
 
 std::string Figure(const json& v) {
@@ -65,22 +83,35 @@ struct RunFlags {
 void Run(const Connection& c, RunFlags& f) {
   ApiClient api = Client(c);
   json who = Check(api.Get("/api/v1/whoami"));
-  if (f.options.owner.empty()) f.options.owner = who.value("name", "");
+  f.options.submitted_by = who.value("name", "");
+  if (f.options.owner.empty()) f.options.owner = f.options.submitted_by;
   if (f.options.probe.empty()) f.options.probe = OwnBinary();
+  f.options.interrupted = &interrupted;
+  CatchInterrupts();
   json version = Check(api.Get("/api/v1/version"));
   std::cout << "carve poc: suite " << f.options.suite << " against " << ServerUrl(c) << " (carve "
-            << version.value("version", "?") << "), owner " << f.options.owner << ", probe "
-            << f.options.probe << "\n"
+            << version.value("version", "?") << "), owner " << f.options.owner << " (jobs as "
+            << f.options.submitted_by << "), probe " << f.options.probe << "\n"
             << std::flush;
   auto records = poc::Run(api, f.options, std::cout);
   if (!records.ok()) Die(records.status());
-  json meta = {{"server", ServerUrl(c)},       {"server_version", version.value("version", "")},
-               {"owner", f.options.owner},     {"suite", f.options.suite},
-               {"probe", f.options.probe},     {"tolerance", f.options.tolerance},
-               {"seconds", f.options.seconds}, {"job_memory_mib", f.options.job_memory_mib},
+  json meta = {{"server", ServerUrl(c)},
+               {"server_version", version.value("version", "")},
+               {"owner", f.options.owner},
+               {"submitted_by", f.options.submitted_by},
+               {"suite", f.options.suite},
+               {"probe", f.options.probe},
+               {"tolerance", f.options.tolerance},
+               {"seconds", f.options.seconds},
+               {"job_memory_mib", f.options.job_memory_mib},
                {"written_us", poc::NowUs()}};
-  meta["profile"] = Profile(api, poc::NowUs() - 30LL * 24 * 3600 * 1'000'000);
-  meta["profile_since"] = "30d";
+  auto profile = Profile(api, poc::NowUs() - 30LL * 24 * 3600 * 1'000'000);
+  if (profile.ok()) {
+    meta["profile"] = *profile;
+    meta["profile_since"] = "30d";
+  } else {
+    meta["profile_error"] = profile.status().message();
+  }
   if (absl::Status st = poc::Write(f.out, meta, *records); !st.ok()) Die(st);
   int failed = 0;
   int passed = 0;
@@ -93,7 +124,12 @@ void Run(const Connection& c, RunFlags& f) {
             << " inconclusive or not run; records in " << f.out << "/records.jsonl and " << f.out
             << "/records.csv, the report in " << f.out << "/report.html; `carve poc verify "
             << f.out << "` re-checks it\n";
-  std::exit(failed > 0 ? 1 : 0);
+  if (interrupted.load()) {
+    std::cout << "interrupted: the running test's jobs were cancelled, the rest not run\n";
+    std::exit(130);
+  }
+  // 1: a test failed; 3: none passed (the cluster could show nothing); 0 otherwise.
+  std::exit(failed > 0 ? 1 : passed == 0 ? 3 : 0);
 }
 
 void Verify(const Connection& c, const std::string& dir) {
@@ -124,7 +160,9 @@ void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c) {
       ->capture_default_str();
   run->add_option("--out", f->out, "Directory for records.jsonl, records.csv, report.html")
       ->capture_default_str();
-  run->add_option("--owner", f->options.owner, "Who runs the tests (default: the token's user)");
+  run->add_option("--owner", f->options.owner,
+                  "Who is responsible for the tests, recorded beside the token's user (default: "
+                  "the token's user)");
   run->add_option("--probe", f->options.probe,
                   "Path of `carve` on the nodes, for the probe jobs (default: this binary)");
   run->add_option("--gpu-model", f->options.gpu_model,
@@ -155,7 +193,7 @@ void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c) {
   profile->add_option("--since", *since, "From (time or 30d ago)")->capture_default_str();
   profile->callback([c, since] {
     ApiClient api = Client(*c);
-    json p = Profile(api, TimeFlag("--since", *since));
+    json p = Check(Profile(api, TimeFlag("--since", *since)));
     if (!Structured(*c, p)) PrintProfile(p);
   });
 }

@@ -1,5 +1,7 @@
 // Records as CSV (RFC 4180): a field with a comma, quote or line break is quoted, quotes doubled;
-// strings as they are, other JSON values as JSON, null as empty.
+// strings as they are (one that starts with = + - @, a tab or a carriage return, which a
+// spreadsheet would run as a formula, gets a leading '), other JSON values as JSON, null as
+// empty.
 #ifndef CARVE_RUNTIME_CSV_H_
 #define CARVE_RUNTIME_CSV_H_
 

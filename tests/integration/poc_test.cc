@@ -104,6 +104,22 @@ TEST_F(PocTest, TheSoftwareSuitePassesAndItsReportReChecksAgainstTheServer) {
   EXPECT_EQ(verify.exit, 0) << verify.out;
   EXPECT_THAT(verify.out, HasSubstr("claims hold"));
 
+  // A record whose verdict does not follow from its checks, or a suite with a test missing, no
+  // longer checks out.
+  const std::string original = Slurp((out / "records.jsonl").string());
+  std::string flipped = original;
+  flipped.replace(flipped.find("\"ok\":true"), 9, "\"ok\":false");
+  std::ofstream((out / "records.jsonl").string(), std::ios::trunc) << flipped;
+  CliRun edited = Cli(absl::StrCat("poc verify ", out.string()));
+  EXPECT_EQ(edited.exit, 1) << edited.out;
+  EXPECT_THAT(edited.out, HasSubstr("FAIL  software.resource-request: the verdict follows from"));
+  std::ofstream((out / "records.jsonl").string(), std::ios::trunc)
+      << original.substr(0, original.rfind('\n', original.size() - 2) + 1);
+  CliRun missing = Cli(absl::StrCat("poc verify ", out.string()));
+  EXPECT_EQ(missing.exit, 1) << missing.out;
+  EXPECT_THAT(missing.out, HasSubstr("missing software.reclamation"));
+  std::ofstream((out / "records.jsonl").string(), std::ios::trunc) << original;
+
   // A record whose chain head was edited no longer checks out.
   std::string jsonl = Slurp((out / "records.jsonl").string());
   const std::string hash = records["software.contention"]["chain_end"]["hash"];

@@ -40,6 +40,7 @@ json ToJson(const Record& r) {
           {"title", r.title},
           {"suite", r.suite},
           {"owner", r.owner},
+          {"submitted_by", r.submitted_by},
           {"started_us", r.started_us},
           {"ended_us", r.ended_us},
           {"input", r.input},
@@ -66,6 +67,7 @@ absl::StatusOr<Record> RecordFromJson(const json& j) {
     r.title = j.value("title", "");
     r.suite = j.value("suite", "");
     r.owner = j.value("owner", "");
+    r.submitted_by = j.value("submitted_by", "");
     r.started_us = j.value("started_us", int64_t{0});
     r.ended_us = j.value("ended_us", int64_t{0});
     r.input = j.value("input", json::array());
@@ -88,7 +90,8 @@ absl::StatusOr<Record> RecordFromJson(const json& j) {
     if (!known)
       return absl::InvalidArgumentError(absl::StrCat("unknown verdict \"", verdict, "\""));
   } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("record ", j.value("id", "?"), ": ", e.what()));
+    const json id = j.contains("id") ? j["id"] : json("?");
+    return absl::InvalidArgumentError(absl::StrCat("record ", id.dump(), ": ", e.what()));
   }
   auto start = ChainFrom(j, "chain_start");
   if (!start.ok()) return start.status();
@@ -125,7 +128,7 @@ absl::StatusOr<std::vector<Record>> Run(ApiClient& api, const Options& options,
   if (auto head = cluster.Head(); !head.ok()) {
     return absl::Status(head.status().code(),
                         absl::StrCat("the kit needs a token that may verify the event chain "
-                                     "(admin or operator): ",
+                                     "(admin): ",
                                      head.status().message()));
   }
   std::vector<Record> records;
@@ -133,6 +136,10 @@ absl::StatusOr<std::vector<Record>> Run(ApiClient& api, const Options& options,
     if (s != "all" && s != suite.name) continue;
     for (const TestCase& test : suite.tests) {
       progress << suite.name << "." << test.id << ": " << test.title << "\n" << std::flush;
+      if (cluster.Interrupted()) {
+        records.push_back(NotRun(cluster, suite.name, test, "interrupted before it started"));
+        continue;
+      }
       records.push_back(RunTest(cluster, suite.name, test));
       const Record& r = records.back();
       progress << "  " << VerdictName(r.verdict)

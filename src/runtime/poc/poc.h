@@ -6,6 +6,7 @@
 #ifndef CARVE_RUNTIME_POC_POC_H_
 #define CARVE_RUNTIME_POC_POC_H_
 
+#include <atomic>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -26,6 +27,9 @@ struct Options {
   int64_t seconds = 3;             // compute seconds of each probe
   int64_t timeout_s = 180;         // the longest a test waits for one outcome
   int64_t job_memory_mib = 512;    // host memory of each probe job
+  std::string submitted_by;        // the token's user, who submits the jobs (whoami)
+  // Set (by a signal handler) to stop: the running test cleans up, the rest are not run.
+  const std::atomic<bool>* interrupted = nullptr;
 };
 
 // One check of a test: what was expected, what was seen, and whether they agree.
@@ -50,7 +54,8 @@ struct Record {
   std::string id;     // "software.resource-request"
   std::string title;  // what a buyer calls it
   std::string suite;
-  std::string owner;
+  std::string owner;         // who is responsible for the test (--owner)
+  std::string submitted_by;  // the user whose token submitted its jobs
   int64_t started_us = 0;
   int64_t ended_us = 0;
   nlohmann::json input = nlohmann::json::array();   // the exact job specs submitted

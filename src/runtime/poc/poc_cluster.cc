@@ -51,6 +51,7 @@ absl::StatusOr<json> Cluster::WaitUntil(int64_t id, const std::function<bool(con
     if (!got.ok()) return got.status();
     job = *std::move(got);
     if (done(job)) return job;
+    if (Interrupted()) return absl::CancelledError("interrupted");
     if (NowUs() > deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("job ", id, " did not become ", what, " within ", options_.timeout_s,
@@ -95,8 +96,9 @@ ProbeLog ParseProbeLog(const std::string& log) {
     } else if (kind == "memory") {
       if (j.value("ok", false)) {
         out.held_mib = std::max(out.held_mib, j.value("mib", int64_t{0}));
-      } else {
+      } else if (!out.refused) {
         out.refused = true;
+        out.refused_mib = j.value("mib", int64_t{0});
       }
     } else if (kind == "memory-reached") {
       out.reached_mib = j.value("mib", int64_t{0});
@@ -142,8 +144,49 @@ void Cluster::CleanUp(const Record& record) {
     auto job = Job(id);
     if (!job.ok() || IsFinal(*job)) continue;
     absl::Status st = Cancel(id);
-    if (st.ok()) st = WaitFinal(id).status();  // its devices are back before the next test
-    if (!st.ok()) progress_ << "  job " << id << " was not cleaned up: " << st.message() << "\n";
+    // Its devices are back before the next test; an interrupt does not cut this wait short.
+    const int64_t deadline = NowUs() + options_.timeout_s * 1'000'000;
+    while (st.ok() && NowUs() < deadline) {
+      job = Job(id);
+      if (!job.ok() || IsFinal(*job)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!st.ok() || !job.ok() || !IsFinal(*job)) {
+      progress_ << "  job " << id << " was not cleaned up: "
+                << (st.ok() ? "it did not end in time" : std::string(st.message())) << "\n"
+                << std::flush;
+    }
+  }
+}
+
+absl::StatusOr<std::set<std::string>> Cluster::BusyGpus() {
+  auto jobs = api_.Get("/api/v1/jobs");
+  if (!jobs.ok()) return jobs.status();
+  std::set<std::string> out;
+  for (const json& job : *jobs) {
+    const json replicas = job.value("replicas", json::array());
+    for (const json& r : replicas) {
+      const std::string state = r.value("state", "");
+      if (state != "pending" && state != "running") continue;
+      for (const json& g : r.value("grants", json::array())) {
+        out.insert(absl::StrCat(r.value("node", ""), "/gpu ", g.value("device", -1)));
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<json>> Cluster::EventsOf(const std::string& subject, int64_t after_seq) {
+  std::vector<json> out;
+  int64_t after = after_seq;
+  while (true) {
+    auto page = api_.Get(absl::StrCat("/api/v1/events?after=", after, "&limit=1000"));
+    if (!page.ok()) return page.status();
+    if (!page->is_array() || page->empty()) return out;
+    for (const json& e : *page) {
+      after = std::max(after, e.value("seq", int64_t{0}));
+      if (e.value("subject", "") == subject) out.push_back(e);
+    }
   }
 }
 
@@ -154,17 +197,23 @@ void Cluster::NoteNodes(const json& job, Record& record) {
   }
 }
 
-std::vector<SharedGpu> SharedGpus(const json& nodes, const std::string& model) {
+std::vector<SharedGpu> SharedGpus(const json& nodes, const std::string& model,
+                                  const std::set<std::string>& busy) {
   std::vector<SharedGpu> out;
   std::string want = model;
   for (const json& n : nodes) {
     if (n.value("state", "") != "ready" || !n.value("cordoned_by", "").empty()) continue;
     for (const json& g : n.value("gpus", json::array())) {
-      if (g.value("mode", "") != "shared" || g.value("health", "") != "healthy") continue;
+      if (g.value("mode", "") != "shared" || g.value("health", "") != "healthy" ||
+          g.value("state", "") != "available") {
+        continue;
+      }
       if (want.empty()) want = g.value("model", "");
       if (g.value("model", "") != want) continue;
-      out.push_back({n.value("name", ""), g.value("index", 0), want, g.value("memory_mib", 0),
-                     n.value("replicas", 0) == 0});
+      const std::string name = n.value("name", "");
+      const int index = g.value("index", 0);
+      out.push_back({name, index, want, g.value("memory_mib", 0),
+                     !busy.count(absl::StrCat(name, "/gpu ", index))});
     }
   }
   return out;

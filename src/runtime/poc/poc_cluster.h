@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct ProbeLog {
   nlohmann::json sees;                  // null when it never got that far
   int64_t held_mib = 0;                 // the most a step held (ok)
   bool refused = false;                 // a step was refused by the device
+  int64_t refused_mib = 0;              // the total the first refused step asked for
   std::optional<int64_t> reached_mib;   // "memory-reached": absent when it was killed first
   std::optional<int64_t> per_second;    // "done": the mean compute rate
   bool crashed = false;                 // "crash": it raised SIGSEGV on purpose
@@ -56,6 +58,15 @@ class Cluster {
   absl::StatusOr<nlohmann::json> Nodes();
   absl::StatusOr<nlohmann::json> Get(const std::string& path) { return api_.Get(path); }
   absl::StatusOr<std::string> Text(const std::string& path) { return api_.GetText(path); }
+  // Active jobs' devices: "node/gpu N" of every pending or running replica.
+  absl::StatusOr<std::set<std::string>> BusyGpus();
+  // Events of `subject` ("job/7") after `after_seq`, oldest first.
+  absl::StatusOr<std::vector<nlohmann::json>> EventsOf(const std::string& subject,
+                                                       int64_t after_seq);
+  // True once the kit was asked to stop (Ctrl-C): waits end at once.
+  bool Interrupted() const {
+    return options_.interrupted != nullptr && options_.interrupted->load();
+  }
   // Cancels every job of `record` that has not ended (a test that failed half way) and waits
   // for it to end.
   void CleanUp(const Record& record);
@@ -72,16 +83,19 @@ bool IsFinal(const nlohmann::json& job);
 ProbeLog ParseProbeLog(const std::string& log);
 int64_t NowUs();
 
-// The shared GPUs of the cluster: (node, device index, model, memory MiB) of every schedulable
-// shared GPU of `model` ("": the model of the first one found).
+// The shared GPUs of the cluster: (node, device index, model, memory MiB) of every shared GPU of
+// `model` ("": the model of the first one found) that takes work (ready node, GPU healthy and
+// available: not cordoned, draining, fenced or quarantined); idle when no replica in `busy`
+// ("node/gpu N") holds it.
 struct SharedGpu {
   std::string node;
   int device = 0;
   std::string model;
   int64_t memory_mib = 0;
-  bool idle = true;  // nothing allocated on it when it was listed
+  bool idle = true;
 };
-std::vector<SharedGpu> SharedGpus(const nlohmann::json& nodes, const std::string& model);
+std::vector<SharedGpu> SharedGpus(const nlohmann::json& nodes, const std::string& model,
+                                  const std::set<std::string>& busy);
 
 }  // namespace carve::poc
 

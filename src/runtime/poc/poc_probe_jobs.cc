@@ -64,14 +64,17 @@ std::string PlacementOf(const json& job, size_t replica) {
 absl::StatusOr<std::vector<SharedGpu>> FindSharedGpus(Cluster& cluster, Record& record) {
   auto nodes = cluster.Nodes();
   if (!nodes.ok()) return nodes.status();
-  std::vector<SharedGpu> gpus = SharedGpus(*nodes, cluster.options().gpu_model);
+  auto busy = cluster.BusyGpus();
+  if (!busy.ok()) return busy.status();
+  std::vector<SharedGpu> gpus = SharedGpus(*nodes, cluster.options().gpu_model, *busy);
   record.observed["shared_gpus"] = static_cast<int64_t>(gpus.size());
   if (gpus.empty()) {
     record.verdict = Verdict::kInconclusive;
     record.verdict_reason =
         cluster.options().gpu_model.empty()
-            ? "no ready, healthy, uncordoned shared GPU in the cluster"
-            : absl::StrCat("no ready, healthy, uncordoned shared ", cluster.options().gpu_model);
+            ? "no shared GPU in the cluster takes work (ready, healthy, available)"
+            : absl::StrCat("no shared ", cluster.options().gpu_model,
+                           " takes work (ready, healthy, available)");
   }
   return gpus;
 }

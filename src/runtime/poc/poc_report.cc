@@ -43,6 +43,17 @@ std::string Escape(const std::string& s) {
       s, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}, {"'", "&#39;"}});
 }
 
+// JSON text; invalid UTF-8 (a name or owner given as raw bytes) becomes U+FFFD, never a throw.
+std::string Dump(const json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+// The events a record covers: "a–b", or "none".
+std::string EventRange(const Record& r) {
+  if (r.chain_end.seq <= r.chain_start.seq) return "none";
+  return absl::StrCat(r.chain_start.seq + 1, "–", r.chain_end.seq);
+}
+
 std::string Time(int64_t us) {
   if (us == 0) return "-";
   return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", absl::FromUnixMicros(us), absl::UTCTimeZone());
@@ -63,13 +74,12 @@ std::string Table(const std::vector<Record>& records) {
       "<th>started</th><th>seconds</th><th>jobs</th><th>events</th></tr></thead><tbody>\n";
   for (const Record& r : records) {
     absl::StrAppend(
-        &out, "<tr class=\"", VerdictName(r.verdict), "\"><td><a href=\"#", r.id, "\">",
+        &out, "<tr class=\"", VerdictName(r.verdict), "\"><td><a href=\"#", Escape(r.id), "\">",
         Escape(r.id), "</a><br>", Escape(r.title), "</td><td class=\"verdict\">",
         VerdictName(r.verdict), "</td><td>", Escape(r.verdict_reason), "</td><td>",
         Time(r.started_us), "</td><td>",
         r.ended_us > r.started_us ? absl::StrCat((r.ended_us - r.started_us) / 1000000) : "-",
-        "</td><td>", Escape(JobsText(r)), "</td><td>", r.chain_start.seq + 1, "–", r.chain_end.seq,
-        "</td></tr>\n");
+        "</td><td>", Escape(JobsText(r)), "</td><td>", EventRange(r), "</td></tr>\n");
   }
   return out + "</tbody></table>\n";
 }
@@ -128,10 +138,11 @@ std::string Checks(const Record& r) {
 
 std::string Section(const Record& r, int* chart) {
   std::string out = absl::StrCat(
-      "<section id=\"", r.id, "\"><h2>", Escape(r.id), ": ", Escape(r.title), " — <span class=\"",
-      VerdictName(r.verdict), "\">", VerdictName(r.verdict), "</span></h2>\n<p><b>Passes when</b> ",
-      Escape(r.pass_condition), "</p>\n<p><b>Owner</b> ", Escape(r.owner), "; <b>from</b> ",
-      Time(r.started_us), " <b>to</b> ", Time(r.ended_us), "; <b>jobs</b> ", Escape(JobsText(r)),
+      "<section id=\"", Escape(r.id), "\"><h2>", Escape(r.id), ": ", Escape(r.title),
+      " — <span class=\"", VerdictName(r.verdict), "\">", VerdictName(r.verdict),
+      "</span></h2>\n<p><b>Passes when</b> ", Escape(r.pass_condition), "</p>\n<p><b>Owner</b> ",
+      Escape(r.owner), "; <b>from</b> ", Time(r.started_us), " <b>to</b> ", Time(r.ended_us),
+      "; <b>jobs</b> ", Escape(JobsText(r)), " as ", Escape(r.submitted_by),
       " (logs: <code>carve logs ID</code>); <b>nodes</b> ",
       Escape(absl::StrJoin(NodeNames(r), ", ")), "</p>\n<p><b>Event chain</b> from seq ",
       r.chain_start.seq, " (<code>", Escape(r.chain_start.hash), "</code>) to seq ",
@@ -142,14 +153,14 @@ std::string Section(const Record& r, int* chart) {
   if (!r.checks.empty()) out += Checks(r);
   for (const json& c : r.observed.value("charts", json::array())) {
     absl::StrAppend(&out, "<figure><canvas class=\"chart\" id=\"chart-", (*chart)++,
-                    "\" data-chart=\"", Escape(c.dump()), "\"></canvas><figcaption>",
+                    "\" data-chart=\"", Escape(Dump(c)), "\"></canvas><figcaption>",
                     Escape(c.value("title", "")), "</figcaption></figure>\n");
   }
   absl::StrAppend(&out, "<p><b>When it fails</b> ", Escape(r.failure_handling),
                   "</p>\n<p><b>What it proves</b> ", Escape(r.boundary),
-                  "</p>\n<details><summary>observed</summary><pre>", Escape(r.observed.dump(2)),
+                  "</p>\n<details><summary>observed</summary><pre>", Escape(Dump(r.observed, 2)),
                   "</pre></details>\n<details><summary>input (the job specs)</summary><pre>",
-                  Escape(r.input.dump(2)), "</pre></details>\n</section>\n");
+                  Escape(Dump(r.input, 2)), "</pre></details>\n</section>\n");
   return out;
 }
 
@@ -184,8 +195,8 @@ std::string ProfileSection(const json& profile, const std::string& since) {
                     Escape(g.value("queue", "")), "</td><td>", g.value("jobs", 0), "</td><td>",
                     g.value("attempts", 0), "</td><td>", num(g["wait_s"]["p50"]), " / ",
                     num(g["wait_s"]["p95"]), "</td><td>", num(g["run_s"]["p50"]), " / ",
-                    num(g["run_s"]["p95"]), "</td><td>", Escape(g["gpus_per_replica"].dump()),
-                    "</td><td>", Escape(g["modes"].dump()), "</td><td>", num(g["failure_rate"]),
+                    num(g["run_s"]["p95"]), "</td><td>", Escape(Dump(g["gpus_per_replica"])),
+                    "</td><td>", Escape(Dump(g["modes"])), "</td><td>", num(g["failure_rate"]),
                     "</td><td>", num(g["preemption_rate"]), "</td><td>", num(g["gpu_hours"]),
                     "</td></tr>\n");
   }
@@ -250,11 +261,11 @@ absl::Status Write(const std::string& dir, const json& meta, const std::vector<R
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   std::string jsonl;
-  for (const Record& r : records) jsonl += ToJson(r).dump() + "\n";
+  for (const Record& r : records) jsonl += Dump(ToJson(r)) + "\n";
   const std::pair<const char*, std::string> files[] = {{"records.jsonl", jsonl},
                                                        {"records.csv", RecordsCsv(records)},
                                                        {"report.html", RenderReport(meta, records)},
-                                                       {"meta.json", meta.dump(2) + "\n"}};
+                                                       {"meta.json", Dump(meta, 2) + "\n"}};
   for (const auto& [name, text] : files) {
     const std::string path = (std::filesystem::path(dir) / name).string();
     std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -136,9 +136,9 @@ absl::Status Contention(Cluster& c, Record& r) {
   for (const SharedGpu& g : *gpus) {
     if (g.idle) continue;
     r.verdict = Verdict::kInconclusive;
-    r.verdict_reason = absl::StrCat("node ", g.node,
-                                    " already runs replicas: the test needs its "
-                                    "shared GPUs idle to fill them");
+    r.verdict_reason = absl::StrCat(g.node, "/gpu ", g.device,
+                                    " already runs work: the test needs the shared GPUs idle to "
+                                    "fill them");
     return absl::OkStatus();
   }
   const int64_t fill = 2 * static_cast<int64_t>(gpus->size());
@@ -160,12 +160,16 @@ absl::Status Contention(Cluster& c, Record& r) {
   for (int64_t i = 0; i < fill; ++i) {
     if (auto st = c.WaitRunning(ids[i]); !st.ok()) return st.status();
   }
-  auto waiting = c.Job(extra);
-  if (!waiting.ok()) return waiting.status();
-  Expect(r, "the job past capacity waits", waiting->value("state", "") == "queued",
-         "queued while the GPUs are full",
-         absl::StrCat(waiting->value("state", ""), ": ", waiting->value("reason", "")));
-  r.observed["wait_reason"] = waiting->value("reason", "");
+  // It says why it waits: a job.waiting event, whatever the moment it was read.
+  auto events = c.EventsOf(absl::StrCat("job/", extra), r.chain_start.seq);
+  if (!events.ok()) return events.status();
+  std::string why;
+  for (const json& e : *events) {
+    if (e.value("type", "") == "job.waiting" && why.empty()) why = e.value("reason", "");
+  }
+  Expect(r, "the job past capacity says why it waits", !why.empty(),
+         "a job.waiting event with its reason", why.empty() ? "none" : why);
+  r.observed["wait_reason"] = why;
   int64_t first_end = 0;
   json jobs = json::array();
   for (int64_t id : ids) {

@@ -44,37 +44,71 @@ void Expect(Record& r, const std::string& name, bool ok, const std::string& expe
   r.checks.push_back({name, ok, expected, observed});
 }
 
-Record RunTest(Cluster& cluster, const std::string& suite, const TestCase& test) {
+namespace {
+
+Record Begin(Cluster& cluster, const std::string& suite, const TestCase& test) {
   Record r;
   r.id = absl::StrCat(suite, ".", test.id);
   r.title = test.title;
   r.suite = suite;
   r.owner = cluster.options().owner;
+  r.submitted_by = cluster.options().submitted_by;
   r.pass_condition = test.pass_condition;
   r.failure_handling = test.failure_handling;
   r.boundary = test.boundary;
   r.started_us = NowUs();
-  if (auto head = cluster.Head(); head.ok()) r.chain_start = *head;
-  if (!test.run) {
-    r.verdict = Verdict::kNotRun;
-    r.verdict_reason = kNotBuilt;
-  } else {
-    r.verdict = Verdict::kPass;  // until a check or the run says otherwise
-    absl::Status st = test.run(cluster, r);
-    cluster.CleanUp(r);
-    Judge(r);
-    if (!st.ok() && r.verdict != Verdict::kInconclusive) {
-      r.verdict = Verdict::kFail;
-      r.verdict_reason = absl::StrCat("the test could not finish: ", st.message());
-    }
-  }
+  return r;
+}
+
+// The chain's head after the test (and its clean-up); a head that cannot be read fails it.
+void End(Cluster& cluster, Record& r) {
   r.ended_us = NowUs();
-  if (auto head = cluster.Head(); head.ok()) {
+  auto head = cluster.Head();
+  if (head.ok()) {
     r.chain_end = *head;
-  } else {
-    r.verdict = Verdict::kFail;
-    r.verdict_reason = absl::StrCat("the event chain cannot be read: ", head.status().message());
+    return;
   }
+  r.verdict = Verdict::kFail;
+  r.verdict_reason = absl::StrCat("the event chain cannot be read: ", head.status().message());
+}
+
+}  // namespace
+
+Record NotRun(Cluster& cluster, const std::string& suite, const TestCase& test,
+              const std::string& why) {
+  Record r = Begin(cluster, suite, test);
+  if (auto head = cluster.Head(); head.ok()) r.chain_start = *head;
+  r.verdict = Verdict::kNotRun;
+  r.verdict_reason = why;
+  End(cluster, r);
+  return r;
+}
+
+Record RunTest(Cluster& cluster, const std::string& suite, const TestCase& test) {
+  if (!test.run) return NotRun(cluster, suite, test, kNotBuilt);
+  Record r = Begin(cluster, suite, test);
+  auto head = cluster.Head();
+  if (!head.ok()) {
+    r.verdict = Verdict::kFail;
+    r.verdict_reason =
+        absl::StrCat("the event chain cannot be read at the start: ", head.status().message());
+    End(cluster, r);
+    return r;
+  }
+  r.chain_start = *head;
+  r.verdict = Verdict::kPass;  // until a check or the run says otherwise
+  absl::Status st = test.run(cluster, r);
+  const bool marked = r.verdict == Verdict::kInconclusive;  // the test said the cluster cannot
+  cluster.CleanUp(r);
+  Judge(r);
+  if (!st.ok() && cluster.Interrupted()) {
+    r.verdict = Verdict::kInconclusive;
+    r.verdict_reason = "interrupted: its jobs were cancelled";
+  } else if (!st.ok() && !marked) {
+    r.verdict = Verdict::kFail;
+    r.verdict_reason = absl::StrCat("the test could not finish: ", st.message());
+  }
+  End(cluster, r);
   return r;
 }
 

@@ -35,7 +35,11 @@ TestCase AbnormalJobTest();             // poc_software_faults.cc
 TestCase ReclamationTest();             // poc_software_faults.cc
 std::vector<TestCase> RecoveryTests();  // poc_recovery.cc
 
-// Runs one test: the chain's head before and after, its jobs cleaned up, the verdict judged.
+// A record for a test that is not run (not built, or the kit was interrupted), saying why.
+Record NotRun(Cluster& cluster, const std::string& suite, const TestCase& test,
+              const std::string& why);
+// Runs one test: the chain's head before and after, its jobs cleaned up, the verdict judged; a
+// test that stops on an error fails with it, unless it said the cluster cannot show it.
 Record RunTest(Cluster& cluster, const std::string& suite, const TestCase& test);
 
 // The checks tests share.

@@ -94,6 +94,21 @@ TEST(PocReportTest, TheCsvQuotesWhatNeedsIt) {
             "failure_handling");
 }
 
+TEST(PocReportTest, ACsvCellIsNeverASpreadsheetFormula) {
+  Record r = Sample();
+  r.owner = "=HYPERLINK(\"http://x\",\"y\")";
+  std::string csv = RecordsCsv({r});
+  EXPECT_THAT(csv, HasSubstr(",\"'=HYPERLINK("));
+  EXPECT_THAT(csv, Not(HasSubstr(",=HYPERLINK")));
+}
+
+TEST(PocReportTest, BytesThatAreNotUtf8DoNotStopTheReport) {
+  Record r = Sample();
+  r.owner = "bob\xff";
+  r.observed["name"] = "poc\xfe";
+  EXPECT_THAT(RenderReport({{"owner", "bob\xff"}}, {r}), HasSubstr("acceptance"));
+}
+
 TEST(PocProbeLogTest, ReadsWhatTheProbeSaidAndSkipsTheRest) {
   ProbeLog log = ParseProbeLog(
       "{\"probe\":\"sees\",\"uid\":5}\nnot json\n"
@@ -111,23 +126,23 @@ TEST(PocProbeLogTest, ReadsWhatTheProbeSaidAndSkipsTheRest) {
 TEST(PocClusterTest, OnlyReadyHealthySharedGpusOfOneModelAreTested) {
   json nodes = json::parse(R"([
     {"name": "a", "state": "ready", "cordoned_by": "", "replicas": 0, "gpus": [
-      {"index": 0, "mode": "exclusive", "health": "healthy", "model": "H200", "memory_mib": 1},
-      {"index": 1, "mode": "shared", "health": "healthy", "model": "L40S", "memory_mib": 46068},
-      {"index": 2, "mode": "shared", "health": "unhealthy", "model": "L40S", "memory_mib": 46068}]},
+      {"index": 0, "mode": "exclusive", "health": "healthy", "state": "available", "model": "H200", "memory_mib": 1},
+      {"index": 1, "mode": "shared", "health": "healthy", "state": "available", "model": "L40S", "memory_mib": 46068},
+      {"index": 2, "mode": "shared", "health": "unhealthy", "state": "available", "model": "L40S", "memory_mib": 46068}]},
     {"name": "b", "state": "not-ready", "cordoned_by": "", "gpus": [
-      {"index": 0, "mode": "shared", "health": "healthy", "model": "L40S", "memory_mib": 46068}]},
+      {"index": 0, "mode": "shared", "health": "healthy", "state": "available", "model": "L40S", "memory_mib": 46068}]},
     {"name": "c", "state": "ready", "cordoned_by": "", "replicas": 2, "gpus": [
-      {"index": 0, "mode": "shared", "health": "healthy", "model": "T4", "memory_mib": 15360},
-      {"index": 1, "mode": "shared", "health": "healthy", "model": "L40S", "memory_mib": 46068}]}
+      {"index": 0, "mode": "shared", "health": "healthy", "state": "available", "model": "T4", "memory_mib": 15360},
+      {"index": 1, "mode": "shared", "health": "healthy", "state": "available", "model": "L40S", "memory_mib": 46068}]}
   ])");
-  std::vector<SharedGpu> gpus = SharedGpus(nodes, "");
+  std::vector<SharedGpu> gpus = SharedGpus(nodes, "", {"c/gpu 1"});
   ASSERT_EQ(gpus.size(), 2u);
   EXPECT_EQ(gpus[0].node, "a");
   EXPECT_EQ(gpus[0].device, 1);
   EXPECT_TRUE(gpus[0].idle);
   EXPECT_EQ(gpus[1].node, "c");
   EXPECT_FALSE(gpus[1].idle);
-  ASSERT_EQ(SharedGpus(nodes, "T4").size(), 1u);
+  ASSERT_EQ(SharedGpus(nodes, "T4", {}).size(), 1u);
 }
 
 }  // namespace
