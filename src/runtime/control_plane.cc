@@ -536,6 +536,18 @@ json ControlPlane::ListNodes() const {
       for (const ReplicaRecord& r : job->replicas) running += r.node == name;
     }
     n["replicas"] = running;
+    // What the agent last listed on each GPU, beside the layout on record (mig_instances).
+    auto live = live_instances_.find(name);
+    for (json& g : n["gpus"]) {
+      if (!g.value("mig_enabled", false)) continue;
+      std::vector<DiscoveredMigInstance> none;
+      const auto* listed = &none;
+      if (live != live_instances_.end()) {
+        auto at = live->second.find(g.value("index", -1));
+        if (at != live->second.end()) listed = &at->second;
+      }
+      g["mig_live"] = MigInstancesToJson(*listed);
+    }
     out.push_back(n);
   }
   return out;

@@ -474,6 +474,9 @@ class ControlPlane {
   // Tenants, projects, queues and priority classes; its revision is raised by every apply.
   Configuration config_;
   std::map<std::string, std::map<int, std::string>> mode_overrides_;  // node -> gpu -> mode
+  // node -> gpu -> the MIG instances its agent listed in its last heartbeat (memory only): what
+  // exists on the device now, dynamic instances included; `carve nodes` shows it as mig_live.
+  std::map<std::string, std::map<int, std::vector<DiscoveredMigInstance>>> live_instances_;
   // Why each job waited in the last applied cycle (cycle_plan.h). Replaced whole by each apply;
   // the scheduler keeps its own pointer to read it without the lock (schedule_mu_).
   std::shared_ptr<const WaitTable> waits_ = std::make_shared<WaitTable>();

@@ -388,6 +388,11 @@ absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& 
     DeviceHealth(node->second, *beat.gpus, batch);
     InstanceHealth(node->second, *beat.gpus, batch);
     Activity(node->second, *beat.gpus, batch);
+    auto& live = live_instances_[name];
+    live.clear();
+    for (const GpuReport& g : *beat.gpus) {
+      for (const MigInstanceReport& m : g.mig_instances) live[g.index].push_back(m.instance);
+    }
   }
   const std::set<int64_t> running_jobs = RunningJobs(beat);
   // Fenced devices come back once the node no longer runs the lost job's processes.

@@ -186,3 +186,37 @@ TEST_F(PocRecoveryTest, EveryKindOfWorkComesBackAsItsPolicySays) {
   for (const json& n : ApiGet("/api/v1/nodes")) EXPECT_EQ(n["cordoned_by"], "") << n.dump(2);
   for (const json& j : ApiGet("/api/v1/jobs")) EXPECT_TRUE(JobEnded(j)) << j.dump(2);
 }
+
+// The partition suite's unit lifecycle on a GPU that makes MIG instances on demand: created,
+// listed by the agent, seen by the job, deleted, and all of it again. The other partition tests
+// are listed as not run, with why.
+const NodeList kPartitionNodes = {
+    {"poc-mig", "gpus:\n  - {model: A100-80GB, count: 1, mode: partition, layout: dynamic}\n"}};
+
+class PocPartitionTest : public PocTest {
+ protected:
+  const NodeList& Nodes() const override { return kPartitionNodes; }
+};
+
+TEST_F(PocPartitionTest, AnInstanceIsCreatedSeenAndDeletedTwice) {
+  const std::filesystem::path out = dir_ / "poc";
+  CliRun run = Cli(absl::StrCat("poc run --suite partition --out ", out.string(),
+                                " --job-memory-mib ", kSanitized ? 1536 : 512));
+  EXPECT_EQ(run.exit, 0) << run.out << ServerLog();
+  std::map<std::string, json> records = Records(out);
+  ASSERT_EQ(records.size(), 4u) << run.out;
+  const json& life = records["partition.unit-lifecycle"];
+  EXPECT_EQ(life["verdict"], "pass") << life.dump(2);
+  ASSERT_EQ(life["observed"]["rounds"].size(), 2u) << life.dump(2);
+  for (const json& round : life["observed"]["rounds"]) {
+    EXPECT_THAT(round["uuid"].get<std::string>(), HasSubstr("MIG-")) << round.dump();
+    EXPECT_EQ(round["seen"], round["uuid"]);
+  }
+  for (const char* id :
+       {"partition.device-faults", "partition.upgrade", "partition.across-pools"}) {
+    EXPECT_EQ(records[id]["verdict"], "not-run") << id;
+    EXPECT_THAT(records[id]["verdict_reason"].get<std::string>(), HasSubstr("not built")) << id;
+  }
+  // Nothing is left on the GPU.
+  EXPECT_EQ(Node("poc-mig")["gpus"][0]["mig_live"], json::array()) << Node("poc-mig").dump(2);
+}

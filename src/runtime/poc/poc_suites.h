@@ -21,6 +21,7 @@ struct TestCase {
   std::string boundary;
   // Runs the test, filling the record's checks and observations; an error stops it (a fail,
   // with the error as its reason). Empty: the test is not built yet (verdict not-run).
+  // A test without it is not built yet; its `boundary` then says why.
   std::function<absl::Status(Cluster&, Record&)> run;
 };
 
@@ -31,9 +32,10 @@ struct Suite {
 
 const std::vector<Suite>& Suites();
 std::vector<TestCase> SoftwareTests();
-TestCase AbnormalJobTest();             // poc_software_faults.cc
-TestCase ReclamationTest();             // poc_software_faults.cc
-std::vector<TestCase> RecoveryTests();  // poc_recovery.cc
+TestCase AbnormalJobTest();              // poc_software_faults.cc
+TestCase ReclamationTest();              // poc_software_faults.cc
+std::vector<TestCase> RecoveryTests();   // poc_recovery.cc
+std::vector<TestCase> PartitionTests();  // poc_partition.cc
 
 // A record for a test that is not run (not built, or the kit was interrupted), saying why.
 Record NotRun(Cluster& cluster, const std::string& suite, const TestCase& test,
