@@ -3,9 +3,12 @@
 // report are written and re-check against the server, a tampered record does not; and on a
 // cluster broken on purpose (a shared GPU without MPS) exactly the isolation tests fail, saying
 // why.
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "integration/cli.h"
 #include "integration/harness.h"
 #include "integration/sanitized.h"
@@ -219,4 +222,40 @@ TEST_F(PocPartitionTest, AnInstanceIsCreatedSeenAndDeletedTwice) {
   }
   // Nothing is left on the GPU.
   EXPECT_EQ(Node("poc-mig")["gpus"][0]["mig_live"], json::array()) << Node("poc-mig").dump(2);
+}
+
+// The whole kit as a new user runs it: against `carve dev` itself (8 H200, 4 A100-80GB making MIG
+// instances on demand, 4 shared L40S, 2 T4), every built test passes and the report verifies.
+TEST(PocDevTest, TheWholeKitPassesAgainstCarveDev) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("carve-poc-dev-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string data = (dir / "carve-data").string();
+  const std::string log = (dir / "dev.log").string();
+  pid_t dev = Spawn({CARVE_BINARY, "dev", "--data", data, "--listen", "127.0.0.1:0"}, log);
+  // Ready once it wrote its address and token and its four agents registered.
+  std::string url;
+  std::string token;
+  bool ready = false;
+  for (int i = 0; i < 1200 && !ready && !Dead(dev); ++i) {
+    url = std::string(absl::StripAsciiWhitespace(Slurp(data + "/server")));
+    token = std::string(absl::StripAsciiWhitespace(Slurp(data + "/admin.token")));
+    if (!url.empty() && !token.empty()) {
+      auto nodes = carve::ApiClient(url, token).Get("/api/v1/nodes");
+      ready = nodes.ok() && nodes->size() == 4;
+    }
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(ready) << Slurp(log);
+  const std::string env = absl::StrCat("CARVE_SERVER=", url, " CARVE_TOKEN=", token, " ");
+  CliRun run = RunShell(absl::StrCat(env, CARVE_BINARY, " poc run --suite all --out ",
+                                     (dir / "poc").string(), " --job-memory-mib ",
+                                     kSanitized ? 1536 : 512, " --tolerance 0.1 2>&1"));
+  EXPECT_EQ(run.exit, 0) << run.out << Slurp(log);
+  EXPECT_THAT(run.out, HasSubstr("8 passed, 0 failed, 3 inconclusive or not run")) << run.out;
+  CliRun verify =
+      RunShell(absl::StrCat(env, CARVE_BINARY, " poc verify ", (dir / "poc").string(), " 2>&1"));
+  EXPECT_EQ(verify.exit, 0) << verify.out;
+  Kill(dev, SIGTERM);
 }
