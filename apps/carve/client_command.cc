@@ -71,11 +71,7 @@ struct SubmitFlags {
 json SpecFromFlags(const SubmitFlags& f, const CLI::App& cmd) {
   json spec = json::object();
   if (!f.file.empty()) {
-    std::ifstream in(f.file);
-    if (!in) Die(absl::NotFoundError(f.file + ": cannot open"));
-    std::stringstream text;
-    text << in.rdbuf();
-    auto parsed = YamlToJson(text.str());  // YAML is a superset of JSON
+    auto parsed = YamlToJson(ReadFileOrDie(f.file));  // YAML is a superset of JSON
     if (!parsed.ok())
       Die(absl::InvalidArgumentError(absl::StrCat(f.file, ": ", parsed.status().message())));
     spec = *parsed;
@@ -319,11 +315,7 @@ void AddConfig(CLI::App& app, std::shared_ptr<Connection> c) {
   apply->add_option("-f,--file", *file, "YAML file (several documents separated by ---)")
       ->required();
   apply->callback([c, file] {
-    std::ifstream in(*file);
-    if (!in) Die(absl::NotFoundError(*file + ": cannot open"));
-    std::stringstream text;
-    text << in.rdbuf();
-    auto docs = YamlDocumentsToJson(text.str());
+    auto docs = YamlDocumentsToJson(ReadFileOrDie(*file));
     if (!docs.ok())
       Die(absl::InvalidArgumentError(absl::StrCat(*file, ": ", docs.status().message())));
     json r = Check(Client(*c).Post("/api/v1/apply", *docs));

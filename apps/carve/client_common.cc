@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -150,6 +151,14 @@ int64_t TimeFlag(const std::string& flag, const std::string& text) {
   Die(absl::InvalidArgumentError(absl::StrCat(
       flag, " \"", text, "\": write a time (2026-11-30T10:00:00Z, 2026-11-30, @UNIXSECONDS) or ",
       "how long ago (24h, 7d)")));
+}
+
+std::string ReadFileOrDie(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Die(absl::NotFoundError(path + ": cannot open"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace carve::app

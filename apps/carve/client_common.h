@@ -42,6 +42,8 @@ int64_t NowUs();
 // A time flag in microseconds: "2026-11-30T10:00:00Z", "2026-11-30", "@1764496800" (Unix
 // seconds) or how long ago ("24h", "7d"); 0 for ""; Die naming `flag` otherwise.
 int64_t TimeFlag(const std::string& flag, const std::string& text);
+// The whole text of the file at `path`, or Die saying it cannot be opened.
+std::string ReadFileOrDie(const std::string& path);
 // A job id from the command line, or Die.
 int64_t JobId(const std::string& text);
 

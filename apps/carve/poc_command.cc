@@ -5,14 +5,19 @@
 #include <atomic>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client_common.h"
+#include "runtime/job_spec.h"
 #include "runtime/poc/poc.h"
 #include "runtime/poc/poc_cluster.h"
+#include "runtime/poc/poc_compare.h"
+#include "runtime/poc/poc_html.h"
 #include "runtime/profile.h"
 
 namespace carve::app {
@@ -147,6 +152,52 @@ void Verify(const Connection& c, const std::string& dir) {
   std::exit(failed > 0 ? 1 : 0);
 }
 
+struct CompareFlags {
+  poc::Options options;
+  std::string workload;
+  std::string modes = "exclusive,shared,partition";
+  std::string out = "poc-compare";
+};
+
+void PrintCompare(const json& result) {
+  std::cout << absl::StrFormat("%-10s %10s %8s %17s %11s %17s %6s  %s\n", "MODE", "MAKESPAN",
+                               "JOBS/MIN", "WAIT P50/P95 (S)", "GPU-SECONDS", "SLOWDOWN MEAN/MAX",
+                               "FAILED", "REQUESTS");
+  for (const json& m : result["modes"]) {
+    if (m.contains("skipped")) {
+      std::cout << absl::StrFormat("%-10s skipped: %s\n", m.value("mode", ""),
+                                   m.value("skipped", ""));
+      continue;
+    }
+    std::cout << absl::StrFormat(
+        "%-10s %10s %8s %17s %11s %17s %6d  %s\n", m.value("mode", ""), Figure(m["makespan_s"]),
+        Figure(m["throughput_per_min"]), Figure(m["wait_p50_s"]) + " / " + Figure(m["wait_p95_s"]),
+        Figure(m["gpu_seconds"]), Figure(m["mean_slowdown"]) + " / " + Figure(m["max_slowdown"]),
+        m.value("failed", 0), Counts(m["requests"]));
+  }
+}
+
+void RunCompare(const Connection& c, CompareFlags& f) {
+  auto doc = YamlToJson(ReadFileOrDie(f.workload));
+  if (!doc.ok()) Die(doc.status());
+  auto jobs = poc::ParseWorkload(*doc);
+  if (!jobs.ok())
+    Die(absl::InvalidArgumentError(absl::StrCat(f.workload, ": ", jobs.status().message())));
+  ApiClient api = Client(c);
+  if (f.options.probe.empty()) f.options.probe = OwnBinary();
+  f.options.interrupted = &interrupted;
+  CatchInterrupts();
+  auto result = poc::Compare(api, f.options, *jobs, absl::StrSplit(f.modes, ',', absl::SkipEmpty()),
+                             std::cout);
+  if (!result.ok()) Die(result.status());
+  std::error_code ec;
+  std::filesystem::create_directories(f.out, ec);
+  std::ofstream(std::filesystem::path(f.out) / "compare.json") << poc::Dump(*result, 2) << "\n";
+  std::ofstream(std::filesystem::path(f.out) / "compare.html") << poc::RenderCompare(*result);
+  PrintCompare(*result);
+  std::cout << "written: " << f.out << "/compare.json, " << f.out << "/compare.html\n";
+}
+
 }  // namespace
 
 void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c) {
@@ -186,6 +237,23 @@ void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c) {
       "verify", "Re-check a report against the server: its jobs exist, the chain covers it");
   verify->add_option("dir", *dir, "The directory `carve poc run` wrote")->required();
   verify->callback([c, dir] { Verify(*c, *dir); });
+
+  auto cf = std::make_shared<CompareFlags>();
+  CLI::App* compare = poc->add_subcommand(
+      "compare", "Run one workload under each delivery mode and compare them side by side");
+  compare
+      ->add_option("--workload", cf->workload,
+                   "YAML or JSON: {jobs: [{name, count, seconds, gpu}]}")
+      ->required();
+  compare->add_option("--modes", cf->modes, "Comma-separated: exclusive, shared, partition")
+      ->capture_default_str();
+  compare->add_option("--out", cf->out, "Directory for compare.json and compare.html")
+      ->capture_default_str();
+  compare->add_option("--probe", cf->options.probe, "Path of `carve` on the nodes");
+  compare->add_option("--timeout", cf->options.timeout_s, "Longest wait for one outcome, seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  compare->callback([c, cf] { RunCompare(*c, *cf); });
 
   auto since = std::make_shared<std::string>("30d");
   CLI::App* profile = app.add_subcommand(

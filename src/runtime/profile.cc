@@ -28,14 +28,6 @@ struct Group {
   double gpu_hours = 0;
 };
 
-// Nearest rank; null when there is nothing to rank.
-json Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return json();
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
-
 double Seconds(const json& row, const char* from, const char* to) {
   return static_cast<double>(row.value(to, int64_t{0}) - row.value(from, int64_t{0})) / 1e6;
 }
@@ -73,6 +65,13 @@ json Rate(size_t part, size_t whole) {
 
 }  // namespace
 
+json NearestRank(std::vector<double> v, double p) {
+  if (v.empty()) return json();
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
 json WorkloadProfile(const json& rows) {
   std::map<std::pair<std::string, std::string>, Group> groups;
   for (const json& row : rows) {
@@ -86,8 +85,8 @@ json WorkloadProfile(const json& rows) {
          {"queue", key.second},
          {"jobs", g.jobs.size()},
          {"attempts", g.attempts},
-         {"wait_s", {{"p50", Percentile(g.waits, 0.5)}, {"p95", Percentile(g.waits, 0.95)}}},
-         {"run_s", {{"p50", Percentile(g.runs, 0.5)}, {"p95", Percentile(g.runs, 0.95)}}},
+         {"wait_s", {{"p50", NearestRank(g.waits, 0.5)}, {"p95", NearestRank(g.waits, 0.95)}}},
+         {"run_s", {{"p50", NearestRank(g.runs, 0.5)}, {"p95", NearestRank(g.runs, 0.95)}}},
          {"gpus_per_replica", g.sizes},
          {"modes", g.modes},
          {"models", g.models},

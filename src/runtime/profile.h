@@ -4,6 +4,8 @@
 #ifndef CARVE_RUNTIME_PROFILE_H_
 #define CARVE_RUNTIME_PROFILE_H_
 
+#include <vector>
+
 #include "nlohmann/json.hpp"
 
 namespace carve {
@@ -13,6 +15,9 @@ namespace carve {
 // failed, failure_rate, preempted, preemption_rate, gpu_hours}], "rows", "definitions",
 // "not_measured"}. Groups are ordered by kind, then queue.
 nlohmann::json WorkloadProfile(const nlohmann::json& rows);
+
+// The nearest-rank percentile `p` (0..1] of `values`; null when there are none.
+nlohmann::json NearestRank(std::vector<double> values, double p);
 
 }  // namespace carve
 

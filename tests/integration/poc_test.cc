@@ -257,5 +257,24 @@ TEST(PocDevTest, TheWholeKitPassesAgainstCarveDev) {
   CliRun verify =
       RunShell(absl::StrCat(env, CARVE_BINARY, " poc verify ", (dir / "poc").string(), " 2>&1"));
   EXPECT_EQ(verify.exit, 0) << verify.out;
+
+  // One workload under each delivery mode, side by side.
+  std::ofstream((dir / "workload.yaml").string())
+      << "jobs:\n  - {name: infer, count: 2, seconds: 1, gpu: 0.25}\n";
+  CliRun compare = RunShell(absl::StrCat(env, CARVE_BINARY, " poc compare --workload ",
+                                         (dir / "workload.yaml").string(), " --out ",
+                                         (dir / "compare").string(), " 2>&1"));
+  EXPECT_EQ(compare.exit, 0) << compare.out;
+  json result = json::parse(Slurp((dir / "compare" / "compare.json").string()), nullptr, false);
+  ASSERT_TRUE(result.is_object()) << compare.out;
+  ASSERT_EQ(result["modes"].size(), 3u) << result.dump(2);
+  for (const json& m : result["modes"]) {
+    EXPECT_FALSE(m.contains("skipped")) << m.dump(2);
+    EXPECT_EQ(m["failed"], 0) << m.dump(2);
+    EXPECT_EQ(m["jobs"].size(), 2u) << m.dump(2);
+    EXPECT_GT(m["makespan_s"].get<double>(), 0) << m.dump(2);
+  }
+  EXPECT_THAT(Slurp((dir / "compare" / "compare.html").string()),
+              HasSubstr("<table id=\"compare\">"));
   Kill(dev, SIGTERM);
 }

@@ -12,10 +12,9 @@
 #include "absl/time/time.h"
 #include "runtime/csv.h"
 #include "runtime/poc/poc.h"
+#include "runtime/poc/poc_html.h"
 
 namespace carve::poc {
-
-std::string ChartJs();  // generated: cmake/embed_text.cmake
 
 using json = nlohmann::json;
 
@@ -37,16 +36,6 @@ const std::vector<std::string> kCsvColumns = {"id",
                                               "nodes",
                                               "pass_condition",
                                               "failure_handling"};
-
-std::string Escape(const std::string& s) {
-  return absl::StrReplaceAll(
-      s, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}, {"'", "&#39;"}});
-}
-
-// JSON text; invalid UTF-8 (a name or owner given as raw bytes) becomes U+FFFD, never a throw.
-std::string Dump(const json& j, int indent = -1) {
-  return j.dump(indent, ' ', false, json::error_handler_t::replace);
-}
 
 // The events a record covers: "a–b", or "none".
 std::string EventRange(const Record& r) {
@@ -152,9 +141,7 @@ std::string Section(const Record& r, int* chart) {
   }
   if (!r.checks.empty()) out += Checks(r);
   for (const json& c : r.observed.value("charts", json::array())) {
-    absl::StrAppend(&out, "<figure><canvas class=\"chart\" id=\"chart-", (*chart)++,
-                    "\" data-chart=\"", Escape(Dump(c)), "\"></canvas><figcaption>",
-                    Escape(c.value("title", "")), "</figcaption></figure>\n");
+    out += ChartFigure(c, (*chart)++);
   }
   absl::StrAppend(&out, "<p><b>When it fails</b> ", Escape(r.failure_handling),
                   "</p>\n<p><b>What it proves</b> ", Escape(r.boundary),
@@ -163,20 +150,6 @@ std::string Section(const Record& r, int* chart) {
                   Escape(Dump(r.input, 2)), "</pre></details>\n</section>\n");
   return out;
 }
-
-constexpr const char* kStyle =
-    "body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse}"
-    "td,th{border:1px solid #ccc;padding:.3em;vertical-align:top;text-align:left}"
-    ".pass{color:#075}.fail{color:#b00}.inconclusive{color:#a60}.not-run{color:#777}"
-    "figure{max-width:40em}pre{white-space:pre-wrap}";
-
-// Draws every canvas from its data-chart: {title, labels, series: [{label, values}]}.
-constexpr const char* kDraw =
-    "document.querySelectorAll('canvas.chart').forEach(function(c){"
-    "var d=JSON.parse(c.dataset.chart);"
-    "new Chart(c,{type:'bar',data:{labels:d.labels,datasets:d.series.map(function(s){"
-    "return {label:s.label,data:s.values};})},options:{animation:false,"
-    "plugins:{title:{display:true,text:d.title}}}});});";
 
 // The workload profile the kit read beside its tests (runtime/profile.h).
 std::string ProfileSection(const json& profile, const std::string& since) {
@@ -187,17 +160,14 @@ std::string ProfileSection(const json& profile, const std::string& since) {
       "<th>kind</th><th>queue</th><th>jobs</th><th>attempts</th><th>wait p50 / p95 s</th>"
       "<th>run p50 / p95 s</th><th>GPUs per replica</th><th>modes</th><th>failure rate</th>"
       "<th>preemption rate</th><th>GPU-hours</th></tr></thead><tbody>\n");
-  auto num = [](const json& v) {
-    return v.is_number() ? absl::StrFormat("%.2f", v.get<double>()) : "-";
-  };
   for (const json& g : profile.value("groups", json::array())) {
     absl::StrAppend(&out, "<tr><td>", Escape(g.value("kind", "")), "</td><td>",
                     Escape(g.value("queue", "")), "</td><td>", g.value("jobs", 0), "</td><td>",
-                    g.value("attempts", 0), "</td><td>", num(g["wait_s"]["p50"]), " / ",
-                    num(g["wait_s"]["p95"]), "</td><td>", num(g["run_s"]["p50"]), " / ",
-                    num(g["run_s"]["p95"]), "</td><td>", Escape(Dump(g["gpus_per_replica"])),
-                    "</td><td>", Escape(Dump(g["modes"])), "</td><td>", num(g["failure_rate"]),
-                    "</td><td>", num(g["preemption_rate"]), "</td><td>", num(g["gpu_hours"]),
+                    g.value("attempts", 0), "</td><td>", Fixed2(g["wait_s"]["p50"]), " / ",
+                    Fixed2(g["wait_s"]["p95"]), "</td><td>", Fixed2(g["run_s"]["p50"]), " / ",
+                    Fixed2(g["run_s"]["p95"]), "</td><td>", Escape(Dump(g["gpus_per_replica"])),
+                    "</td><td>", Escape(Dump(g["modes"])), "</td><td>", Fixed2(g["failure_rate"]),
+                    "</td><td>", Fixed2(g["preemption_rate"]), "</td><td>", Fixed2(g["gpu_hours"]),
                     "</td></tr>\n");
   }
   out += "</tbody></table>\n<p>Not measured:</p><ul>";
@@ -213,13 +183,10 @@ std::string RenderReport(const json& meta, const std::vector<Record>& records) {
   int passed = 0;
   for (const Record& r : records) passed += r.verdict == Verdict::kPass;
   std::string out = absl::StrCat(
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Carve acceptance "
-      "report</title><style>",
-      kStyle, "</style></head><body>\n<h1>Carve acceptance report</h1>\n<p>Server ",
-      Escape(meta.value("server", "")), " (carve ", Escape(meta.value("server_version", "?")),
-      "); owner ", Escape(meta.value("owner", "")), "; suite ", Escape(meta.value("suite", "")),
-      "; written ", Time(meta.value("written_us", int64_t{0})), "; ", passed, " of ",
-      records.size(),
+      "<p>Server ", Escape(meta.value("server", "")), " (carve ",
+      Escape(meta.value("server_version", "?")), "); owner ", Escape(meta.value("owner", "")),
+      "; suite ", Escape(meta.value("suite", "")), "; written ",
+      Time(meta.value("written_us", int64_t{0})), "; ", passed, " of ", records.size(),
       " tests passed. Re-check it against the server with <code>carve poc verify DIR</code>.</p>\n",
       Table(records), "<h2>Boundary conclusions</h2>\n", Boundaries(records));
   int chart = 0;
@@ -227,9 +194,7 @@ std::string RenderReport(const json& meta, const std::vector<Record>& records) {
   if (meta.contains("profile")) {
     out += ProfileSection(meta["profile"], meta.value("profile_since", ""));
   }
-  absl::StrAppend(&out, "<script>", ChartJs(), "</script>\n<script>", kDraw,
-                  "</script>\n</body></html>\n");
-  return out;
+  return Page("Carve acceptance report", out);
 }
 
 std::string RecordsCsv(const std::vector<Record>& records) {

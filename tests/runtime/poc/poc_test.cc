@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/poc/poc_cluster.h"
+#include "runtime/poc/poc_compare.h"
 
 namespace carve::poc {
 namespace {
@@ -107,6 +108,46 @@ TEST(PocReportTest, BytesThatAreNotUtf8DoNotStopTheReport) {
   r.owner = "bob\xff";
   r.observed["name"] = "poc\xfe";
   EXPECT_THAT(RenderReport({{"owner", "bob\xff"}}, {r}), HasSubstr("acceptance"));
+}
+
+TEST(PocCompareTest, AWorkloadReadsNumbersGivenAsTextAndNamesWhatIsWrong) {
+  auto jobs = ParseWorkload(json::parse(
+      R"({"jobs": [{"name": "infer", "count": "4", "seconds": 2, "gpu": "0.25"}, {"name": "t"}]})"));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].count, 4);
+  EXPECT_EQ((*jobs)[0].gpu, 0.25);
+  EXPECT_EQ((*jobs)[1].seconds, 3);
+  EXPECT_EQ((*jobs)[1].gpu, 1.0);
+  EXPECT_THAT(
+      ParseWorkload(json::parse(R"({"jobs": [{"name": "x", "gpu": 2}]})")).status().message(),
+      HasSubstr("jobs[0].gpu"));
+  EXPECT_THAT(
+      ParseWorkload(json::parse(R"({"jobs": [{"name": "x", "count": 1.5}]})")).status().message(),
+      HasSubstr("jobs[0].count"));
+  EXPECT_THAT(ParseWorkload(json::parse(R"({"jobs": [{"count": 1}]})")).status().message(),
+              HasSubstr("jobs[0].name"));
+  EXPECT_FALSE(ParseWorkload(json::parse(R"({"jobs": []})")).ok());
+}
+
+TEST(PocCompareTest, ThePageEscapesNamesAndDrawsTwoCharts) {
+  json result = {{"modes",
+                  {{{"mode", "shared"},
+                    {"requests", {{"<b>x</b>", "L40S share 25%"}}},
+                    {"makespan_s", 3.5},
+                    {"throughput_per_min", 10},
+                    {"wait_p50_s", 0.1},
+                    {"wait_p95_s", 0.2},
+                    {"gpu_seconds", 4},
+                    {"mean_slowdown", 1.0},
+                    {"max_slowdown", 1.1},
+                    {"failed", 0}},
+                   {{"mode", "partition"}, {"skipped", "no MIG GPU takes work"}}}}};
+  std::string html = RenderCompare(result);
+  EXPECT_THAT(html, Not(HasSubstr("<b>x</b>")));
+  EXPECT_THAT(html, HasSubstr("skipped: no MIG GPU takes work"));
+  EXPECT_THAT(html, HasSubstr("id=\"chart-1\""));
+  EXPECT_THAT(html, HasSubstr("Chart.js v3"));
 }
 
 TEST(PocProbeLogTest, ReadsWhatTheProbeSaidAndSkipsTheRest) {
