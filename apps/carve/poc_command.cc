@@ -164,9 +164,11 @@ void PrintCompare(const json& result) {
                                "JOBS/MIN", "WAIT P50/P95 (S)", "GPU-SECONDS", "SLOWDOWN MEAN/MAX",
                                "FAILED", "REQUESTS");
   for (const json& m : result["modes"]) {
-    if (m.contains("skipped")) {
-      std::cout << absl::StrFormat("%-10s skipped: %s\n", m.value("mode", ""),
-                                   m.value("skipped", ""));
+    if (m.contains("skipped") || m.contains("error")) {
+      const bool error = m.contains("error");
+      std::cout << absl::StrFormat("%-10s %s: %s\n", m.value("mode", ""),
+                                   error ? "could not finish" : "skipped",
+                                   m.value(error ? "error" : "skipped", ""));
       continue;
     }
     std::cout << absl::StrFormat(
@@ -216,6 +218,10 @@ void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c) {
                   "the token's user)");
   run->add_option("--probe", f->options.probe,
                   "Path of `carve` on the nodes, for the probe jobs (default: this binary)");
+  run->add_option("--only", f->options.only,
+                  "Run only these tests of the suite, e.g. recovery.service-drain (the rest are "
+                  "recorded as not run)")
+      ->delimiter(',');
   run->add_option("--gpu-model", f->options.gpu_model,
                   "Test shared GPUs of this model (default: the first found)");
   run->add_option("--tolerance", f->options.tolerance,

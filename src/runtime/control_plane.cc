@@ -536,17 +536,17 @@ json ControlPlane::ListNodes() const {
       for (const ReplicaRecord& r : job->replicas) running += r.node == name;
     }
     n["replicas"] = running;
-    // What the agent last listed on each GPU, beside the layout on record (mig_instances).
+    // What the agent listed on each GPU in its last heartbeat, beside the layout on record
+    // (mig_instances); absent while the node is not ready or has not reported since this server
+    // started (unknown, not none).
     auto live = live_instances_.find(name);
-    for (json& g : n["gpus"]) {
-      if (!g.value("mig_enabled", false)) continue;
-      std::vector<DiscoveredMigInstance> none;
-      const auto* listed = &none;
-      if (live != live_instances_.end()) {
+    if (node.state == NodeRecordState::kReady && live != live_instances_.end()) {
+      for (json& g : n["gpus"]) {
+        if (!g.value("mig_enabled", false)) continue;
         auto at = live->second.find(g.value("index", -1));
-        if (at != live->second.end()) listed = &at->second;
+        g["mig_live"] = MigInstancesToJson(
+            at == live->second.end() ? std::vector<DiscoveredMigInstance>{} : at->second);
       }
-      g["mig_live"] = MigInstancesToJson(*listed);
     }
     out.push_back(n);
   }

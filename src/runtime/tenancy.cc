@@ -196,10 +196,13 @@ json VisibleNodes(const json& nodes, const Principal& who) {
       if (!n.contains(key) || !n[key].is_object()) continue;
       for (json& why : n[key]) why = "out of service";
     }
-    // Per-GPU utilization shows how busy other tenants' jobs are (L1): admins only.
+    // Per-GPU utilization shows how busy other tenants' jobs are (L1), and the live MIG
+    // instances their sizes, places and UUIDs: admins only.
     if (n.contains("gpus") && n["gpus"].is_array()) {
       for (json& g : n["gpus"]) {
-        if (g.is_object()) g.erase("utilization_pct");
+        if (!g.is_object()) continue;
+        g.erase("utilization_pct");
+        g.erase("mig_live");
       }
     }
   }

@@ -278,3 +278,28 @@ TEST(PocDevTest, TheWholeKitPassesAgainstCarveDev) {
               HasSubstr("<table id=\"compare\">"));
   Kill(dev, SIGTERM);
 }
+
+// Red team: the kit's uncordon after a drain lifted an operator's cordon. A node with one GPU
+// cordoned by an operator is not drained: the test is inconclusive and the cordon stays.
+const NodeList kCordonNodes = {{"poc-c", "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"}};
+
+class PocCordonTest : public PocTest {
+ protected:
+  const NodeList& Nodes() const override { return kCordonNodes; }
+};
+
+TEST_F(PocCordonTest, ANodeWithAnOperatorsCordonIsNotDrainedAndKeepsIt) {
+  ApiPost("/api/v1/nodes/poc-c/cordon?gpu=1", json::object());
+  const std::filesystem::path out = dir_ / "poc";
+  CliRun run =
+      Cli(absl::StrCat("poc run --suite recovery --only recovery.training-checkpoint", " --out ",
+                       out.string(), " --job-memory-mib ", kSanitized ? 1536 : 512));
+  std::map<std::string, json> records = Records(out);
+  ASSERT_EQ(records.size(), 3u) << run.out;
+  const json& r = records["recovery.training-checkpoint"];
+  EXPECT_EQ(r["verdict"], "inconclusive") << r.dump(2);
+  EXPECT_THAT(r["verdict_reason"].get<std::string>(), HasSubstr("operator's cordon"));
+  EXPECT_EQ(records["recovery.service-drain"]["verdict_reason"], "not selected (--only)");
+  EXPECT_EQ(Node("poc-c")["cordoned_gpus"], (json{{"1", "admin"}})) << Node("poc-c").dump(2);
+  EXPECT_EQ(Node("poc-c")["cordoned_by"], "");
+}

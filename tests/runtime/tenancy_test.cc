@@ -53,6 +53,18 @@ TEST(TenancyTest, NodesHideWhyAGpuIsOutFromNonAdmins) {
   EXPECT_EQ(VisibleNodes(nodes, Principal{"a", Role::kAdmin, "", "", ""}), nodes);
 }
 
+// Red team: the live MIG instances of a GPU show other tenants' job sizes, places and UUIDs.
+TEST(TenancyTest, LiveMigInstancesAreForAdminsOnly) {
+  json nodes = json::array(
+      {{{"name", "a100-0"},
+        {"gpus",
+         {{{"index", 0},
+           {"mig_live", {{{"uuid", "MIG-x"}, {"profile", "2g.20gb"}, {"start", 0}}}}}}}}});
+  json seen = VisibleNodes(nodes, Principal{"m", Role::kMember, "globex", "default", ""});
+  EXPECT_FALSE(seen[0]["gpus"][0].contains("mig_live")) << seen.dump();
+  EXPECT_EQ(VisibleNodes(nodes, Principal{"a", Role::kAdmin, "", "", ""}), nodes);
+}
+
 TEST(TenantPathsTest, WorkdirMustStayInsideTheTenantDirectory) {
   EXPECT_TRUE(CheckWorkdir("").ok());
   EXPECT_TRUE(CheckWorkdir("runs/exp1").ok());

@@ -1,5 +1,7 @@
 #include "runtime/poc/poc.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/poc/poc_cluster.h"
 #include "runtime/poc/poc_suites.h"
@@ -131,11 +133,24 @@ absl::StatusOr<std::vector<Record>> Run(ApiClient& api, const Options& options,
                                      "(admin): ",
                                      head.status().message()));
   }
+  for (const std::string& id : options.only) {
+    bool known = false;
+    for (const Suite& suite : Suites()) {
+      for (const TestCase& test : suite.tests) known = known || id == suite.name + "." + test.id;
+    }
+    if (!known) return absl::InvalidArgumentError(absl::StrCat("--only: no test \"", id, "\""));
+  }
   std::vector<Record> records;
   for (const Suite& suite : Suites()) {
     if (s != "all" && s != suite.name) continue;
     for (const TestCase& test : suite.tests) {
       progress << suite.name << "." << test.id << ": " << test.title << "\n" << std::flush;
+      const std::string id = suite.name + "." + test.id;
+      if (!options.only.empty() &&
+          std::find(options.only.begin(), options.only.end(), id) == options.only.end()) {
+        records.push_back(NotRun(cluster, suite.name, test, "not selected (--only)"));
+        continue;
+      }
       if (cluster.Interrupted()) {
         records.push_back(NotRun(cluster, suite.name, test, "interrupted before it started"));
         continue;

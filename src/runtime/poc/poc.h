@@ -28,6 +28,7 @@ struct Options {
   int64_t timeout_s = 180;         // the longest a test waits for one outcome
   int64_t job_memory_mib = 512;    // host memory of each probe job
   std::string submitted_by;        // the token's user, who submits the jobs (whoami)
+  std::vector<std::string> only;   // run only these tests ("recovery.service-drain"); all if empty
   // Set (by a signal handler) to stop: the running test cleans up, the rest are not run.
   const std::atomic<bool>* interrupted = nullptr;
 };

@@ -44,9 +44,26 @@ std::string ProfileFor(const std::string& model, double gpu) {
   return best;
 }
 
+// The model of the first GPU in `mode` that takes work (ready, uncordoned node; healthy,
+// available GPU), "" when none does.
+std::string ModelIn(const json& nodes, const std::string& mode) {
+  for (const json& n : nodes) {
+    if (n.value("state", "") != "ready" || !n.value("cordoned_by", "").empty()) continue;
+    for (const json& g : n.value("gpus", json::array())) {
+      if (g.value("mode", "") == mode && g.value("health", "") == "healthy" &&
+          g.value("state", "") == "available") {
+        return g.value("model", "");
+      }
+    }
+  }
+  return "";
+}
+
 ModeRequest RequestFor(const std::string& mode, double gpu, const json& nodes) {
   if (mode == "exclusive") {
-    return {"", "one whole GPU", {{"gpus", 1}}};
+    const std::string model = ModelIn(nodes, "exclusive");
+    if (model.empty()) return {"no exclusive GPU takes work", "", json()};
+    return {"", absl::StrCat("one whole ", model), {{"gpus", 1}, {"gpu_model", model}}};
   }
   if (mode == "shared") {
     std::vector<SharedGpu> shared = SharedGpus(nodes, "", {});
@@ -63,18 +80,12 @@ ModeRequest RequestFor(const std::string& mode, double gpu, const json& nodes) {
              {"gpu_compute", absl::StrCat(pct, "%")},
              {"gpu_memory", absl::StrCat(mib, "Mi")}}};
   }
-  for (const json& n : nodes) {
-    for (const json& g : n.value("gpus", json::array())) {
-      if (g.value("mode", "") != "partition" || n.value("state", "") != "ready") continue;
-      const std::string model = g.value("model", "");
-      const std::string profile = ProfileFor(model, gpu);
-      if (profile.empty()) continue;
-      return {"",
-              absl::StrCat(model, " MIG ", profile),
-              {{"mode", "partition"}, {"gpu_model", model}, {"profile", profile}}};
-    }
-  }
-  return {"no MIG GPU takes work", "", json()};
+  const std::string model = ModelIn(nodes, "partition");
+  const std::string profile = model.empty() ? "" : ProfileFor(model, gpu);
+  if (profile.empty()) return {"no MIG GPU takes work", "", json()};
+  return {"",
+          absl::StrCat(model, " MIG ", profile),
+          {{"mode", "partition"}, {"gpu_model", model}, {"profile", profile}}};
 }
 
 json Spec(const Options& o, const std::string& name, const json& resources, int64_t seconds) {
@@ -98,6 +109,8 @@ absl::StatusOr<json> Outcome(Cluster& c, int64_t id) {
   const int64_t ended = job->value("ended_us", int64_t{0});
   return json{{"id", id},
               {"state", job->value("state", "")},
+              {"on", PlacementOf(*job)},
+              {"created_us", created},
               {"wait_s", started > 0 ? json((started - created) / 1e6) : json()},
               {"run_s", started > 0 && ended > 0 ? json((ended - started) / 1e6) : json()},
               {"ended_us", ended},
@@ -120,8 +133,12 @@ absl::StatusOr<json> RunMode(Cluster& c, const std::string& mode,
     auto o = Outcome(c, *id);
     if (!o.ok()) return o.status();
     solo[w.name] = (*o)["rate"].get<int64_t>();
+    if (solo[w.name] <= 0 || (*o)["state"] != "succeeded") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the solo run of ", w.name, " (job ", *id, ") ended ",
+                       (*o)["state"].get<std::string>(), " with no compute rate"));
+    }
   }
-  const int64_t start = NowUs();
   std::vector<std::pair<std::string, int64_t>> ids;
   for (const WorkloadJob& w : work) {
     ModeRequest req = RequestFor(mode, w.gpu, nodes);
@@ -133,7 +150,9 @@ absl::StatusOr<json> RunMode(Cluster& c, const std::string& mode,
       ids.push_back({w.name, *id});
     }
   }
-  int64_t last = start;
+  // Times on the server's clock: the first submission, the last end.
+  int64_t start = 0;
+  int64_t last = 0;
   int failed = 0;
   std::vector<double> waits, slowdowns;
   for (const auto& [name, id] : ids) {
@@ -143,7 +162,9 @@ absl::StatusOr<json> RunMode(Cluster& c, const std::string& mode,
     (*o)["kind"] = name;
     (*o)["slowdown"] = rate > 0 ? json(static_cast<double>(solo[name]) / rate) : json();
     last = std::max(last, (*o)["ended_us"].get<int64_t>());
-    failed += (*o)["state"] != "succeeded";
+    const int64_t created = (*o)["created_us"].get<int64_t>();
+    start = start == 0 ? created : std::min(start, created);
+    failed += (*o)["state"] != "succeeded" || rate <= 0;  // a probe that printed no rate failed
     if ((*o)["wait_s"].is_number()) waits.push_back((*o)["wait_s"]);
     if ((*o)["slowdown"].is_number()) slowdowns.push_back((*o)["slowdown"]);
     out["jobs"].push_back(*o);
@@ -156,7 +177,7 @@ absl::StatusOr<json> RunMode(Cluster& c, const std::string& mode,
       if (row.value("job", int64_t{0}) == id) gpu_seconds += row.value("gpu_seconds", 0.0);
     }
   }
-  const double makespan = (last - start) / 1e6;
+  const double makespan = last > start ? (last - start) / 1e6 : 0.0;
   double mean = 0;
   for (double s : slowdowns) mean += s / static_cast<double>(slowdowns.size());
   out["makespan_s"] = makespan;
@@ -209,6 +230,12 @@ absl::StatusOr<std::vector<WorkloadJob>> ParseWorkload(const json& doc) {
     if (!(*gpu > 0 && *gpu <= 1)) {
       return absl::InvalidArgumentError(absl::StrCat(at, ".gpu: a share of one GPU, (0, 1]"));
     }
+    for (const WorkloadJob& seen : out) {
+      if (seen.name == j["name"]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ".name: \"", seen.name, "\" is given twice"));
+      }
+    }
     out.push_back({j["name"], static_cast<int>(*count), static_cast<int64_t>(*seconds), *gpu});
   }
   return out;
@@ -219,6 +246,13 @@ absl::StatusOr<json> Compare(ApiClient& api, const Options& options,
                              const std::vector<std::string>& modes, std::ostream& progress) {
   Cluster c(api, options, progress);
   json out = {{"modes", json::array()}};
+  for (const WorkloadJob& w : jobs) {
+    if (w.seconds + 60 > options.timeout_s) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(w.name, ": ", w.seconds, " s of compute leaves no room in --timeout ",
+                       options.timeout_s, " s (give at least ", w.seconds + 60, ")"));
+    }
+  }
   for (const std::string& mode : modes) {
     if (mode != "exclusive" && mode != "shared" && mode != "partition") {
       return absl::InvalidArgumentError(
@@ -232,8 +266,10 @@ absl::StatusOr<json> Compare(ApiClient& api, const Options& options,
     Record scratch;
     auto result = RunMode(c, mode, jobs, *nodes, scratch);
     c.CleanUp(scratch);
-    if (!result.ok()) return result.status();
-    out["modes"].push_back(*result);
+    // A mode that could not finish says why; the others still count.
+    out["modes"].push_back(
+        result.ok() ? *result : json{{"mode", mode}, {"error", result.status().message()}});
+    if (c.Interrupted()) break;
   }
   out["definitions"] = {
       {"makespan_s", "from the first submission of the mode's jobs to the last end"},
@@ -258,10 +294,11 @@ std::string RenderCompare(const json& result) {
   std::vector<double> makespans, slowdowns;
   for (const json& m : result.value("modes", json::array())) {
     const std::string mode = m.value("mode", "");
-    if (m.contains("skipped")) {
-      absl::StrAppend(&body, "<tr><td>", Escape(mode),
-                      "</td><td colspan=\"7\">skipped: ", Escape(m.value("skipped", "")),
-                      "</td></tr>\n");
+    if (m.contains("skipped") || m.contains("error")) {
+      const char* why = m.contains("error") ? "error" : "skipped";
+      absl::StrAppend(&body, "<tr><td>", Escape(mode), "</td><td colspan=\"7\">",
+                      m.contains("error") ? "could not finish: " : "skipped: ",
+                      Escape(m.value(why, "")), "</td></tr>\n");
       continue;
     }
     absl::StrAppend(&body, "<tr><td>", Escape(mode), "</td><td>", Escape(Dump(m["requests"])),

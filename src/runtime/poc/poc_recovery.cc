@@ -39,8 +39,9 @@ class Drain {
   bool drained_ = false;
 };
 
-// True when `node` runs only the replicas of `job` (so draining it moves nothing else).
-absl::StatusOr<bool> OnlyOurs(Cluster& c, const std::string& node, const json& job) {
+// Why draining `node` would touch more than `job` ("" when it would not): other work on it, or
+// an operator's cordon (the kit's uncordon afterwards would lift it).
+absl::StatusOr<std::string> WhyNotDrain(Cluster& c, const std::string& node, const json& job) {
   auto nodes = c.Nodes();
   if (!nodes.ok()) return nodes.status();
   int ours = 0;
@@ -49,28 +50,40 @@ absl::StatusOr<bool> OnlyOurs(Cluster& c, const std::string& node, const json& j
     ours += r.value("node", "") == node && (state == "running" || state == "pending");
   }
   for (const json& n : *nodes) {
-    if (n.value("name", "") == node) return n.value("replicas", 0) == ours;
+    if (n.value("name", "") != node) continue;
+    if (!n.value("cordoned_by", "").empty() || !n.value("cordoned_gpus", json::object()).empty()) {
+      return absl::StrCat("node ", node,
+                          " has an operator's cordon, which the kit's uncordon "
+                          "would lift");
+    }
+    if (n.value("replicas", 0) != ours) {
+      return absl::StrCat("node ", node,
+                          " runs other work; the kit drains only nodes it alone uses");
+    }
+    return std::string();
   }
-  return false;
+  return absl::StrCat("node ", node, " is not listed");
 }
 
 // The node of `job`'s first replica, when draining it moves only the kit's own work; else ""
 // and the record is inconclusive.
 absl::StatusOr<std::string> NodeToDrain(Cluster& c, Record& r, const json& job) {
   const std::string node = job["replicas"][0].value("node", "");
-  auto alone = OnlyOurs(c, node, job);
-  if (!alone.ok()) return alone.status();
-  if (*alone) return node;
+  auto why = WhyNotDrain(c, node, job);
+  if (!why.ok()) return why.status();
+  if (why->empty()) return node;
   r.verdict = Verdict::kInconclusive;
-  r.verdict_reason =
-      absl::StrCat("node ", node, " runs other work; the kit drains only nodes it alone uses");
+  r.verdict_reason = *why;
   return std::string();
 }
 
+// Slots with a running replica (a slot whose old and new replica both run counts once).
 int Serving(const json& job) {
-  int n = 0;
-  for (const json& x : job.value("replicas", json::array())) n += x.value("state", "") == "running";
-  return n;
+  std::set<int> slots;
+  for (const json& x : job.value("replicas", json::array())) {
+    if (x.value("state", "") == "running") slots.insert(x.value("slot", -1));
+  }
+  return static_cast<int>(slots.size());
 }
 
 absl::Status ServiceDrain(Cluster& c, Record& r) {
@@ -95,20 +108,20 @@ absl::Status ServiceDrain(Cluster& c, Record& r) {
       [&](const json& j) {
         fewest = std::min(fewest, Serving(j));
         ++samples;
-        bool retired = false;
-        bool elsewhere = false;
+        // Done when nothing runs on the drained node any more, every replica that ran there is
+        // retired with its reclaim, and both slots serve elsewhere.
+        bool left = false;
         for (const json& x : j.value("replicas", json::array())) {
-          retired = retired || (x.value("node", "") == node && x.value("state", "") == "retired" &&
-                                x.value("reclaim", json()).is_object());
-          elsewhere = elsewhere || (x.value("node", "") != node && x.value("slot", -1) == 0 &&
-                                    x.value("state", "") == "running");
+          if (x.value("node", "") != node) continue;
+          left =
+              left || x.value("state", "") != "retired" || !x.value("reclaim", json()).is_object();
         }
-        return (retired && elsewhere) || IsFinal(j);
+        return (!left && Serving(j) == 2) || IsFinal(j);
       },
       "moved off the drained node");
   if (!moved.ok()) return moved.status();
   Cluster::NoteNodes(*moved, r);
-  Expect(r, "never below its replica count", fewest >= 2, "2 serving in every sample",
+  Expect(r, "never below its replica count", fewest >= 2, "2 slots serving in every sample",
          absl::StrCat("at least ", fewest, " in ", samples, " samples (100 ms apart)"));
   Expect(r, "the job stays on its first attempt", moved->value("attempt", -1) == 0, "attempt 0",
          absl::StrCat("attempt ", moved->value("attempt", -1)));
@@ -142,10 +155,15 @@ absl::Status TrainingCheckpoint(Cluster& c, Record& r) {
   auto running = c.WaitRunning(*id);
   if (!running.ok()) return running.status();
   // Wait for two checkpointed seconds, then move it.
-  for (int i = 0; i < 10 * o.timeout_s; ++i) {
+  for (int i = 0;; ++i) {
     auto log = c.Probe(*id);
     if (!log.ok()) return log.status();
     if (log->seconds.size() >= 2) break;
+    if (c.Interrupted()) return absl::CancelledError("interrupted");
+    if (i >= 10 * o.timeout_s) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("job ", *id, " did not checkpoint two seconds within ", o.timeout_s, " s"));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   auto job = c.Job(*id);
@@ -195,8 +213,14 @@ absl::Status ExperimentRequeue(Cluster& c, Record& r) {
   if (!nodes.ok()) return nodes.status();
   // A model only one node has, so that the urgent job cannot find room elsewhere.
   std::vector<WholeGpuNode> whole = WholeGpuNodes(*nodes);
-  std::map<std::string, int> nodes_with;
-  for (const WholeGpuNode& n : whole) ++nodes_with[n.model];
+  std::map<std::string, int> nodes_with;  // whole-GPU jobs also land on shared-mode GPUs
+  for (const json& n : *nodes) {
+    std::set<std::string> models;
+    for (const json& g : n.value("gpus", json::array())) {
+      if (g.value("mode", "") != "partition") models.insert(g.value("model", ""));
+    }
+    for (const std::string& m : models) ++nodes_with[m];
+  }
   const WholeGpuNode* pick = nullptr;
   for (const WholeGpuNode& n : whole) {
     if (n.idle && nodes_with[n.model] == 1 && (pick == nullptr || n.count < pick->count)) {
