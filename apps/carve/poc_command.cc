@@ -89,6 +89,8 @@ void Run(const Connection& c, RunFlags& f) {
   ApiClient api = Client(c);
   json who = Check(api.Get("/api/v1/whoami"));
   f.options.submitted_by = who.value("name", "");
+  f.options.server = ServerUrl(c);
+  f.options.ca = c.ca.empty() && std::getenv("CARVE_CA") ? std::getenv("CARVE_CA") : c.ca;
   if (f.options.owner.empty()) f.options.owner = f.options.submitted_by;
   if (f.options.probe.empty()) f.options.probe = OwnBinary();
   f.options.interrupted = &interrupted;

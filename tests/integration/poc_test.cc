@@ -190,9 +190,9 @@ TEST_F(PocRecoveryTest, EveryKindOfWorkComesBackAsItsPolicySays) {
   for (const json& j : ApiGet("/api/v1/jobs")) EXPECT_TRUE(JobEnded(j)) << j.dump(2);
 }
 
-// The partition suite's unit lifecycle on a GPU that makes MIG instances on demand: created,
-// listed by the agent, seen by the job, deleted, and all of it again. The other partition tests
-// are listed as not run, with why.
+// The partition suite on a GPU that makes MIG instances on demand: the unit lifecycle (created,
+// listed by the agent, seen by the job, deleted, and all of it again) and MIG instances governed
+// across tenants by a queue's quota. The other two tests are listed as not run, with why.
 const NodeList kPartitionNodes = {
     {"poc-mig", "gpus:\n  - {model: A100-80GB, count: 1, mode: partition, layout: dynamic}\n"}};
 
@@ -201,7 +201,7 @@ class PocPartitionTest : public PocTest {
   const NodeList& Nodes() const override { return kPartitionNodes; }
 };
 
-TEST_F(PocPartitionTest, AnInstanceIsCreatedSeenAndDeletedTwice) {
+TEST_F(PocPartitionTest, InstancesAreMadeAndDeletedAndGovernedAcrossTenants) {
   const std::filesystem::path out = dir_ / "poc";
   CliRun run = Cli(absl::StrCat("poc run --suite partition --out ", out.string(),
                                 " --job-memory-mib ", kSanitized ? 1536 : 512));
@@ -215,8 +215,11 @@ TEST_F(PocPartitionTest, AnInstanceIsCreatedSeenAndDeletedTwice) {
     EXPECT_THAT(round["uuid"].get<std::string>(), HasSubstr("MIG-")) << round.dump();
     EXPECT_EQ(round["seen"], round["uuid"]);
   }
-  for (const char* id :
-       {"partition.device-faults", "partition.upgrade", "partition.across-pools"}) {
+  // Across pools: a MIG quota of one instance for tenant a's queue, and tenant b kept out.
+  const json& pools = records["partition.across-pools"];
+  EXPECT_EQ(pools["verdict"], "pass") << pools.dump(2);
+  EXPECT_EQ(pools["observed"]["users"].size(), 2u) << pools.dump(2);
+  for (const char* id : {"partition.device-faults", "partition.upgrade"}) {
     EXPECT_EQ(records[id]["verdict"], "not-run") << id;
     EXPECT_THAT(records[id]["verdict_reason"].get<std::string>(), HasSubstr("not built")) << id;
   }
@@ -253,7 +256,7 @@ TEST(PocDevTest, TheWholeKitPassesAgainstCarveDev) {
                                      (dir / "poc").string(), " --job-memory-mib ",
                                      kSanitized ? 1536 : 512, " --tolerance 0.1 2>&1"));
   EXPECT_EQ(run.exit, 0) << run.out << Slurp(log);
-  EXPECT_THAT(run.out, HasSubstr("8 passed, 0 failed, 3 inconclusive or not run")) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("9 passed, 0 failed, 2 inconclusive or not run")) << run.out;
   CliRun verify =
       RunShell(absl::StrCat(env, CARVE_BINARY, " poc verify ", (dir / "poc").string(), " 2>&1"));
   EXPECT_EQ(verify.exit, 0) << verify.out;

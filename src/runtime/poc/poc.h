@@ -19,6 +19,8 @@
 namespace carve::poc {
 
 struct Options {
+  std::string server;  // the cluster's URL and CA, for the users a test creates
+  std::string ca;
   std::string suite = "software";  // software | partition | recovery | all
   std::string owner;               // who ran the kit (recorded)
   std::string probe;               // the `carve` binary jobs run `carve probe` with, on the nodes

@@ -57,6 +57,9 @@ class Cluster {
   absl::StatusOr<ChainHead> Head();
   absl::StatusOr<nlohmann::json> Nodes();
   absl::StatusOr<nlohmann::json> Get(const std::string& path) { return api_.Get(path); }
+  absl::StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body) {
+    return api_.Post(path, body);
+  }
   absl::StatusOr<std::string> Text(const std::string& path) { return api_.GetText(path); }
   // Active jobs' devices: "node/gpu N" of every pending or running replica.
   absl::StatusOr<std::set<std::string>> BusyGpus();

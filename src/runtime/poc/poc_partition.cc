@@ -2,6 +2,7 @@
 // made on demand. The fault, upgrade and pool tests need what the kit does not do through the
 // API (inject device faults, change a node's versions, set up tenants), and say so.
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -157,6 +158,130 @@ absl::Status UnitLifecycle(Cluster& c, Record& r) {
   return absl::OkStatus();
 }
 
+// A member of `tenant` (project of the same name) with a one-hour token: its client and token id.
+struct Member {
+  std::string name;
+  std::string token_id;
+  std::unique_ptr<ApiClient> api;
+};
+
+absl::StatusOr<Member> MakeMember(Cluster& c, Record& r, const std::string& tenant) {
+  Member m{absl::StrCat(tenant, "-", NowUs() % 1000000000), "", nullptr};
+  auto user =
+      c.Post("/api/v1/users",
+             {{"name", m.name}, {"role", "member"}, {"tenant", tenant}, {"project", tenant}});
+  if (!user.ok()) return user.status();
+  auto token = c.Post("/api/v1/tokens",
+                      {{"user", m.name}, {"expires_in", "1h"}, {"description", "carve poc"}});
+  if (!token.ok()) return token.status();
+  m.token_id = token->value("id", "");
+  m.api =
+      std::make_unique<ApiClient>(c.options().server, token->value("token", ""), c.options().ca);
+  r.observed["users"].push_back(m.name);
+  return m;
+}
+
+json MigSpec(const Options& o, const std::string& name, const std::string& profile,
+             int64_t seconds) {
+  return {{"name", name},
+          {"queue", "poc-mig"},
+          {"command", {o.probe, "probe", "--seconds", std::to_string(seconds)}},
+          {"resources",
+           {{"mode", "partition"},
+            {"profile", profile},
+            {"cpu", "100m"},
+            {"memory", absl::StrCat(o.job_memory_mib, "Mi")}}}};
+}
+
+// What tenant b sees and may do with tenant a's work.
+void Across(Cluster& c, Record& r, ApiClient& b, int64_t a_job, const std::string& profile) {
+  auto seen = b.Get(absl::StrCat("/api/v1/jobs/", a_job));
+  Expect(r, "b cannot see a's job", !seen.ok() && absl::IsNotFound(seen.status()),
+         "no such job (404)", seen.ok() ? "it is shown" : std::string(seen.status().message()));
+  const json spec = MigSpec(c.options(), "poc-b-mig", profile, 1);
+  auto submitted = b.Post("/api/v1/jobs", spec);
+  Expect(r, "b cannot submit to a's queue", !submitted.ok(), "refused",
+         submitted.ok() ? absl::StrCat("accepted as job ", submitted->value("id", int64_t{0}))
+                        : std::string(submitted.status().message()));
+  if (submitted.ok()) {  // cleaned up with the test's other jobs
+    r.input.push_back(spec);
+    r.jobs.push_back(submitted->value("id", int64_t{0}));
+  }
+  auto nodes = b.Get("/api/v1/nodes");
+  bool live = false;
+  for (const json& n : nodes.ok() ? *nodes : json::array()) {
+    for (const json& g : n.value("gpus", json::array())) live = live || g.contains("mig_live");
+  }
+  Expect(r, "b sees no live MIG instances", nodes.ok() && !live, "no mig_live on any GPU",
+         nodes.ok() ? (live ? "mig_live shown" : "none") : std::string(nodes.status().message()));
+}
+
+absl::Status AcrossPools(Cluster& c, Record& r) {
+  auto nodes = c.Nodes();
+  if (!nodes.ok()) return nodes.status();
+  auto busy = c.BusyGpus();
+  if (!busy.ok()) return busy.status();
+  std::optional<MigGpu> gpu = IdleDynamicGpu(*nodes, *busy);
+  const std::string profile = gpu ? MiddleProfile(gpu->model) : "";
+  if (!gpu || profile.empty() || c.options().server.empty()) {
+    r.verdict = Verdict::kInconclusive;
+    r.verdict_reason = "no idle GPU that makes MIG instances on demand (layout: dynamic)";
+    return absl::OkStatus();
+  }
+  const json docs = json::array(
+      {{{"kind", "tenant"}, {"name", "poc-a"}, {"description", "carve poc: across pools"}},
+       {{"kind", "tenant"}, {"name", "poc-b"}, {"description", "carve poc: across pools"}},
+       {{"kind", "queue"},
+        {"name", "poc-mig"},
+        {"tenants", {"poc-a"}},
+        {"quota", {{absl::StrCat("mig/", profile), 1}}}},
+       {{"kind", "project"}, {"name", "poc-a"}, {"tenant", "poc-a"}, {"queues", {"poc-mig"}}},
+       {{"kind", "project"}, {"name", "poc-b"}, {"tenant", "poc-b"}}});
+  if (auto applied = c.Post("/api/v1/apply", docs); !applied.ok()) return applied.status();
+  r.observed["applied"] = docs;
+  r.observed["users"] = json::array();
+  auto a = MakeMember(c, r, "poc-a");
+  if (!a.ok()) return a.status();
+  auto b = MakeMember(c, r, "poc-b");
+  if (!b.ok()) return b.status();
+  Cluster as_a(*a->api, c.options(), c.progress());
+  auto first = as_a.Submit(MigSpec(c.options(), "poc-a-first", profile, 5), r);
+  if (!first.ok()) return first.status();
+  if (auto st = c.WaitRunning(*first); !st.ok()) return st.status();
+  auto second = as_a.Submit(MigSpec(c.options(), "poc-a-second", profile, 1), r);
+  if (!second.ok()) return second.status();
+  Across(c, r, *b->api, *first, profile);
+  auto one = c.WaitFinal(*first);
+  if (!one.ok()) return one.status();
+  auto two = c.WaitFinal(*second);
+  if (!two.ok()) return two.status();
+  Cluster::NoteNodes(*one, r);
+  auto events = c.EventsOf(absl::StrCat("job/", *second), r.chain_start.seq);
+  if (!events.ok()) return events.status();
+  std::string why;
+  for (const json& e : *events) {
+    if (e.value("type", "") == "job.waiting" && why.empty()) why = e.value("reason", "");
+  }
+  const std::string resource = absl::StrCat("mig/", profile);
+  Expect(r, "a's second job waits on the queue's MIG quota",
+         why.find("poc-mig") != std::string::npos && why.find(resource) != std::string::npos,
+         absl::StrCat("a job.waiting reason naming queue poc-mig and ", resource),
+         why.empty() ? "it never waited" : why);
+  Expect(r, "it runs once the first ended",
+         two->value("state", "") == "succeeded" &&
+             two->value("scheduled_us", int64_t{0}) >= one->value("ended_us", int64_t{0}),
+         "succeeded, scheduled after the first ended",
+         absl::StrCat(two->value("state", ""), ", scheduled ", two->value("scheduled_us", 0),
+                      ", first ended ", one->value("ended_us", 0)));
+  for (const Member* m : {&*a, &*b}) {
+    if (auto st = c.Post(absl::StrCat("/api/v1/tokens/", m->token_id, "/revoke"), json::object());
+        !st.ok()) {
+      return st.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<TestCase> PartitionTests() {
@@ -185,9 +310,15 @@ std::vector<TestCase> PartitionTests() {
        "", "not built: it needs a node's driver or agent version changed inside the window",
        nullptr},
       {"across-pools", "Partitions across pools",
-       "a queue's MIG quota is enforced; another tenant can neither see nor use them", "",
-       "not built yet: it needs tenants, users and a queue with a MIG quota applied for the test",
-       nullptr},
+       "MIG instances are governed like whole GPUs: two tenants and a queue (tenant a only, a "
+       "quota of one instance of the profile) are applied, with a member and token each; a's "
+       "second job waits on the queue's quota until the first ends, then runs; b cannot see a's "
+       "jobs, cannot submit to a's queue, and sees no live MIG instances on the nodes",
+       "a quota not enforced or a job seen across tenants: read `carve queues` and the job's "
+       "explanation; check the queue's tenants and the roles of the users",
+       "leaves behind what it applied (tenants poc-a and poc-b, their projects, queue poc-mig) "
+       "and its two users, whose tokens it revokes",
+       AcrossPools},
   };
 }
 

@@ -1,4 +1,5 @@
 // `carve poc verify DIR`: a report's claims re-checked against the server that made them.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -118,7 +119,21 @@ absl::StatusOr<std::map<int64_t, int64_t>> Submissions(ApiClient& api, int64_t a
   return out;
 }
 
-// Each job: it exists, the recorded user submitted it, inside the record's events, as recorded.
+// `by` is the kit's user, or a user the record says the test made, made by the kit's user.
+bool ByTheKit(ApiClient& api, const Record& r, const std::string& by) {
+  if (by == r.submitted_by) return true;
+  const json made = r.observed.value("users", json::array());
+  if (std::find(made.begin(), made.end(), json(by)) == made.end()) return false;
+  auto users = api.Get("/api/v1/users");
+  if (!users.ok() || !users->is_array()) return false;
+  for (const json& u : *users) {
+    if (u.value("name", "") == by) return u.value("created_by", "") == r.submitted_by;
+  }
+  return false;
+}
+
+// Each job: it exists, the recorded user (or one its test made) submitted it, inside the record's
+// events, as recorded.
 void JobChecks(ApiClient& api, const Record& r, const std::map<int64_t, int64_t>& submitted,
                std::vector<Check>& out) {
   for (size_t i = 0; i < r.jobs.size(); ++i) {
@@ -137,7 +152,7 @@ void JobChecks(ApiClient& api, const Record& r, const std::map<int64_t, int64_t>
     auto at = submitted.find(id);
     const bool inside = at != submitted.end();
     const std::string by = job->value("submitted_by", "");
-    out.push_back({name, same && inside && by == r.submitted_by,
+    out.push_back({name, same && inside && ByTheKit(api, r, by),
                    absl::StrCat("submitted by ", r.submitted_by, " between events ",
                                 r.chain_start.seq, " and ", r.chain_end.seq, " as its input"),
                    absl::StrCat("submitted by ", by,
