@@ -137,18 +137,31 @@ absl::Status Round(Cluster& c, Record& r, const MigGpu& gpu, const std::string& 
   return absl::OkStatus();
 }
 
-absl::Status UnitLifecycle(Cluster& c, Record& r) {
+struct MigTarget {
+  MigGpu gpu;
+  std::string profile;  // the catalog's 3g profile of its model
+};
+
+// An idle GPU that makes MIG instances on demand; nullopt, and the record inconclusive, when the
+// cluster has none.
+absl::StatusOr<std::optional<MigTarget>> FindMigTarget(Cluster& c, Record& r) {
   auto nodes = c.Nodes();
   if (!nodes.ok()) return nodes.status();
   auto busy = c.BusyGpus();
   if (!busy.ok()) return busy.status();
   std::optional<MigGpu> gpu = IdleDynamicGpu(*nodes, *busy);
   const std::string profile = gpu ? MiddleProfile(gpu->model) : "";
-  if (!gpu || profile.empty()) {
-    r.verdict = Verdict::kInconclusive;
-    r.verdict_reason = "no idle GPU that makes MIG instances on demand (layout: dynamic)";
-    return absl::OkStatus();
-  }
+  if (gpu && !profile.empty()) return MigTarget{*gpu, profile};
+  r.verdict = Verdict::kInconclusive;
+  r.verdict_reason = "no idle GPU that makes MIG instances on demand (layout: dynamic)";
+  return std::nullopt;
+}
+
+absl::Status UnitLifecycle(Cluster& c, Record& r) {
+  auto target = FindMigTarget(c, r);
+  if (!target.ok() || !*target) return target.status();
+  const MigGpu* gpu = &(*target)->gpu;
+  const std::string& profile = (*target)->profile;
   r.observed["gpu"] = absl::StrCat(gpu->node, "/gpu ", gpu->index, " (", gpu->model, ")");
   r.observed["profile"] = profile;
   r.observed["rounds"] = json::array();
@@ -217,17 +230,12 @@ void Across(Cluster& c, Record& r, ApiClient& b, int64_t a_job, const std::strin
 }
 
 absl::Status AcrossPools(Cluster& c, Record& r) {
-  auto nodes = c.Nodes();
-  if (!nodes.ok()) return nodes.status();
-  auto busy = c.BusyGpus();
-  if (!busy.ok()) return busy.status();
-  std::optional<MigGpu> gpu = IdleDynamicGpu(*nodes, *busy);
-  const std::string profile = gpu ? MiddleProfile(gpu->model) : "";
-  if (!gpu || profile.empty() || c.options().server.empty()) {
-    r.verdict = Verdict::kInconclusive;
-    r.verdict_reason = "no idle GPU that makes MIG instances on demand (layout: dynamic)";
-    return absl::OkStatus();
+  if (c.options().server.empty()) {
+    return absl::FailedPreconditionError("the kit was not told the server's address");
   }
+  auto target = FindMigTarget(c, r);
+  if (!target.ok() || !*target) return target.status();
+  const std::string& profile = (*target)->profile;
   const json docs = json::array(
       {{{"kind", "tenant"}, {"name", "poc-a"}, {"description", "carve poc: across pools"}},
        {{"kind", "tenant"}, {"name", "poc-b"}, {"description", "carve poc: across pools"}},
