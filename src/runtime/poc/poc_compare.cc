@@ -94,7 +94,7 @@ json Spec(const Options& o, const std::string& name, const json& resources, int6
   r["memory"] = absl::StrCat(o.job_memory_mib, "Mi");
   return {{"name", name},
           {"isolation", "best-effort"},
-          {"command", {o.probe, "probe", "--seconds", std::to_string(seconds)}},
+          {"command", ProbeCommand(o, {"--seconds", std::to_string(seconds)})},
           {"resources", r}};
 }
 

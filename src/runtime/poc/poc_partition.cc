@@ -87,7 +87,7 @@ absl::StatusOr<std::string> AwaitLive(Cluster& c, const MigGpu& gpu, int start, 
 // gone once the job ended.
 absl::Status Round(Cluster& c, Record& r, const MigGpu& gpu, const std::string& profile, int n) {
   json spec = {{"name", absl::StrCat("poc-mig-", n)},
-               {"command", {c.options().probe, "probe", "--seconds", "2"}},
+               {"command", ProbeCommand(c.options(), {"--seconds", "2"})},
                {"resources",
                 {{"mode", "partition"},
                  {"profile", profile},
@@ -198,7 +198,7 @@ json MigSpec(const Options& o, const std::string& name, const std::string& profi
              int64_t seconds) {
   return {{"name", name},
           {"queue", "poc-mig"},
-          {"command", {o.probe, "probe", "--seconds", std::to_string(seconds)}},
+          {"command", ProbeCommand(o, {"--seconds", std::to_string(seconds)})},
           {"resources",
            {{"mode", "partition"},
             {"profile", profile},

@@ -8,14 +8,18 @@ namespace carve::poc {
 
 using json = nlohmann::json;
 
-json ProbeSpec(const Options& options, const std::string& model, const std::string& name,
-               const Share& share, const std::vector<std::string>& args) {
+json ProbeCommand(const Options& options, const std::vector<std::string>& args) {
   json command = json::array({options.probe, "probe"});
   for (const std::string& a : args) command.push_back(a);
+  return command;
+}
+
+json ProbeSpec(const Options& options, const std::string& model, const std::string& name,
+               const Share& share, const std::vector<std::string>& args) {
   return {{"name", name},
           {"kind", "batch"},
           {"isolation", "best-effort"},
-          {"command", command},
+          {"command", ProbeCommand(options, args)},
           {"resources",
            {{"mode", "shared"},
             {"gpu_model", model},
@@ -27,12 +31,10 @@ json ProbeSpec(const Options& options, const std::string& model, const std::stri
 
 json WholeGpuSpec(const Options& options, const std::string& name, const std::string& model,
                   int gpus, const std::vector<std::string>& args) {
-  json command = json::array({options.probe, "probe"});
-  for (const std::string& a : args) command.push_back(a);
   json resources = {
       {"gpus", gpus}, {"cpu", "100m"}, {"memory", absl::StrCat(options.job_memory_mib, "Mi")}};
   if (!model.empty()) resources["gpu_model"] = model;
-  return {{"name", name}, {"command", command}, {"resources", resources}};
+  return {{"name", name}, {"command", ProbeCommand(options, args)}, {"resources", resources}};
 }
 
 std::vector<WholeGpuNode> WholeGpuNodes(const json& nodes) {

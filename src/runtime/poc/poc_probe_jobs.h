@@ -20,6 +20,9 @@ struct Share {
   int64_t memory_mib = 512;
 };
 
+// `carve probe ARGS` as a job's command, with the kit's probe binary.
+nlohmann::json ProbeCommand(const Options& options, const std::vector<std::string>& args);
+
 // A job running `carve probe ARGS` on a share of a GPU of `model`. Best-effort isolation, so it
 // runs on a GPU whose share is not enforced too, and the test can say so.
 nlohmann::json ProbeSpec(const Options& options, const std::string& model, const std::string& name,
