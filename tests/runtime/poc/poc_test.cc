@@ -3,6 +3,9 @@
 // and the probe's lines read back. (The kit against a real server: integration/poc_test.cc.)
 #include "runtime/poc/poc.h"
 
+#include <fstream>
+#include <iterator>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +13,9 @@
 #include "runtime/poc/poc_compare.h"
 
 namespace carve::poc {
+
+std::string ChartJs();  // generated at build time (cmake/embed_text.cmake)
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -82,6 +88,14 @@ TEST(PocReportTest, NamesCannotEscapeTheirCells) {
   EXPECT_THAT(html, HasSubstr("<canvas class=\"chart\" id=\"chart-0\""));
   EXPECT_THAT(html, HasSubstr("Chart.js v3"));  // the library, inlined
   EXPECT_THAT(html, HasSubstr("1 of 1 tests passed"));
+}
+
+// The library embedded at build time is Debian's file, byte for byte (cmake/embed_text.cmake).
+TEST(PocReportTest, TheEmbeddedChartLibraryIsDebiansFileUnchanged) {
+  std::ifstream in("/usr/share/javascript/chart.js/chart.min.js", std::ios::binary);
+  ASSERT_TRUE(in) << "scripts/deps installs libjs-chart.js";
+  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(ChartJs(), file);
 }
 
 TEST(PocReportTest, TheCsvQuotesWhatNeedsIt) {
