@@ -104,6 +104,20 @@ absl::StatusOr<Record> RecordFromJson(const json& j) {
   return r;
 }
 
+void CheckVersions(Record& r) {
+  for (const auto& [node, v] : r.nodes.items()) {
+    std::string missing;
+    for (const char* key : {"driver", "cuda_driver", "kernel", "carve"}) {
+      const bool known = v.is_object() && v.contains(key) && v[key].is_string() &&
+                         !v[key].get<std::string>().empty();
+      if (!known) absl::StrAppend(&missing, missing.empty() ? "" : ", ", key);
+    }
+    r.checks.push_back({absl::StrCat(node, ": versions recorded"), missing.empty(),
+                        "driver, cuda_driver, kernel and carve",
+                        missing.empty() ? "all four" : absl::StrCat("missing ", missing)});
+  }
+}
+
 void Judge(Record& r) {
   if (r.verdict == Verdict::kInconclusive || r.verdict == Verdict::kNotRun) return;
   r.verdict = r.checks.empty() ? Verdict::kInconclusive : Verdict::kPass;

@@ -79,6 +79,9 @@ nlohmann::json ToJson(const Record& r);
 absl::StatusOr<Record> RecordFromJson(const nlohmann::json& j);
 // The verdict from the checks: pass when every check passed, else fail naming the first.
 void Judge(Record& r);
+// One check per node the test's jobs ran on: its replicas recorded the versions they ran under
+// (driver, CUDA driver, kernel, carve), so the record can say under which versions it holds.
+void CheckVersions(Record& r);
 
 // Runs the chosen suite against the cluster `api` points at, writing a line per step to
 // `progress`. Every test cleans up the jobs it started.

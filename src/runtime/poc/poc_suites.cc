@@ -82,6 +82,7 @@ Record RunTest(Cluster& cluster, const std::string& suite, const TestCase& test)
   absl::Status st = test.run(cluster, r);
   const bool marked = r.verdict == Verdict::kInconclusive;  // the test said the cluster cannot
   cluster.CleanUp(r);
+  CheckVersions(r);
   Judge(r);
   if (!st.ok() && cluster.Interrupted()) {
     r.verdict = Verdict::kInconclusive;

@@ -76,6 +76,29 @@ TEST(PocRecordTest, TheVerdictNamesTheFirstFailedCheck) {
   EXPECT_EQ(none.verdict, Verdict::kInconclusive);
 }
 
+// The "a node whose versions are not reported": every test that ran on it fails, saying
+// which versions are missing.
+TEST(PocRecordTest, ANodeWithoutItsVersionsFailsTheTestThatRanOnIt) {
+  Record r = Sample();
+  r.nodes = {
+      {"old-agent", json::object()},
+      {"l40s-0",
+       {{"driver", "580.65"}, {"cuda_driver", "13.0"}, {"kernel", "6.1"}, {"carve", "0.1"}}}};
+  CheckVersions(r);
+  Judge(r);
+  EXPECT_EQ(r.verdict, Verdict::kFail);
+  EXPECT_EQ(r.verdict_reason,
+            "old-agent: versions recorded: expected driver, cuda_driver, kernel and carve, "
+            "observed missing driver, cuda_driver, kernel, carve");
+  Record ok = Sample();
+  ok.nodes = {
+      {"l40s-0",
+       {{"driver", "580.65"}, {"cuda_driver", "13.0"}, {"kernel", "6.1"}, {"carve", "0.1"}}}};
+  CheckVersions(ok);
+  Judge(ok);
+  EXPECT_EQ(ok.verdict, Verdict::kPass) << ok.verdict_reason;
+}
+
 TEST(PocReportTest, NamesCannotEscapeTheirCells) {
   Record r = Sample();
   r.title = "<script>alert(1)</script>";
