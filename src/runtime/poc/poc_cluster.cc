@@ -176,18 +176,32 @@ absl::StatusOr<std::set<std::string>> Cluster::BusyGpus() {
   return out;
 }
 
-absl::StatusOr<std::vector<json>> Cluster::EventsOf(const std::string& subject, int64_t after_seq) {
-  std::vector<json> out;
+absl::Status ForEachEvent(ApiClient& api, int64_t after_seq,
+                          const std::function<bool(const json&)>& each) {
   int64_t after = after_seq;
   while (true) {
-    auto page = api_.Get(absl::StrCat("/api/v1/events?after=", after, "&limit=1000"));
+    auto page = api.Get(absl::StrCat("/api/v1/events?after=", after, "&limit=1000"));
     if (!page.ok()) return page.status();
-    if (!page->is_array() || page->empty()) return out;
+    if (!page->is_array() || page->empty()) return absl::OkStatus();
     for (const json& e : *page) {
       after = std::max(after, e.value("seq", int64_t{0}));
-      if (e.value("subject", "") == subject) out.push_back(e);
+      if (!each(e)) return absl::OkStatus();
     }
   }
+}
+
+absl::StatusOr<std::string> Cluster::WaitReason(int64_t id, int64_t after_seq) {
+  const std::string subject = absl::StrCat("job/", id);
+  std::string why;
+  absl::Status st = ForEachEvent(api_, after_seq, [&](const json& e) {
+    if (e.value("subject", "") == subject && e.value("type", "") == "job.waiting") {
+      why = e.value("reason", "");
+      return false;
+    }
+    return true;
+  });
+  if (!st.ok()) return st;
+  return why;
 }
 
 void Cluster::NoteNodes(const json& job, Record& record) {

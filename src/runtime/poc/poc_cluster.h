@@ -63,9 +63,9 @@ class Cluster {
   absl::StatusOr<std::string> Text(const std::string& path) { return api_.GetText(path); }
   // Active jobs' devices: "node/gpu N" of every pending or running replica.
   absl::StatusOr<std::set<std::string>> BusyGpus();
-  // Events of `subject` ("job/7") after `after_seq`, oldest first.
-  absl::StatusOr<std::vector<nlohmann::json>> EventsOf(const std::string& subject,
-                                                       int64_t after_seq);
+  // The reason of the first job.waiting event of job `id` after event `after_seq` ("" when it
+  // never waited): why it waited, whatever the moment it is read.
+  absl::StatusOr<std::string> WaitReason(int64_t id, int64_t after_seq);
   // True once the kit was asked to stop (Ctrl-C): waits end at once.
   bool Interrupted() const {
     return options_.interrupted != nullptr && options_.interrupted->load();
@@ -83,6 +83,10 @@ class Cluster {
 };
 
 bool IsFinal(const nlohmann::json& job);
+// Calls `each` with every event after `after_seq`, oldest first, page by page, until it returns
+// false or the log ends.
+absl::Status ForEachEvent(ApiClient& api, int64_t after_seq,
+                          const std::function<bool(const nlohmann::json&)>& each);
 ProbeLog ParseProbeLog(const std::string& log);
 int64_t NowUs();
 

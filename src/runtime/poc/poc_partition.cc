@@ -264,12 +264,9 @@ absl::Status AcrossPools(Cluster& c, Record& r) {
   auto two = c.WaitFinal(*second);
   if (!two.ok()) return two.status();
   Cluster::NoteNodes(*one, r);
-  auto events = c.EventsOf(absl::StrCat("job/", *second), r.chain_start.seq);
-  if (!events.ok()) return events.status();
-  std::string why;
-  for (const json& e : *events) {
-    if (e.value("type", "") == "job.waiting" && why.empty()) why = e.value("reason", "");
-  }
+  auto reason = c.WaitReason(*second, r.chain_start.seq);
+  if (!reason.ok()) return reason.status();
+  const std::string why = *reason;
   const std::string resource = absl::StrCat("mig/", profile);
   Expect(r, "a's second job waits on the queue's MIG quota",
          why.find("poc-mig") != std::string::npos && why.find(resource) != std::string::npos,

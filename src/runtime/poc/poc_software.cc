@@ -161,12 +161,9 @@ absl::Status Contention(Cluster& c, Record& r) {
     if (auto st = c.WaitRunning(ids[i]); !st.ok()) return st.status();
   }
   // It says why it waits: a job.waiting event, whatever the moment it was read.
-  auto events = c.EventsOf(absl::StrCat("job/", extra), r.chain_start.seq);
-  if (!events.ok()) return events.status();
-  std::string why;
-  for (const json& e : *events) {
-    if (e.value("type", "") == "job.waiting" && why.empty()) why = e.value("reason", "");
-  }
+  auto reason = c.WaitReason(extra, r.chain_start.seq);
+  if (!reason.ok()) return reason.status();
+  const std::string why = *reason;
   Expect(r, "the job past capacity says why it waits", !why.empty(),
          "a job.waiting event with its reason", why.empty() ? "none" : why);
   r.observed["wait_reason"] = why;

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/poc/poc.h"
+#include "runtime/poc/poc_cluster.h"
 #include "runtime/poc/poc_suites.h"
 
 namespace carve::poc {
@@ -101,21 +102,18 @@ Check HeadCheck(ApiClient& api, const std::string& name, const ChainHead& head) 
 absl::StatusOr<std::map<int64_t, int64_t>> Submissions(ApiClient& api, int64_t after,
                                                        int64_t through) {
   std::map<int64_t, int64_t> out;
-  while (after < through) {
-    auto page = api.Get(absl::StrCat("/api/v1/events?after=", after, "&limit=1000"));
-    if (!page.ok()) return page.status();
-    if (!page->is_array() || page->empty()) break;
-    for (const json& e : *page) {
-      const int64_t seq = e.value("seq", int64_t{0});
-      after = std::max(after, seq);
-      const std::string subject = e.value("subject", "");
-      int64_t id = 0;
-      if (seq <= through && e.value("type", "") == "job.submitted" &&
-          subject.rfind("job/", 0) == 0 && absl::SimpleAtoi(subject.substr(4), &id)) {
-        out[id] = seq;
-      }
+  absl::Status st = ForEachEvent(api, after, [&](const json& e) {
+    const int64_t seq = e.value("seq", int64_t{0});
+    if (seq > through) return false;
+    const std::string subject = e.value("subject", "");
+    int64_t id = 0;
+    if (e.value("type", "") == "job.submitted" && subject.rfind("job/", 0) == 0 &&
+        absl::SimpleAtoi(subject.substr(4), &id)) {
+      out[id] = seq;
     }
-  }
+    return true;
+  });
+  if (!st.ok()) return st;
   return out;
 }
 
