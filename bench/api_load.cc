@@ -97,7 +97,7 @@ void Restart(const std::string& dir, int jobs) {
   size_t listed = 0;  // every job, read back page by page
   for (int64_t after = 0, next = 0;; after = next) {
     auto page =
-        reopened.control->JobsPage(true, Principal{"bench", Role::kAdmin}, after, 10000, &next);
+        reopened.control->JobsPage(true, {}, Principal{"bench", Role::kAdmin}, after, 10000, &next);
     if (!page.ok()) std::abort();
     listed += page->size();
     if (next == 0) break;

@@ -13,7 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "client_common.h"
+#include "command_line.h"
 #include "platform_command.h"
 #include "runtime/api_client.h"
 #include "runtime/job_spec.h"
@@ -35,26 +37,41 @@ std::string NodeState(const json& n) {
   return n.value("state", "");
 }
 
-std::string GpuSummary(const json& spec) {
-  const json& r = spec.value("resources", json::object());
-  int gpus = r.value("gpus", 0);
-  std::string mode = r.value("mode", "exclusive");
-  if (mode == "shared") return absl::StrCat(r.value("gpu_compute", "?"), " shared");
-  if (mode == "partition") return absl::StrCat(std::max(gpus, 1), "x ", r.value("profile", "?"));
-  return gpus == 0 ? "cpu" : absl::StrCat(gpus, "x whole");
+// One GPU as `carve nodes` counts it: down (its node not ready, or the GPU cordoned, draining,
+// quarantined or unhealthy), in use (some grant holds it), or free.
+std::string GpuUse(const json& node, const json& g) {
+  if (node.value("state", "") != "ready" || !node.value("cordoned_by", "").empty() ||
+      g.value("state", "available") != "available" || g.value("health", "healthy") != "healthy") {
+    return "down";
+  }
+  return g.value("grants", 0) > 0 ? "in use" : "free";
 }
 
-void PrintJobs(const json& jobs, bool header) {
-  if (header) {
-    std::cout << absl::StrFormat("%-5s %-20s %-10s %-11s %-14s %-8s %-6s %s\n", "ID", "NAME",
-                                 "STATE", "KIND", "GPUS", "NODE", "AGE", "REASON");
+// As sinfo shows partitions: per GPU model and mode, how many GPUs are free, in use and down,
+// and for shared GPUs the compute left to hand out.
+void PrintGpuSummary(const json& nodes) {
+  struct Count {
+    int total = 0, used = 0, free = 0, down = 0;
+    int64_t share_free_milli = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Count> by;
+  for (const json& n : nodes) {
+    for (const json& g : n["gpus"]) {
+      Count& c = by[{g.value("model", ""), g.value("mode", "")}];
+      ++c.total;
+      const std::string use = GpuUse(n, g);
+      (use == "down" ? c.down : use == "free" ? c.free : c.used)++;
+      if (use != "down" && g.value("mode", "") == "shared") {
+        c.share_free_milli += std::max<int64_t>(0, 1000 - g.value("allocated_milli", int64_t{0}));
+      }
+    }
   }
-  for (const json& j : jobs) {
-    std::string node = j["replicas"].empty() ? "-" : j["replicas"][0].value("node", "-");
+  std::cout << absl::StrFormat("%-12s %-10s %6s %7s %5s %5s  %s\n", "MODEL", "MODE", "TOTAL",
+                               "IN USE", "FREE", "DOWN", "SHARES FREE");
+  for (const auto& [key, c] : by) {
     std::cout << absl::StrFormat(
-        "%-5d %-20s %-10s %-11s %-14s %-8s %-6s %s\n", j.value("id", int64_t{0}),
-        j.value("name", "").substr(0, 20), j.value("state", ""), j["spec"].value("kind", ""),
-        GpuSummary(j["spec"]), node, Age(j.value("created_us", int64_t{0})), j.value("reason", ""));
+        "%-12s %-10s %6d %7d %5d %5d  %s\n", key.first, key.second, c.total, c.used, c.free, c.down,
+        key.second == "shared" ? absl::StrFormat("%.2f GPU", c.share_free_milli / 1000.0) : "-");
   }
 }
 
@@ -66,6 +83,8 @@ struct SubmitFlags {
   int gpus = -1;
   int replicas = 0;
   int64_t priority = 0;
+  bool allow_unschedulable = false;
+  bool quiet = false;
 };
 
 json SpecFromFlags(const SubmitFlags& f, const CLI::App& cmd) {
@@ -117,7 +136,7 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Connection> c) {
   auto f = std::make_shared<SubmitFlags>();
   CLI::App* cmd =
       app.add_subcommand("submit", "Submit a job: -f job.yaml and/or flags, then -- COMMAND");
-  cmd->add_option("-f,--file", f->file, "Job file (YAML or JSON)");
+  cmd->add_option("-f,--file", f->file, "Job file (YAML or JSON; - for standard input)");
   cmd->add_option("--name", f->name, "Job name");
   cmd->add_option("--gpus", f->gpus, "GPUs (0: CPU-only)");
   cmd->add_option("--mode", f->mode, "exclusive | shared | partition");
@@ -141,13 +160,25 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Connection> c) {
   cmd->add_option("--env", f->env, "KEY=VALUE (repeatable)");
   cmd->add_option("--idempotency-key", f->idempotency_key,
                   "Submitting again with the same key returns the first job");
+  cmd->add_flag("-q,--quiet", f->quiet,
+                "Print only the job id (for scripts: id=$(carve submit -q ...))");
+  cmd->add_flag("--allow-unschedulable", f->allow_unschedulable,
+                "Queue it even when no node could run it (a cluster still growing)");
   cmd->add_option("command", f->command, "The command, after --");
+  TakesCommand(cmd);
   cmd->callback([c, f, cmd] {
+    f->command = CommandAfterDashes(f->command);
     json spec = SpecFromFlags(*f, *cmd);
     std::map<std::string, std::string> headers;
     if (!f->idempotency_key.empty()) headers["Idempotency-Key"] = f->idempotency_key;
-    json job = Check(Client(*c).Post("/api/v1/jobs", spec, headers));
+    json job = Check(Client(*c).Post(
+        f->allow_unschedulable ? "/api/v1/jobs?allow_unschedulable=true" : "/api/v1/jobs", spec,
+        headers));
     if (Structured(*c, job)) return;
+    if (f->quiet) {
+      std::cout << job.value("id", int64_t{0}) << "\n";
+      return;
+    }
     std::cout << "job " << job.value("id", int64_t{0}) << " " << job.value("state", "") << " ("
               << job.value("name", "") << "); `carve show " << job.value("id", int64_t{0})
               << "`, `carve logs " << job.value("id", int64_t{0}) << " -f`\n";
@@ -182,28 +213,69 @@ void PrintNodeEvidence(const json& n) {
   }
 }
 
-void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
-  auto all = std::make_shared<bool>(false);
-  CLI::App* ls = app.add_subcommand("ls", "List active jobs (--all: every job)");
-  ls->add_flag("--all", *all, "Include ended jobs");
-  ls->callback([c, all] {
-    std::string path = *all ? "/api/v1/jobs?all=true" : "/api/v1/jobs";
-    if (c->output != "table") {  // one document (the server streams it)
-      json jobs = Check(Client(*c).Get(path));
-      Structured(*c, jobs);
-      return;
+struct EventFlags {
+  int64_t after = 0;
+  int64_t job = 0;
+  std::string type, since;
+  bool follow = false;
+};
+
+bool EventWanted(const json& e, const EventFlags& f, int64_t since_us) {
+  if (f.job > 0 && e.value("subject", "") != absl::StrCat("job/", f.job)) return false;
+  // `--type job.` or `--type job.cancelled`: a prefix of the type.
+  if (!f.type.empty() && e.value("type", "").rfind(f.type, 0) != 0) return false;
+  return e.value("time_us", int64_t{0}) >= since_us;
+}
+
+void AddEvents(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto f = std::make_shared<EventFlags>();
+  CLI::App* events = app.add_subcommand("events", "The event log (hash-chained), filtered");
+  events->add_option("--after", f->after, "Only events after this sequence number");
+  events->add_option("--job", f->job, "Only this job's events");
+  events->add_option("--type", f->type, "Only events of this type or prefix (job., node.drained)");
+  events->add_option("--since", f->since, "Only events since (1h, 7d, 2026-11-30, ...)");
+  events->add_flag("-f,--follow", f->follow, "Keep printing new events (Ctrl-C stops)");
+  events->callback([c, f] {
+    const int64_t since_us = TimeFlag("--since", f->since);
+    ApiClient api = Client(*c);
+    json all = json::array();
+    bool header = c->output == "table";
+    for (int64_t after = f->after;;) {
+      json page = Check(api.Get(absl::StrCat("/api/v1/events?after=", after, "&limit=1000")));
+      if (!page.empty()) after = page.back().value("seq", after);
+      json kept = json::array();
+      for (json& e : page) {
+        if (EventWanted(e, *f, since_us)) kept.push_back(std::move(e));
+      }
+      if (c->output != "table") {
+        for (json& e : kept) all.push_back(std::move(e));
+      } else {
+        Structured(*c, kept);  // terminal-safe
+        if (header) {
+          std::cout << absl::StrFormat("%-6s %-19s %-24s %-16s %-14s %s\n", "SEQ", "TIME", "TYPE",
+                                       "ACTOR", "SUBJECT", "REASON");
+          header = false;
+        }
+        for (const json& e : kept) {
+          std::cout << absl::StrFormat(
+              "%-6d %-19s %-24s %-16s %-14s %s\n", e.value("seq", int64_t{0}),
+              absl::FormatTime("%Y-%m-%d %H:%M:%S",
+                               absl::FromUnixMicros(e.value("time_us", int64_t{0})),
+                               absl::LocalTimeZone()),
+              e.value("type", ""), e.value("actor", ""), e.value("subject", ""),
+              e.value("reason", ""));
+        }
+        std::cout << std::flush;
+      }
+      if (page.size() >= 1000) continue;
+      if (!f->follow || c->output != "table") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
-    // A table is printed page by page as they come: `--all` may list millions of jobs.
-    constexpr size_t kPage = 500;
-    for (int64_t after = 0;;) {
-      json jobs = Check(
-          Client(*c).Get(absl::StrCat(path, *all ? "&" : "?", "limit=", kPage, "&after=", after)));
-      Structured(*c, jobs);  // makes it terminal-safe
-      PrintJobs(jobs, after == 0);
-      if (jobs.size() < kPage) break;
-      after = jobs.back().value("id", int64_t{0});
-    }
+    if (c->output != "table") Structured(*c, all);
   });
+}
+
+void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
   auto id = std::make_shared<std::string>();
   CLI::App* show = app.add_subcommand("show", "Show one job (JOB) or event (event/SEQ)");
   show->add_option("job", *id, "Job id, or event/SEQ")->required();
@@ -212,15 +284,9 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
                            ? absl::StrCat("/api/v1/events/", JobId(id->substr(6)))
                            : absl::StrCat("/api/v1/jobs/", JobId(*id));
     json job = Check(Client(*c).Get(path));
-    if (c->output == "table") c->output = "yaml";
-    Structured(*c, job);
-  });
-  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job (stops all its processes)");
-  cancel->add_option("job", *id, "Job id")->required();
-  cancel->callback([c, id] {
-    json job = Check(
-        Client(*c).Post(absl::StrCat("/api/v1/jobs/", JobId(*id), "/cancel"), json::object()));
-    if (!Structured(*c, job)) std::cout << "job " << *id << ": " << job.value("reason", "") << "\n";
+    const bool event = id->rfind("event/", 0) == 0;
+    if (c->output == "table" && event) c->output = "yaml";
+    if (!Structured(*c, job)) PrintJobPage(job);
   });
   CLI::App* renew = app.add_subcommand("renew", "Renew an interactive job's lease");
   renew->add_option("job", *id, "Job id")->required();
@@ -233,17 +299,21 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
   nodes->callback([c] {
     json list = Check(Client(*c).Get("/api/v1/nodes"));
     if (Structured(*c, list)) return;
-    std::cout << absl::StrFormat("%-10s %-10s %-34s %-8s %-9s %s\n", "NODE", "STATE", "GPUS", "CPU",
-                                 "MEMORY", "REPLICAS");
+    PrintGpuSummary(list);
+    std::cout << absl::StrFormat("\n%-10s %-10s %-34s %-9s %-8s %-9s %s\n", "NODE", "STATE", "GPUS",
+                                 "GPU FREE", "CPU", "MEMORY", "REPLICAS");
     for (const json& n : list) {
       std::map<std::string, int> kinds;
+      int free = 0;
       for (const json& g : n["gpus"]) {
         ++kinds[absl::StrCat(g.value("model", ""), " ", g.value("mode", ""))];
+        free += GpuUse(n, g) == "free";
       }
       std::vector<std::string> parts;
       for (const auto& [k, count] : kinds) parts.push_back(absl::StrCat(count, "x ", k));
-      std::cout << absl::StrFormat("%-10s %-10s %-34s %-8s %-9s %d\n", n.value("name", ""),
+      std::cout << absl::StrFormat("%-10s %-10s %-34s %-9s %-8s %-9s %d\n", n.value("name", ""),
                                    NodeState(n), parts.empty() ? "-" : absl::StrJoin(parts, ", "),
+                                   absl::StrCat(free, "/", n["gpus"].size()),
                                    absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
                                    absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),
                                    n.value("replicas", int64_t{0}));
@@ -288,31 +358,25 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
                                      json::object()));
       if (Structured(*c, n)) return;
       std::cout << "node " << *node << " " << action << "ed";
-      if (n.contains("jobs_moved") && !n["jobs_moved"].empty()) {
-        std::cout << "; jobs moved: " << n["jobs_moved"].dump();
+      std::vector<std::string> moved;
+      for (const json& id : n.value("jobs_moved", json::array())) moved.push_back(id.dump());
+      if (!moved.empty()) {
+        std::cout << "; " << (moved.size() == 1 ? "job " : "jobs ") << absl::StrJoin(moved, ", ")
+                  << " moved by their recovery policy";
       }
       std::cout << "\n";
     });
   }
-  auto after = std::make_shared<int64_t>(0);
-  CLI::App* events = app.add_subcommand("events", "The event log (hash-chained)");
-  events->add_option("--after", *after, "Only events after this sequence number");
-  events->callback([c, after] {
-    json list = Check(Client(*c).Get(absl::StrCat("/api/v1/events?after=", *after)));
-    if (Structured(*c, list)) return;
-    for (const json& e : list) {
-      std::cout << absl::StrFormat("%5d %-22s %-14s %-10s %s\n", e.value("seq", int64_t{0}),
-                                   e.value("type", ""), e.value("actor", ""),
-                                   e.value("subject", ""), e.value("reason", ""));
-    }
-  });
+  AddEvents(app, c);
 }
 
 void AddConfig(CLI::App& app, std::shared_ptr<Connection> c) {
   auto file = std::make_shared<std::string>();
   CLI::App* apply = app.add_subcommand(
       "apply", "Apply tenants, projects, queues and node GPU modes from a YAML file");
-  apply->add_option("-f,--file", *file, "YAML file (several documents separated by ---)")
+  apply
+      ->add_option("-f,--file", *file,
+                   "YAML file (several documents separated by ---; - for standard input)")
       ->required();
   apply->callback([c, file] {
     auto docs = YamlDocumentsToJson(ReadFileOrDie(*file));
@@ -339,45 +403,6 @@ void AddConfig(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
-void AddLogs(CLI::App& app, std::shared_ptr<Connection> c) {
-  auto id = std::make_shared<std::string>();
-  auto follow = std::make_shared<bool>(false);
-  auto replica = std::make_shared<int>(0);
-  CLI::App* logs = app.add_subcommand("logs", "A job's output (-f: follow until it ends)");
-  logs->add_option("job", *id, "Job id")->required();
-  logs->add_flag("-f,--follow", *follow, "Keep printing until the job ends");
-  logs->add_option("--replica", *replica, "Replica");
-  logs->callback([c, id, follow, replica] {
-    ApiClient api = Client(*c);
-    int64_t job = JobId(*id);
-    int64_t offset = 0;
-    while (true) {
-      std::map<std::string, std::string> headers;
-      auto text = api.GetText(
-          absl::StrCat("/api/v1/jobs/", job, "/logs?replica=", *replica, "&offset=", offset),
-          &headers);
-      if (!text.ok()) Die(text.status());
-      std::cout << *text << std::flush;
-      offset += static_cast<int64_t>(text->size());
-      // The server answers a page at a time (1 MiB): fetch the next one while there is more.
-      int64_t size = 0;
-      for (const auto& [name, value] : headers) {
-        if (absl::EqualsIgnoreCase(name, "X-Carve-Log-Size")) (void)absl::SimpleAtoi(value, &size);
-      }
-      if (!text->empty() && offset < size) continue;
-      if (!*follow) return;
-      json state = Check(api.Get(absl::StrCat("/api/v1/jobs/", job)));
-      const std::optional<JobState> ended = ParseJobState(state.value("state", ""));
-      if (ended && IsFinal(*ended) && text->empty()) {
-        std::cerr << "[job " << job << " " << state.value("state", "") << ": "
-                  << state.value("reason", "") << "]\n";
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    }
-  });
-}
-
 }  // namespace
 
 void AddClientCommands(CLI::App& app) {
@@ -388,7 +413,7 @@ void AddClientCommands(CLI::App& app) {
   app.add_option("-o,--output", c->output, "table | json | yaml");
   AddSubmit(app, c);
   AddQueries(app, c);
-  AddLogs(app, c);
+  AddJobsCommands(app, c);
   AddConfig(app, c);
   AddOperationsCommands(app, c);
   AddQueueCommands(app, c);

@@ -154,6 +154,11 @@ int64_t TimeFlag(const std::string& flag, const std::string& text) {
 }
 
 std::string ReadFileOrDie(const std::string& path) {
+  if (path == "-") {  // `-f -`: standard input
+    std::stringstream text;
+    text << std::cin.rdbuf();
+    return text.str();
+  }
   std::ifstream in(path);
   if (!in) Die(absl::NotFoundError(path + ": cannot open"));
   std::stringstream text;

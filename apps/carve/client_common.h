@@ -42,7 +42,8 @@ int64_t NowUs();
 // A time flag in microseconds: "2026-11-30T10:00:00Z", "2026-11-30", "@1764496800" (Unix
 // seconds) or how long ago ("24h", "7d"); 0 for ""; Die naming `flag` otherwise.
 int64_t TimeFlag(const std::string& flag, const std::string& text);
-// The whole text of the file at `path`, or Die saying it cannot be opened.
+// The whole text of the file at `path` (standard input for "-"), or Die saying it cannot be
+// opened.
 std::string ReadFileOrDie(const std::string& path);
 // A job id from the command line, or Die.
 int64_t JobId(const std::string& text);
@@ -53,6 +54,10 @@ void AddQueueCommands(CLI::App& app, std::shared_ptr<Connection> c);       // qu
 // user, token, whoami, audit, usage, export usage, utilization (admin_command.cc).
 void AddAdminCommands(CLI::App& app, std::shared_ptr<Connection> c);
 void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c);  // poc run, poc verify
+// `carve show JOB` as a page: sections for the request, timeline, replicas, attempts and
+// preemption, times in the local zone (show_command.cc).
+void PrintJobPage(const nlohmann::json& job);
+void AddJobsCommands(CLI::App& app, std::shared_ptr<Connection> c);  // ls, cancel, logs
 
 }  // namespace carve::app
 

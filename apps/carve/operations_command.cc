@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "client_common.h"
 
 namespace carve::app {
@@ -11,6 +12,16 @@ namespace carve::app {
 using json = nlohmann::json;
 
 namespace {
+
+// "no job was moved", "job 4 was moved off it ...", "jobs 4, 7 were moved off it ...".
+std::string JobList(const json& ids, const std::string& what) {
+  std::vector<std::string> list;
+  for (const json& id : ids)
+    list.push_back(id.is_object() ? id.value("job", json()).dump() : id.dump());
+  if (list.empty()) return "no job had to move";
+  return absl::StrCat(list.size() == 1 ? "job " : "jobs ", absl::StrJoin(list, ", "),
+                      list.size() == 1 ? " was " : " were ", what);
+}
 
 void AddRelayout(CLI::App& app, std::shared_ptr<Connection> c) {
   auto relayout_node = std::make_shared<std::string>();
@@ -31,9 +42,12 @@ void AddRelayout(CLI::App& app, std::shared_ptr<Connection> c) {
         absl::StrCat("/api/v1/nodes/", *relayout_node, "/gpus/", *relayout_gpu, "/layout"),
         json{{"layout", slots}}));
     if (Structured(*c, r)) return;
-    std::cout << "GPU " << *relayout_gpu << " of " << *relayout_node << ": " << r.value("phase", "")
-              << " for layout " << absl::StrJoin(r["layout"].get<std::vector<std::string>>(), ", ")
-              << "; jobs moved: " << r["jobs_moved"].dump() << "\n";
+    std::cout << "GPU " << *relayout_gpu << " of " << *relayout_node << " is "
+              << r.value("phase", "") << " for the layout "
+              << absl::StrJoin(r["layout"].get<std::vector<std::string>>(), ", ") << "; "
+              << JobList(r.value("jobs_moved", json::array()),
+                         "moved off it by their recovery policy")
+              << ". `carve nodes` shows when it is back.\n";
   });
 }
 
@@ -47,7 +61,9 @@ void AddScale(CLI::App& app, std::shared_ptr<Connection> c) {
   scale->callback([c, job, replicas] {
     json j = Check(Client(*c).Post(absl::StrCat("/api/v1/jobs/", JobId(*job), "/scale"),
                                    json{{"replicas", *replicas}}));
-    if (!Structured(*c, j)) std::cout << "job " << *job << ": " << j.value("reason", "") << "\n";
+    if (Structured(*c, j)) return;
+    std::cout << "job " << *job << " now keeps " << *replicas
+              << " replica(s) running: " << j.value("reason", "") << "\n";
   });
 }
 
@@ -70,9 +86,20 @@ void AddMaintenance(CLI::App& app, std::shared_ptr<Connection> c) {
                     : json{{"starts_in", f->starts_in}, {"lasts", f->lasts}, {"reason", f->reason}};
     json n = Check(Client(*c).Post("/api/v1/nodes/" + f->node + "/maintenance", body));
     if (Structured(*c, n)) return;
-    std::cout << "node " << f->node << ": "
-              << (n["maintenance"].is_null() ? std::string("no maintenance window")
-                                             : n["maintenance"].dump())
+    const json w = n.value("maintenance", json());
+    if (!w.is_object()) {
+      std::cout << "node " << f->node << " has no maintenance window\n";
+      return;
+    }
+    auto at = [](int64_t us) {
+      return absl::FormatTime("%Y-%m-%d %H:%M %Z", absl::FromUnixMicros(us), absl::LocalTimeZone());
+    };
+    std::cout << "node " << f->node << ": maintenance " << w.value("phase", "") << " from "
+              << at(w.value("start_us", int64_t{0})) << " to " << at(w.value("end_us", int64_t{0}))
+              << " (" << w.value("reason", "") << ", by " << w.value("by", "") << "); "
+              << (w.value("phase", "") == "active"
+                      ? "it takes no work until then"
+                      : "until it starts only jobs that end before it land there")
               << "\n";
   });
 }

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "adapters/nvml/nvml_backend.h"
+#include "command_line.h"
 #include "core/base/quantity.h"
 #include "ports/devices.h"
 #include "ports/process.h"
@@ -574,9 +575,11 @@ void AddInternalRun(CLI::App& app) {
   run->group("");  // not listed in --help
   run->add_option("--status", *status, "");
   run->add_option("--status-fd", *status_fd, "");
-  run->add_option("command", *argv, "")->required();
-  run->callback(
-      [status, status_fd, argv] { std::exit(MonitorReplica(*status, *argv, *status_fd)); });
+  run->add_option("command", *argv, "");
+  TakesCommand(run);
+  run->callback([status, status_fd, argv] {
+    std::exit(MonitorReplica(*status, CommandAfterDashes(*argv), *status_fd));
+  });
 }
 
 // Hidden: the simulated MPS control program (runtime/mps_supervisor.h).

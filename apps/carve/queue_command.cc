@@ -40,6 +40,26 @@ void PrintQueues(const json& queues) {
   }
 }
 
+// Where a placed job went and what it waited for first.
+void PrintPlacement(const json& e) {
+  const json placement = e.value("placement", json::array());
+  for (size_t i = 0; i < placement.size(); ++i) {
+    std::vector<std::string> devices;
+    for (const json& d : placement[i].value("devices", json::array())) devices.push_back(d.dump());
+    std::cout << "replica " << i << " on " << placement[i].value("node", "")
+              << (devices.empty() ? ", no GPU"
+                                  : absl::StrCat(devices.size() == 1 ? ", GPU " : ", GPUs ",
+                                                 absl::StrJoin(devices, ",")))
+              << "\n";
+  }
+  if (placement.empty()) return;
+  const int64_t waited = e.value("scheduled_us", int64_t{0}) - e.value("created_us", int64_t{0});
+  const std::string why = e.value("waited_for", "");
+  std::cout << "placed " << (waited >= 0 ? absl::StrCat(waited / 1000, " ms after submission") : "")
+            << (why.empty() ? " in its first scheduling cycle" : "; it had waited because: " + why)
+            << "\n";
+}
+
 // One line per gate with its facts, then what would make it fit.
 void PrintExplanation(const json& e) {
   std::cout << "job " << e.value("id", int64_t{0}) << " is " << e.value("state", "") << ": "
@@ -71,7 +91,7 @@ void PrintExplanation(const json& e) {
     std::cout << "holds the backfill reservation; later jobs start only if they cannot delay it\n";
   }
   if (!e.value("fix", "").empty()) std::cout << "to fit: " << e.value("fix", "") << "\n";
-  if (e.contains("placement")) std::cout << "placement: " << e["placement"].dump() << "\n";
+  if (e.contains("placement")) PrintPlacement(e);
 }
 
 }  // namespace

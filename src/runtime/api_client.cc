@@ -13,7 +13,12 @@ namespace {
 absl::Status FromHttp(int status, const std::string& body) {
   json j = json::parse(body, nullptr, false);
   std::string message = body;
-  if (!j.is_discarded() && j.contains("error")) message = j["error"].value("message", body);
+  if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object()) {
+    message = j["error"].value("message", body);
+  }
+  if (message.empty()) {
+    message = absl::StrCat("the server answered HTTP ", status, " with no message");
+  }
   switch (status) {
     case 400:
       return absl::InvalidArgumentError(message);

@@ -1,6 +1,9 @@
 #include "runtime/api_server.h"
 
 #include <climits>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -172,6 +175,45 @@ absl::StatusOr<int64_t> LogLimitParam(const httplib::Request& req) {
   return limit;
 }
 
+// POST /api/v1/jobs/cancel's body: the ids and the filter.
+absl::StatusOr<std::pair<std::vector<int64_t>, std::optional<JobFilter>>> CancelSelection(
+    const httplib::Request& req) {
+  auto body = Body(req);
+  if (!body.ok()) return body.status();
+  if (!body->is_object()) {
+    return absl::InvalidArgumentError("the body must be an object: {ids: [...], filter: {...}}");
+  }
+  for (const auto& [key, value] : body->items()) {
+    if (key != "ids" && key != "filter") {
+      return absl::InvalidArgumentError(absl::StrCat(key, ": not a field (ids, filter)"));
+    }
+  }
+  std::vector<int64_t> ids;
+  const json list = body->value("ids", json::array());
+  if (!list.is_array()) return absl::InvalidArgumentError("ids: must be a list of job ids");
+  for (const json& id : list) {
+    if (!id.is_number_integer() || id.get<int64_t>() <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("ids: ", id.dump(), " is not a job id"));
+    }
+    ids.push_back(id.get<int64_t>());
+  }
+  std::optional<JobFilter> filter;
+  if (body->contains("filter")) {
+    auto f = JobFilter::FromJson((*body)["filter"]);
+    if (!f.ok()) return f.status();
+    if (f->empty()) {
+      return absl::InvalidArgumentError(
+          "filter: empty; name what to cancel (queue, state, name, user, ...)");
+    }
+    filter = *f;
+  }
+  if (ids.empty() && !filter) {
+    return absl::InvalidArgumentError("name the jobs to cancel: ids and/or a filter");
+  }
+  if (ids.size() > 100000) return absl::InvalidArgumentError("ids: at most 100000 at once");
+  return std::pair{std::move(ids), std::move(filter)};
+}
+
 }  // namespace
 
 void ApiServer::Routes() {
@@ -217,9 +259,20 @@ void ApiServer::Routes() {
     if (absl::Status st = control_->AuthorizeSubmit(*body, *who); !st.ok()) {
       return ReplyError(res, st);
     }
-    auto r = control_->Submit(*body, req.get_header_value("Idempotency-Key"), *who);
+    auto r = control_->Submit(*body, req.get_header_value("Idempotency-Key"), *who,
+                              req.get_param_value("allow_unschedulable") == "true");
     if (r.ok()) Kick();
     respond(res, r, 201);
+  });
+  // Several jobs in one commit: {ids: [..]} and/or {filter: {queue, state, name, ...}}.
+  s.Post("/api/v1/jobs/cancel", [=, this](const httplib::Request& req, httplib::Response& res) {
+    auto who = authed(req, res, Verb::kWrite);
+    if (!who) return;
+    auto selection = CancelSelection(req);
+    if (!selection.ok()) return ReplyError(res, selection.status());
+    auto r = control_->CancelMany(selection->first, selection->second, *who);
+    if (r.ok()) control_->SignalNodes();  // agents stop the placed ones now
+    respond(res, r);
   });
   s.Get("/api/v1/jobs", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, Verb::kRead);
@@ -432,6 +485,14 @@ void ApiServer::Routes() {
       ReplyError(res, absl::NotFoundError(absl::StrCat("no route ", req.method, " ", req.path,
                                                        "; see /api/v1/openapi.json")));
     }
+    if (res.status >= 400 && res.body.empty()) {  // cpp-httplib's own refusals carry no body
+      const int status = res.status;
+      Reply(res, status,
+            {{"error",
+              {{"code", "http_" + std::to_string(status)},
+               {"message", absl::StrCat("the server refused ", req.method, " ", req.path, " (HTTP ",
+                                        status, "); see /api/v1/openapi.json")}}}});
+    }
   });
 }
 
@@ -442,6 +503,11 @@ void ApiServer::ListJobs(const httplib::Request& req, httplib::Response& res,
                          const Principal& who) {
   constexpr int64_t kMaxPage = 10000;
   const bool all = req.get_param_value("all") == "true";
+  auto filter = JobFilter::FromParams([&](const char* key) -> std::optional<std::string> {
+    if (!req.has_param(key)) return std::nullopt;
+    return req.get_param_value(key);
+  });
+  if (!filter.ok()) return ReplyError(res, filter.status());
   auto after = NonNegativeParam(req, "after", 0);
   if (!after.ok()) return ReplyError(res, after.status());
   int64_t limit = 0;
@@ -451,11 +517,16 @@ void ApiServer::ListJobs(const httplib::Request& req, httplib::Response& res,
                                absl::StrCat("limit must be a number from 1 to ", kMaxPage)));
   }
   int64_t next = 0;
-  auto first = control_->JobsPage(all, who, *after, limit > 0 ? limit : 1000, &next);
+  auto first = control_->JobsPage(all, *filter, who, *after, limit > 0 ? limit : 1000, &next);
   if (!first.ok()) return ReplyError(res, first.status());
   if (limit > 0 && next != 0) {
-    res.set_header("Link", absl::StrCat("</api/v1/jobs?", all ? "all=true&" : "", "after=", next,
-                                        "&limit=", limit, ">; rel=\"next\""));
+    std::string query;  // the filters of this request, for the next page
+    for (const auto& [key, value] : req.params) {
+      if (key == "after" || key == "limit" || key == "all") continue;
+      absl::StrAppend(&query, key, "=", httplib::detail::encode_query_param(value), "&");
+    }
+    res.set_header("Link", absl::StrCat("</api/v1/jobs?", all ? "all=true&" : "", query,
+                                        "after=", next, "&limit=", limit, ">; rel=\"next\""));
   }
   if (limit > 0 || next == 0) return Reply(res, 200, *first);
   // One JSON array: its elements joined by ",\n" across pages.
@@ -467,8 +538,9 @@ void ApiServer::ListJobs(const httplib::Request& req, httplib::Response& res,
   };
   StreamPages(
       res, "application/json", "[\n" + page(*first, true), next,
-      [this, all, who, page](int64_t after, int64_t* more) -> absl::StatusOr<std::string> {
-        auto jobs = control_->JobsPage(all, who, after, 1000, more);
+      [this, all, filter = *filter, who, page](int64_t after,
+                                               int64_t* more) -> absl::StatusOr<std::string> {
+        auto jobs = control_->JobsPage(all, filter, who, after, 1000, more);
         if (!jobs.ok()) return jobs.status();
         return page(*jobs, false);
       },

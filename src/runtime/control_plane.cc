@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -225,7 +226,7 @@ absl::Status ControlPlane::Durable(std::unique_lock<std::mutex>& lock, StoreBatc
 }
 
 absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& idem_key,
-                                          const Principal& who) {
+                                          const Principal& who, bool allow_unschedulable) {
   auto spec = JobSpecFromJson(body);
   if (!spec.ok()) return spec.status();
   if (absl::Status s = CheckSubmission(*spec); !s.ok()) return s;
@@ -270,6 +271,9 @@ absl::StatusOr<json> ControlPlane::Submit(const json& body, const std::string& i
     }
   }
   if (absl::Status s = ResolveScheduling(*spec, body, who); !s.ok()) return s;
+  if (!allow_unschedulable) {
+    if (absl::Status s = CheckFitsEmptyCluster(*spec, *request); !s.ok()) return s;
+  }
   JobRecord job;
   job.id = next_job_id_++;
   job.spec = *spec;
@@ -331,18 +335,14 @@ json ControlPlane::ExplainJob(const JobRecord& job) const {
     }
     out["placement"] = placed;
     out["scheduled_us"] = job.scheduled_us;
+    out["created_us"] = job.created_us;
+    out["waited_for"] = job.waited_for;  // why it waited before it was placed, if it did
   }
   return out;
 }
 
-absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
-  std::unique_lock<std::mutex> lock(mu_);
-  std::optional<JobRecord> done;
-  JobRecord* live = jobs_.Find(id);
-  if (live == nullptr) {
-    if (absl::Status s = Ended(id, done); !s.ok()) return s;
-  }
-  JobRecord& job = done ? *done : *live;  // a finished job only answers why not
+absl::Status ControlPlane::CancelJob(JobRecord& job, const Principal& who, StoreBatch& batch) {
+  const int64_t id = job.id;
   if (IsFinal(job.state)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " already ended (", Name(job.state), ")"));
@@ -354,7 +354,6 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
                      "reclaimed; nothing to cancel. Waiting for the reclaim evidence of ",
                      PendingReclaims(job, now_())));
   }
-  StoreBatch batch;
   if (job.state == JobState::kQueued) {
     job.state = JobState::kCancelled;
     job.reason = "cancelled by " + who.name + " before it was scheduled";
@@ -367,9 +366,56 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
     Event(batch, "user:" + who.name, "job.cancel-requested", absl::StrCat("job/", id), job.reason);
   }
   Touch(job, batch);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::optional<JobRecord> done;
+  JobRecord* live = jobs_.Find(id);
+  if (live == nullptr) {
+    if (absl::Status s = Ended(id, done); !s.ok()) return s;
+  }
+  JobRecord& job = done ? *done : *live;  // a finished job only answers why not
+  StoreBatch batch;
+  if (absl::Status s = CancelJob(job, who, batch); !s.ok()) return s;
   json out = job.ToJson();
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
   return out;
+}
+
+absl::StatusOr<json> ControlPlane::CancelMany(const std::vector<int64_t>& ids,
+                                              const std::optional<JobFilter>& filter,
+                                              const Principal& who) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (broken_) return Broken();
+  std::set<int64_t> chosen(ids.begin(), ids.end());
+  if (filter) {
+    for (const auto& [id, live] : jobs_.active()) {
+      if (filter->Matches(*live.job)) chosen.insert(id);
+    }
+  }
+  json cancelled = json::array(), refused = json::array();
+  StoreBatch batch;
+  for (int64_t id : chosen) {
+    JobRecord* job = jobs_.Find(id);
+    if (job == nullptr || !Allowed(who, Access::kRead, job->spec.tenant, job->spec.project)) {
+      // Ended and gone from memory, or never: the one-job answer reads the store for which.
+      refused.push_back({{"id", id}, {"reason", absl::StrCat("no active job ", id)}});
+      continue;
+    }
+    absl::Status s =
+        Allowed(who, Access::kWrite, job->spec.tenant, job->spec.project)
+            ? CancelJob(*job, who, batch)
+            : absl::PermissionDeniedError(absl::StrCat("a ", Name(who.role), " only reads jobs"));
+    if (s.ok()) {
+      cancelled.push_back(id);
+    } else {
+      refused.push_back({{"id", id}, {"reason", std::string(s.message())}});
+    }
+  }
+  if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
+  return json{{"cancelled", cancelled}, {"refused", refused}};
 }
 
 absl::StatusOr<json> ControlPlane::Renew(int64_t id, const Principal& who) {
@@ -531,11 +577,25 @@ json ControlPlane::ListNodes() const {
   json out = json::array();
   for (const auto& [name, node] : nodes_) {
     json n = node.ToJson();
-    int64_t running = 0;  // a queued job holds no replica
+    int64_t running = 0;                          // a queued job holds no replica
+    std::map<int, std::pair<int64_t, int>> held;  // per GPU: compute held (milli-GPU), grants
     for (const JobRecord* job : jobs_.PlacedOn(name)) {
-      for (const ReplicaRecord& r : job->replicas) running += r.node == name;
+      for (const ReplicaRecord& r : job->replicas) {
+        if (r.node != name) continue;
+        ++running;
+        if (r.state == ReplicaState::kRetired) continue;  // its devices came back
+        for (const GrantRecord& g : r.grants) {
+          held[g.device].first += g.compute_milli;
+          ++held[g.device].second;
+        }
+      }
     }
     n["replicas"] = running;
+    for (json& g : n["gpus"]) {  // what `carve nodes` counts as in use and free
+      auto at = held.find(g.value("index", -1));
+      g["allocated_milli"] = at == held.end() ? 0 : at->second.first;
+      g["grants"] = at == held.end() ? 0 : at->second.second;
+    }
     // What the agent listed on each GPU in its last heartbeat, beside the layout on record
     // (mig_instances); absent while the node is not ready or has not reported since this server
     // started (unknown, not none).

@@ -26,6 +26,7 @@
 #include "runtime/configuration.h"
 #include "runtime/cycle_plan.h"
 #include "runtime/identity.h"
+#include "runtime/job_filter.h"
 #include "runtime/job_table.h"
 #include "runtime/journal.h"
 #include "runtime/records.h"
@@ -129,17 +130,21 @@ class ControlPlane {
   // Prometheus text exposition (metrics.cc).
   std::string Metrics(const Principal& who) const;
 
-  // Jobs. Submit is idempotent per (submitter, key): a repeat returns the first job.
+  // Jobs. Submit is idempotent per (submitter, key): a repeat returns the first job. A job that
+  // no registered node could hold even with the whole cluster empty (too many GPUs, a model or
+  // mode no node has, more CPU than any node) is refused with why, unless `allow_unschedulable`
+  // (a cluster still growing) or no node has registered yet.
   absl::StatusOr<nlohmann::json> Submit(const nlohmann::json& body, const std::string& idem_key,
-                                        const Principal& who);
+                                        const Principal& who, bool allow_unschedulable = false);
   // A finished job is read from the store (kind job.done), where it went when it ended.
   absl::StatusOr<nlohmann::json> GetJob(int64_t id) const;
   // One page of the job list, in id order: jobs `who` may read with id > `after`, at most
   // `limit`; the active ones from memory, with `all` every job (ended ones read from the store
   // page by page, so a list of a million jobs is never in memory at once). `*next` gets the id
   // to continue after, 0 when the list is done.
-  absl::StatusOr<nlohmann::json> JobsPage(bool all, const Principal& who, int64_t after,
-                                          size_t limit, int64_t* next) const;
+  // `filter` narrows it (a filter on ended states or a time reads the history as `all` does).
+  absl::StatusOr<nlohmann::json> JobsPage(bool all, const JobFilter& filter, const Principal& who,
+                                          int64_t after, size_t limit, int64_t* next) const;
   // Jobs held in memory: the live ones, and finished ones whose final record is still being
   // committed. Memory follows live work, not every job ever submitted.
   size_t JobsInMemory() const;
@@ -147,6 +152,12 @@ class ControlPlane {
   CycleStats LastCycle() const;
   absl::StatusOr<nlohmann::json> Explain(int64_t id) const;
   absl::StatusOr<nlohmann::json> Cancel(int64_t id, const Principal& who);
+  // Cancels, in one commit, the jobs named by `ids` and, with a filter, every active job that
+  // matches it, of those `who` may cancel: {cancelled: [ids], refused: [{id, reason}]}. A job
+  // `who` may not read is refused as if it did not exist.
+  absl::StatusOr<nlohmann::json> CancelMany(const std::vector<int64_t>& ids,
+                                            const std::optional<JobFilter>& filter,
+                                            const Principal& who);
   // Sets a running service's (recovery policy failover) replica count: new replicas are placed
   // one by one; removed ones are stopped and reclaimed with evidence while the rest keep serving.
   absl::StatusOr<nlohmann::json> Scale(int64_t id, int replicas, const Principal& who);
@@ -344,6 +355,12 @@ class ControlPlane {
   void Timers(int64_t now, StoreBatch& batch);
   // Jobs cancelled before any replica was handed to an agent end at once.
   void CancelUnstarted(int64_t now, StoreBatch& batch);
+  // InvalidArgument, with the placement's reasons, when no registered node could hold `request`
+  // even with the cluster idle; OK with no node registered (control_plane_fit.cc). REQUIRES: mu_.
+  absl::Status CheckFitsEmptyCluster(const JobSpec& spec, JobRequest request) const;
+  // Cancels one job into `batch` (a queued one ends now; a placed one is stopped by its agents),
+  // or says why not (it ended, or is already stopping). REQUIRES: mu_ held.
+  absl::Status CancelJob(JobRecord& job, const Principal& who, StoreBatch& batch);
   // Lets `request` onto nodes whose maintenance starts after a job of `spec` must have ended.
   // `windows`: the start of each scheduled maintenance window (ScheduledWindows).
   static void TolerateWindows(JobRequest& request, const JobSpec& spec, int64_t now,

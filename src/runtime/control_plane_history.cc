@@ -128,10 +128,11 @@ void ControlPlane::ForEachStored(const std::string& kind, const std::string& aft
   }
 }
 
-absl::StatusOr<json> ControlPlane::JobsPage(bool all, const Principal& who, int64_t after,
-                                            size_t limit, int64_t* next) const {
-  auto visible = [&](const JobSpec& spec) {
-    return Allowed(who, Access::kRead, spec.tenant, spec.project);
+absl::StatusOr<json> ControlPlane::JobsPage(bool all, const JobFilter& filter, const Principal& who,
+                                            int64_t after, size_t limit, int64_t* next) const {
+  all = all || filter.WantsEnded() || filter.since_us > 0;
+  auto wanted = [&](const JobRecord& job) {
+    return Allowed(who, Access::kRead, job.spec.tenant, job.spec.project) && filter.Matches(job);
   };
   limit = std::max<size_t>(limit, 1);
   std::map<int64_t, json> page;
@@ -139,7 +140,7 @@ absl::StatusOr<json> ControlPlane::JobsPage(bool all, const Principal& who, int6
     // Memory first: a job that ends meanwhile is in the store by the time it leaves memory.
     std::lock_guard<std::mutex> lock(mu_);
     auto take = [&](const JobRecord& job) {
-      if (visible(job.spec)) page.emplace(job.id, job.ToJson());
+      if (wanted(job)) page.emplace(job.id, job.ToJson());
       return page.size() < limit;
     };
     if (all) {
@@ -166,6 +167,10 @@ absl::StatusOr<json> ControlPlane::JobsPage(bool all, const Principal& who, int6
       if (!Allowed(who, Access::kRead, spec.value("tenant", "default"),
                    spec.value("project", "default"))) {
         continue;
+      }
+      if (!filter.empty()) {  // typed only when a filter needs it: `ls --all` reads millions
+        auto record = JobRecord::FromJson(job);
+        if (!record.ok() || !filter.Matches(*record)) continue;
       }
       page.emplace(id, std::move(job));
       if (page.size() > limit) page.erase(std::prev(page.end()));

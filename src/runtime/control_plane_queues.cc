@@ -368,6 +368,7 @@ void ControlPlane::BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& 
                            StoreBatch& batch) {
   job.state = JobState::kScheduled;
   job.scheduled_us = now;
+  job.waited_for = job.explanation;  // this attempt's; empty: placed in its first cycle
   job.explanation.clear();
   job.explanation_reasons.clear();
   job.replicas.clear();

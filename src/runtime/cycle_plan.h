@@ -21,6 +21,12 @@
 
 namespace carve {
 
+struct NodeRecord;
+
+// A node as the core sees it, from its record: state, maintenance, labels, devices, static MIG
+// instances (scheduler_cycle.cc).
+Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec);
+
 // What one placed job holds, as a cycle read it from the job's record at `revision` (0: bound by
 // the last cycle, read from its record again by the next).
 struct Holding {

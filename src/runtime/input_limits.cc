@@ -77,6 +77,11 @@ absl::Status CheckJsonDepth(absl::string_view text, int max_depth) {
 }
 
 absl::StatusOr<json> ParseJsonBody(absl::string_view text) {
+  if (text.find_first_not_of(" \t\r\n") == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "the body is empty: send a JSON document with Content-Type: application/json (the "
+        "endpoints and their bodies: /api/v1/openapi.json)");
+  }
   if (absl::Status s = CheckJsonDepth(text); !s.ok()) return s;
   json j = json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded()) return absl::InvalidArgumentError("the body is not valid JSON");

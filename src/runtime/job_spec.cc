@@ -64,6 +64,16 @@ absl::Status Read(const json& j, const std::string& key, const std::string& path
   return absl::OkStatus();
 }
 
+// Why `v` is refused where a string belongs, and how to write it: YAML reads `60` and `true` as a
+// number and a boolean, so `command: [sleep, 60]` needs quotes around the 60.
+std::string NotAString(const json& v) {
+  if (v.is_number() || v.is_boolean()) {
+    return absl::StrCat(v.dump(), " is a ", v.is_boolean() ? "boolean" : "number",
+                        ", not a string; quote it: \"", v.dump(), "\"");
+  }
+  return absl::StrCat("must be a string, not ", v.is_null() ? "empty" : v.type_name());
+}
+
 absl::Status ReadList(const json& j, const std::string& key, const std::string& path,
                       std::vector<std::string>& out) {
   if (!j.contains(key)) return absl::OkStatus();
@@ -74,9 +84,11 @@ absl::Status ReadList(const json& j, const std::string& key, const std::string& 
   }
   if (!v.is_array()) return FieldError(path, "must be a list of strings");
   out.clear();
-  for (const json& e : v) {
-    if (!e.is_string()) return FieldError(path, "must be a list of strings");
-    out.push_back(e.get<std::string>());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) {
+      return FieldError(absl::StrCat(path, "[", i, "]"), NotAString(v[i]));
+    }
+    out.push_back(v[i].get<std::string>());
   }
   return absl::OkStatus();
 }
@@ -225,7 +237,7 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
   if (j.contains("env")) {
     if (!j["env"].is_object()) return FieldError("env", "must be a map of strings");
     for (const auto& [k, v] : j["env"].items()) {
-      if (!v.is_string()) return FieldError("env." + k, "must be a string");
+      if (!v.is_string()) return FieldError("env." + k, NotAString(v));
       spec.env[k] = v.get<std::string>();
     }
   }
@@ -467,6 +479,11 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
     r.cap_memory = true;  // never an uncapped share
   } else if (*mode == DeliveryMode::kExclusive) {
     r.gpu.compute = spec.gpus > 0 ? kWholeGpu : GpuMilli(0);
+    if (spec.gpus == 0 && !spec.gpu_models.empty()) {
+      return FieldError("resources.gpu_model",
+                        "a job without GPUs runs on no GPU model; ask for GPUs too (gpus: N, or "
+                        "--gpus N)");
+    }
     if (!spec.gpu_compute.empty() || !spec.gpu_memory.empty()) {
       return FieldError("resources.gpu_compute",
                         "exclusive GPUs are whole; use mode: shared for a share of one GPU");

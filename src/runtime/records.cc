@@ -211,6 +211,7 @@ json JobRecord::ToJson() const {
             {"preempted_by", preempted_by},
             {"preemption", preemption},
             {"victims", victims}};
+  if (!waited_for.empty()) j["waited_for"] = waited_for;
   if (!idempotency_key.empty()) j["idempotency_key"] = idempotency_key;
   if (!idempotency_scope.empty()) j["idempotency_scope"] = idempotency_scope;
   return j;
@@ -263,6 +264,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     }
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
+    r.waited_for = j.value("waited_for", "");
     r.preempted_by = j.value("preempted_by", int64_t{0});
     r.preemption = j.value("preemption", "");
     r.victims = j.value("victims", json::array());

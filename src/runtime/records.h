@@ -118,6 +118,9 @@ struct JobRecord {
   std::vector<ReplicaRecord> replicas;  // empty until scheduled
   std::string explanation;              // last scheduling cycle's reason for waiting
   std::map<std::string, int> explanation_reasons;
+  // The last reason it waited before it was placed (the explanation is cleared then), so its
+  // record still answers "why did it wait" after it started; empty when it never waited a cycle.
+  std::string waited_for;
   // Preemption, both sides: the job it was last preempted for and why; the jobs it preempted.
   int64_t preempted_by = 0;
   std::string preemption;

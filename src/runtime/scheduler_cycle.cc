@@ -58,27 +58,6 @@ Device DeviceFromRecord(const GpuCatalog& catalog, const NodeRecord& rec, const 
   return d;
 }
 
-// A node as the core sees it, from its record: state, maintenance, labels, devices.
-Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
-  Node n;
-  n.name = name;
-  const std::optional<MaintenanceWindow>& window = rec.maintenance;
-  bool in_window = window && window->phase == WindowPhase::kActive;
-  n.state = rec.state != NodeRecordState::kReady    ? NodeState::kNotReady
-            : !rec.cordoned_by.empty() || in_window ? NodeState::kCordoned
-                                                    : NodeState::kReady;
-  if (window && window->phase == WindowPhase::kScheduled) {
-    // Only jobs that end before it starts (TolerateWindows).
-    n.taints.push_back({"carve.io/maintenance", std::to_string(window->start_us)});
-  }
-  n.capacity.cpu = CpuMilli(rec.cpu_milli);
-  n.capacity.memory = MemMib(rec.memory_mib);
-  for (const auto& [k, v] : rec.labels) n.labels[k] = v;
-  if (auto pool = rec.labels.find("pool"); pool != rec.labels.end()) n.pool = pool->second;
-  for (const DiscoveredGpu& g : rec.gpus) n.devices.push_back(DeviceFromRecord(catalog, rec, g));
-  return n;
-}
-
 // The node as a bind must find it: its record, faulty instances blocked, no job's holdings.
 Node BaseNode(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
   Cluster one(&catalog);
@@ -106,6 +85,26 @@ std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
 }
 
 }  // namespace
+
+Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
+  Node n;
+  n.name = name;
+  const std::optional<MaintenanceWindow>& window = rec.maintenance;
+  bool in_window = window && window->phase == WindowPhase::kActive;
+  n.state = rec.state != NodeRecordState::kReady    ? NodeState::kNotReady
+            : !rec.cordoned_by.empty() || in_window ? NodeState::kCordoned
+                                                    : NodeState::kReady;
+  if (window && window->phase == WindowPhase::kScheduled) {
+    // Only jobs that end before it starts (TolerateWindows).
+    n.taints.push_back({"carve.io/maintenance", std::to_string(window->start_us)});
+  }
+  n.capacity.cpu = CpuMilli(rec.cpu_milli);
+  n.capacity.memory = MemMib(rec.memory_mib);
+  for (const auto& [k, v] : rec.labels) n.labels[k] = v;
+  if (auto pool = rec.labels.find("pool"); pool != rec.labels.end()) n.pool = pool->second;
+  for (const DiscoveredGpu& g : rec.gpus) n.devices.push_back(DeviceFromRecord(catalog, rec, g));
+  return n;
+}
 
 ReplicaRecord ControlPlane::ToReplicaRecord(const Cluster& cluster,
                                             const ReplicaPlacement& p) const {

@@ -216,10 +216,12 @@ class PlatformTest : public ::testing::Test {
   // A directory every job may write (mode 1777), for files a test reads back.
   std::filesystem::path Shared() const { return dir_ / "shared"; }
 
-  json Submit(json spec, const std::string& key = "") {
+  // `unschedulable`: queue it even when no node could ever hold it (?allow_unschedulable=true).
+  json Submit(json spec, const std::string& key = "", bool unschedulable = false) {
     std::map<std::string, std::string> headers;
     if (!key.empty()) headers["Idempotency-Key"] = key;
-    auto job = Api().Post("/api/v1/jobs", spec, headers);
+    auto job = Api().Post(unschedulable ? "/api/v1/jobs?allow_unschedulable=true" : "/api/v1/jobs",
+                          spec, headers);
     EXPECT_TRUE(job.ok()) << job.status();
     return job.ok() ? *job : json();
   }

@@ -209,7 +209,11 @@ TEST_F(SchedulingTest, BackfillStartsOnlyWhatCannotDelayTheReservedJob) {
 }
 
 TEST_F(SchedulingTest, GangWaitsWholeWithGangAndPlacementGates) {
-  int64_t gang = Submit(Job("default", 4, 2))["id"];  // 2 x 4 GPUs on one 4-GPU node
+  // 2 x 4 GPUs on one 4-GPU node: refused unless asked to queue what cannot fit (issue 14).
+  auto refused = Api().Post("/api/v1/jobs", Job("default", 4, 2));
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("a replica fits, but not 2 at once"));
+  int64_t gang = Submit(Job("default", 4, 2), "", true)["id"];
   ASSERT_TRUE(Eventually([&] { return !Explain(gang)["gates"].empty(); }));
   json e = Explain(gang);
   EXPECT_EQ(e["state"], "queued");

@@ -95,7 +95,7 @@ class HistoryTest : public ::testing::Test {
     std::vector<int64_t> ids;
     for (int64_t after = 0, pages = 0;; ++pages) {
       int64_t next = -1;
-      auto page = cp_->JobsPage(all, who, after, limit, &next);
+      auto page = cp_->JobsPage(all, {}, who, after, limit, &next);
       EXPECT_TRUE(page.ok()) << page.status();
       if (!page.ok() || pages > 1000) break;
       EXPECT_LE(page->size(), limit);
@@ -208,7 +208,7 @@ TEST_F(HistoryTest, TheJobListPagesThroughMemoryAndTheStore) {
     EXPECT_EQ(List(false, kAdmin, limit), (std::vector<int64_t>{all[2], all[4], all[5]}));
   }
   int64_t next = 0;
-  auto page = cp_->JobsPage(true, kAdmin, all[4], 2, &next);
+  auto page = cp_->JobsPage(true, {}, kAdmin, all[4], 2, &next);
   ASSERT_TRUE(page.ok());
   EXPECT_EQ(Ids(*page), (std::vector<int64_t>{all[5], all[6]}));
 }
@@ -229,7 +229,7 @@ TEST_F(HistoryTest, JobsEndingBetweenPagesAreListedOnce) {
     int64_t after = 0;
     for (int pages = 0; pages < 10; ++pages) {
       int64_t next = -1;
-      auto page = cp_->JobsPage(true, who, after, 1, &next);
+      auto page = cp_->JobsPage(true, {}, who, after, 1, &next);
       ASSERT_TRUE(page.ok()) << page.status();
       for (int64_t id : Ids(*page)) listed.push_back(id);
       // Between two pages the job the next page starts with ends (from memory to the store).

@@ -52,7 +52,7 @@ class Plane {
   std::string Describe() {
     std::string out;
     int64_t next = 0;
-    auto page = cp_->JobsPage(false, kAdmin, 0, 100000, &next);
+    auto page = cp_->JobsPage(false, {}, kAdmin, 0, 100000, &next);
     if (!page.ok()) return page.status().ToString();
     for (const json& j : *page) {
       auto why = cp_->Explain(j["id"].get<int64_t>());
@@ -67,7 +67,7 @@ class Plane {
   std::map<int64_t, std::string> States() {
     std::map<int64_t, std::string> states;
     int64_t next = 0;
-    auto page = cp_->JobsPage(true, kAdmin, 0, 100000, &next);
+    auto page = cp_->JobsPage(true, {}, kAdmin, 0, 100000, &next);
     EXPECT_TRUE(page.ok()) << page.status();
     if (!page.ok()) return states;
     for (const json& j : *page) states[j["id"].get<int64_t>()] = j["state"];

@@ -196,7 +196,7 @@ TEST_F(StoreFailureTest, SlowCommitsAcknowledgeEverySubmission) {
   EXPECT_TRUE(cp_->healthy());
   Restart();
   int64_t next = 0;
-  auto jobs = cp_->JobsPage(true, kAdmin, 0, 1000, &next);
+  auto jobs = cp_->JobsPage(true, {}, kAdmin, 0, 1000, &next);
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_EQ(jobs->size(), 40u);
 }

@@ -22,12 +22,17 @@ bool Eligible(const Cluster& cluster, const Node& node, const ReplicaRequest& re
          r != FitReason::kTaint;
 }
 
-bool Serves(const Device& d, const ReplicaRequest& replica) {
-  if (!d.schedulable() || !ModelAllowed(replica, d.model)) return false;
+// The device is of a model and in a mode the replica may use (in service or not).
+bool Suits(const Device& d, const ReplicaRequest& replica) {
+  if (!ModelAllowed(replica, d.model)) return false;
   if (replica.gpu.mode == DeliveryMode::kExclusive) {
     return d.mode == DeliveryMode::kExclusive || d.mode == DeliveryMode::kShared;
   }
   return d.mode == replica.gpu.mode;
+}
+
+bool Serves(const Device& d, const ReplicaRequest& replica) {
+  return d.schedulable() && Suits(d, replica);
 }
 
 // A shared device the share would fit but for another group's shares on it (one MPS server
@@ -183,7 +188,9 @@ std::string NearestFit(const Cluster& cluster, const ReplicaRequest& replica) {
       best_mem = node.free.memory.units(), mem_node = node.name;
     }
     int64_t gpu = 0;
+    bool serves = false;  // only a node with a device the replica may use can be the best one
     for (const Device& d : node.devices) {
+      serves = serves || Suits(d, replica);
       if (!Serves(d, replica)) continue;
       if (replica.gpu.mode == DeliveryMode::kExclusive) {
         gpu += d.idle() ? 1 : 0;
@@ -193,7 +200,7 @@ std::string NearestFit(const Cluster& cluster, const ReplicaRequest& replica) {
         ++partition_devices;
       }
     }
-    if (gpu > best_gpu) best_gpu = gpu, gpu_node = node.name;
+    if (serves && gpu > best_gpu) best_gpu = gpu, gpu_node = node.name;
   }
   if (best_cpu < 0) return "no ready node matches its pool, node selector and tolerations";
   const Resources& need = replica.resources;
@@ -209,6 +216,11 @@ std::string NearestFit(const Cluster& cluster, const ReplicaRequest& replica) {
   if (gpu.none()) return "fits an empty node; waits for CPU or memory to be freed";
   if (std::string blocker = ShareBlocker(cluster, replica); !blocker.empty()) return blocker;
   std::string models = ModelNames(cluster, replica);
+  if (best_gpu < 0) {
+    return absl::StrCat("no eligible node has a ",
+                        replica.allowed_models.empty() ? "GPU" : models + " GPU", " in ",
+                        ToString(gpu.mode), " mode");
+  }
   switch (gpu.mode) {
     case DeliveryMode::kExclusive:
       return absl::StrCat("needs ", gpu.count, " whole ", models, " on one node; best node ",

@@ -1,0 +1,185 @@
+// `carve show JOB`: one job's record as a page a person reads (`-o yaml|json`: the record itself).
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client_common.h"
+
+namespace carve::app {
+
+namespace {
+
+using json = nlohmann::json;
+
+int64_t Us(const json& j, const char* key) {
+  const json v = j.value(key, json());
+  return v.is_number_integer() ? v.get<int64_t>() : 0;
+}
+
+std::string S(const json& j, const char* key) {
+  const json v = j.value(key, json());
+  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
+}
+
+// "2026-12-03 16:45:01 UTC" in the local time zone; "-" for 0.
+std::string When(int64_t us) {
+  if (us <= 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S %Z", absl::FromUnixMicros(us), absl::LocalTimeZone());
+}
+
+// "1h2m", "3m5s", "450ms".
+std::string Took(int64_t us) {
+  if (us < 0) return "-";
+  if (us < 1'000'000) return absl::StrCat(us / 1000, "ms");
+  return absl::FormatDuration(absl::Seconds(us / 1'000'000));
+}
+
+std::string Resources(const json& spec) {
+  const json r = spec.value("resources", json::object());
+  const std::string mode = r.value("mode", "exclusive");
+  std::string gpus;
+  if (mode == "shared") {
+    gpus = absl::StrCat("a ", S(r, "gpu_compute"), " share of one GPU",
+                        r.contains("gpu_memory") ? " capped at " + S(r, "gpu_memory") : "");
+  } else if (mode == "partition") {
+    gpus = absl::StrCat(std::max(r.value("gpus", 1), 1), " MIG ", S(r, "profile"));
+  } else {
+    gpus = r.value("gpus", 0) == 0 ? "no GPU" : absl::StrCat(r.value("gpus", 0), " whole GPU(s)");
+  }
+  std::vector<std::string> models;
+  for (const json& m : r.value("gpu_model", json::array())) models.push_back(m.get<std::string>());
+  if (!models.empty()) gpus += " (" + absl::StrJoin(models, " or ") + ")";
+  return absl::StrCat(gpus, ", ", r.value("cpu", "1"), " CPU, ", r.value("memory", "1Gi"),
+                      " memory");
+}
+
+std::string Grants(const json& replica) {
+  std::vector<std::string> whole, parts;
+  for (const json& g : replica.value("grants", json::array())) {
+    if (g.contains("profile")) {
+      parts.push_back(absl::StrCat("GPU ", Us(g, "device"), " MIG ", S(g, "profile"), " at slice ",
+                                   Us(g, "start")));
+    } else if (Us(g, "compute_milli") < 1000) {
+      parts.push_back(absl::StrCat("GPU ", Us(g, "device"), " share ", Us(g, "compute_milli"),
+                                   "m, ", Us(g, "memory_mib"), " MiB"));
+    } else {
+      whole.push_back(absl::StrCat(Us(g, "device")));
+    }
+  }
+  if (!whole.empty()) {
+    parts.insert(parts.begin(),
+                 absl::StrCat(whole.size() == 1 ? "GPU " : "GPUs ", absl::StrJoin(whole, ",")));
+  }
+  return parts.empty() ? "no GPU" : absl::StrJoin(parts, "; ");
+}
+
+void Row(const char* label, const std::string& value) {
+  if (!value.empty()) std::cout << "  " << absl::StrFormat("%-11s", label) << value << "\n";
+}
+
+void Replicas(const json& job) {
+  const json reps = job.value("replicas", json::array());
+  if (reps.empty()) return;
+  std::cout << "\nReplicas\n";
+  for (const json& r : reps) {
+    std::string end = r.contains("exit_code") && !r["exit_code"].is_null()
+                          ? absl::StrCat("exit ", S(r, "exit_code"))
+                      : r.contains("signal") && !r["signal"].is_null()
+                          ? absl::StrCat("signal ", S(r, "signal"))
+                          : "";
+    std::cout << "  " << Us(r, "slot") << ": " << S(r, "state") << " on " << S(r, "node") << ", "
+              << Grants(r) << (Us(r, "pid") > 0 ? absl::StrCat(", pid ", Us(r, "pid")) : "")
+              << (end.empty() ? "" : ", " + end) << "\n";
+    Row("  enforced", S(r, "enforcement"));
+    const json v = r.value("versions", json::object());
+    if (!v.empty()) {
+      Row("  versions", absl::StrCat("carve ", S(v, "carve"), ", driver ", S(v, "driver"),
+                                     ", CUDA ", S(v, "cuda_driver"), ", ", S(v, "kernel")));
+    }
+    const json reclaim = r.value("reclaim", json());
+    if (reclaim.is_object()) {
+      std::vector<std::string> failed;
+      for (const json& c : reclaim.value("checks", json::array())) {
+        if (!c.value("ok", false)) failed.push_back(S(c, "name") + ": " + S(c, "observed"));
+      }
+      Row("  reclaim",
+          absl::StrCat(S(reclaim, "status"), " at ", When(Us(reclaim, "time_us")), " (",
+                       reclaim.value("checks", json::array()).size(), " checks",
+                       failed.empty() ? ", all passed" : "; failed: " + absl::StrJoin(failed, "; "),
+                       ")"));
+    }
+  }
+}
+
+void Attempts(const json& job) {
+  const json attempts = job.value("attempts", json::array());
+  if (attempts.empty()) return;
+  std::cout << "\nEarlier attempts\n";
+  for (const json& a : attempts) {
+    std::cout << "  " << Us(a, "attempt") << ": on " << S(a, "node") << ", "
+              << When(Us(a, "scheduled_us")) << " to " << When(Us(a, "ended_us")) << ": "
+              << S(a, "cause") << "\n";
+  }
+}
+
+void Preemption(const json& job) {
+  if (Us(job, "preempted_by") == 0 && job.value("victims", json::array()).empty()) return;
+  std::cout << "\nPreemption\n";
+  if (Us(job, "preempted_by") != 0) {
+    Row("by job", absl::StrCat(Us(job, "preempted_by"), ": ", S(job, "preemption")));
+  }
+  for (const json& v : job.value("victims", json::array())) {
+    Row("stopped", absl::StrCat("job ", Us(v, "job"), ": ", S(v, "reason")));
+  }
+}
+
+}  // namespace
+
+void PrintJobPage(const json& job) {
+  const json spec = job.value("spec", json::object());
+  std::cout << "job " << Us(job, "id") << " \"" << S(job, "name") << "\" " << S(job, "state")
+            << ": " << S(job, "reason") << "\n";
+  Row("submitted", absl::StrCat(When(Us(job, "created_us")), " by ", S(job, "submitted_by")));
+  Row("owner", absl::StrCat("tenant ", S(spec, "tenant"), ", project ", S(spec, "project"),
+                            ", queue ", S(spec, "queue")));
+  Row("kind", absl::StrCat(S(spec, "kind"), ", priority ", S(spec, "priority"), " (",
+                           S(spec, "priority_class"), "), ",
+                           spec.value("preemptible", true) ? "preemptible" : "not preemptible"));
+  Row("asks",
+      absl::StrCat(spec.value("replicas", 1), " replica(s), each ", Resources(spec),
+                   spec.contains("max_runtime") ? "; at most " + S(spec, "max_runtime") : ""));
+  std::vector<std::string> command;
+  for (const json& w : spec.value("command", json::array())) {
+    command.push_back(w.is_string() ? w.get<std::string>() : w.dump());
+  }
+  Row("command", absl::StrJoin(command, " "));
+
+  std::cout << "\nTimeline\n";
+  const int64_t created = Us(job, "created_us"), scheduled = Us(job, "scheduled_us");
+  const int64_t started = Us(job, "started_us"), ended = Us(job, "ended_us");
+  if (scheduled > 0) {
+    Row("scheduled", absl::StrCat(When(scheduled), " (waited ", Took(scheduled - created), ")"));
+    Row("waited for", S(job, "waited_for"));
+  } else if (S(job, "state") == "queued") {
+    Row("waiting",
+        absl::StrCat(Took(NowUs() - created), " so far: ",
+                     S(job, "explanation").empty() ? S(job, "reason") : S(job, "explanation")));
+  }
+  Row("started", started > 0 ? When(started) : "");
+  if (ended > 0) {
+    Row("ended",
+        absl::StrCat(When(ended),
+                     started > 0 ? absl::StrCat(" (ran ", Took(ended - started), ")") : ""));
+  }
+  if (Us(job, "attempt") > 0) Row("attempt", absl::StrCat(Us(job, "attempt"), " (0 is the first)"));
+  Replicas(job);
+  Attempts(job);
+  Preemption(job);
+  std::cout << "\nThe whole record: carve show " << Us(job, "id")
+            << " -o yaml; its events: carve events --job " << Us(job, "id") << "\n";
+}
+
+}  // namespace carve::app

@@ -1,0 +1,136 @@
+#include "runtime/job_filter.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace carve {
+
+namespace {
+
+constexpr const char* kKeys[] = {"user", "tenant", "project", "queue", "node", "name"};
+
+std::string* Field(JobFilter& f, absl::string_view key) {
+  if (key == "user") return &f.user;
+  if (key == "tenant") return &f.tenant;
+  if (key == "project") return &f.project;
+  if (key == "queue") return &f.queue;
+  if (key == "node") return &f.node;
+  return &f.name;
+}
+
+absl::Status AddStates(JobFilter& f, absl::string_view list) {
+  for (absl::string_view word : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    std::optional<JobState> s = ParseJobState(word);
+    if (!s) {
+      std::vector<std::string> names;
+      for (int i = 0; i <= static_cast<int>(JobState::kPreempted); ++i) {
+        names.emplace_back(Name(static_cast<JobState>(i)));
+      }
+      return absl::InvalidArgumentError(absl::StrCat("state \"", word, "\" is not a job state (",
+                                                     absl::StrJoin(names, ", "), ")"));
+    }
+    f.states.insert(*s);
+  }
+  return absl::OkStatus();
+}
+
+bool NameMatches(const std::string& pattern, const std::string& name) {
+  if (!pattern.empty() && pattern.back() == '*') {
+    return absl::StartsWith(name, absl::string_view(pattern).substr(0, pattern.size() - 1));
+  }
+  return pattern == name;
+}
+
+}  // namespace
+
+bool JobFilter::empty() const {
+  return states.empty() && user.empty() && tenant.empty() && project.empty() && queue.empty() &&
+         node.empty() && name.empty() && since_us == 0;
+}
+
+bool JobFilter::WantsEnded() const {
+  return std::any_of(states.begin(), states.end(), [](JobState s) { return IsFinal(s); });
+}
+
+bool JobFilter::Matches(const JobRecord& job) const {
+  if (!states.empty() && states.count(job.state) == 0) return false;
+  if (!user.empty() && job.submitted_by != user) return false;
+  if (!tenant.empty() && job.spec.tenant != tenant) return false;
+  if (!project.empty() && job.spec.project != project) return false;
+  if (!queue.empty() && job.spec.queue != queue) return false;
+  if (!name.empty() && !NameMatches(name, job.spec.name)) return false;
+  if (since_us > 0 && job.created_us < since_us) return false;
+  if (!node.empty()) {
+    auto on = [&](const auto& r) { return r.node == node; };
+    bool now = std::any_of(job.replicas.begin(), job.replicas.end(), on);
+    bool before = std::any_of(job.attempts.begin(), job.attempts.end(), [&](const auto& a) {
+      return std::any_of(a.replicas.begin(), a.replicas.end(), on);
+    });
+    if (!now && !before) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<JobFilter> JobFilter::FromParams(
+    const std::function<std::optional<std::string>(const char*)>& param) {
+  JobFilter f;
+  if (auto s = param("state"); s) {
+    if (absl::Status st = AddStates(f, *s); !st.ok()) return st;
+  }
+  for (const char* key : kKeys) {
+    if (auto v = param(key); v) *Field(f, key) = *v;
+  }
+  if (auto since = param("since"); since) {
+    if (!absl::SimpleAtoi(*since, &f.since_us) || f.since_us < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("since: \"", *since, "\" is not a time in microseconds since the epoch"));
+    }
+  }
+  return f;
+}
+
+absl::StatusOr<JobFilter> JobFilter::FromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("filter: must be an object");
+  for (const auto& [key, value] : j.items()) {
+    const bool known =
+        key == "state" || key == "states" || key == "since" ||
+        std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; });
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "filter.", key,
+          ": not a filter (state, states, user, tenant, project, queue, node, name, since)"));
+    }
+    const bool is_list = key == "states";
+    if (key == "since" ? !value.is_number_integer()
+        : is_list      ? !value.is_array()
+                       : !value.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat("filter.", key, ": must be ",
+                                                     key == "since" ? "microseconds since the epoch"
+                                                     : is_list      ? "a list of states"
+                                                                    : "a string"));
+    }
+  }
+  std::vector<std::string> states;
+  for (const auto& s : j.value("states", nlohmann::json::array())) {
+    if (!s.is_string()) return absl::InvalidArgumentError("filter.states: must be strings");
+    states.push_back(s.get<std::string>());
+  }
+  if (j.contains("state")) states.push_back(j["state"].get<std::string>());
+  return FromParams([&](const char* key) -> std::optional<std::string> {
+    if (std::string(key) == "state") {
+      if (states.empty()) return std::nullopt;
+      return absl::StrJoin(states, ",");
+    }
+    if (!j.contains(key)) return std::nullopt;
+    if (std::string(key) == "since") return std::to_string(j[key].get<int64_t>());
+    return j[key].get<std::string>();
+  });
+}
+
+}  // namespace carve

@@ -1,0 +1,279 @@
+// The `carve` command line against a real server and agents, as a Slurm or kubectl user runs it
+// (issue 14): every command here is the binary a user types, its output read back.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "httplib.h"
+#include "integration/cli.h"
+#include "integration/harness.h"
+
+namespace carve::it {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class CliTest : public PlatformTest {
+ protected:
+  // `carve ARGS` against this test's server as its admin, stderr joined; stopped (SIGINT, as
+  // Ctrl-C) after `seconds`.
+  CliRun Cli(const std::string& args, const std::string& input = "", int seconds = 60) {
+    std::string command =
+        absl::StrCat("cd ", dir_.string(), " && timeout -s INT ", seconds, " ", CARVE_BINARY,
+                     " --server ", url_, " --token ", token_, " ", args, " 2>&1");
+    if (!input.empty()) {
+      std::string file = (dir_ / "stdin.txt").string();
+      std::ofstream(file) << input;
+      command = absl::StrCat(command, " < ", file);
+    }
+    return RunShell(command);
+  }
+
+  // `carve submit -q ...`: the new job's id (the test fails when it was refused).
+  int64_t SubmitQ(const std::string& args) {
+    CliRun r = Cli("submit -q " + args);
+    int64_t id = 0;
+    EXPECT_EQ(r.exit, 0) << r.out;
+    EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(r.out), &id)) << r.out;
+    return id;
+  }
+
+  // The job as the API shows it once `done` holds for it (the test fails otherwise).
+  json WaitJob(int64_t id, const std::function<bool(const json&)>& done) {
+    json job;
+    EXPECT_TRUE(Eventually([&] {
+      auto got = Api().Get(absl::StrCat("/api/v1/jobs/", id));
+      if (got.ok()) job = *got;
+      return got.ok() && done(job);
+    })) << job.dump(2);
+    return job;
+  }
+};
+
+// `--env K=V -- sh -c '...'` failed with "The following argument was not expected: -c": options
+// that take several values swallowed `--`. Everything after `--` is the command.
+TEST_F(CliTest, EverythingAfterDoubleDashIsTheCommand) {
+  int64_t id = SubmitQ("--env K=V --gpu-model H200 --gpus 1 -- sh -c 'echo got $K -x'");
+  json job = WaitFinal(id);
+  EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump(2);
+  EXPECT_THAT(Logs(id), HasSubstr("got V -x"));
+  EXPECT_EQ(job["spec"]["command"], json({"sh", "-c", "echo got $K -x"}));
+  CliRun wrong = Cli("cancel 1 -- sh");
+  EXPECT_EQ(wrong.exit, 2);
+  EXPECT_THAT(wrong.out, HasSubstr("`carve cancel` takes no command after `--`"));
+  CliRun both = Cli("submit sleep -- 60");
+  EXPECT_EQ(both.exit, 2);
+  EXPECT_THAT(both.out, HasSubstr("the command goes after `--`"));
+}
+
+// A job no node could ever hold was accepted and waited forever; --gpu-model without --gpus was
+// silently ignored.
+TEST_F(CliTest, WhatCannotFitAnEmptyClusterIsRefusedWithWhy) {
+  CliRun big = Cli("submit --gpus 8 --gpu-model H200 -- true");
+  EXPECT_EQ(big.exit, 2) << big.out;
+  EXPECT_THAT(big.out, HasSubstr("no node could run this job even with the whole cluster idle"));
+  EXPECT_THAT(big.out, HasSubstr("needs 8 whole H200-141GB on one node; best node gpu-a has 2"));
+  EXPECT_THAT(big.out, HasSubstr("--allow-unschedulable"));
+  CliRun model = Cli("submit --gpus 1 --gpu-model T4 -- true");
+  EXPECT_EQ(model.exit, 2) << model.out;
+  EXPECT_THAT(model.out, HasSubstr("no eligible node has a T4 GPU in exclusive mode"));
+  CliRun gang = Cli("submit --replicas 4 --gpus 2 --gpu-model H200 -- true");
+  EXPECT_EQ(gang.exit, 2) << gang.out;
+  EXPECT_THAT(gang.out, HasSubstr("a replica fits, but not 4 at once"));
+  CliRun cpu_only = Cli("submit --gpu-model H200 -- true");
+  EXPECT_EQ(cpu_only.exit, 2) << cpu_only.out;
+  EXPECT_THAT(cpu_only.out, HasSubstr("resources.gpu_model: a job without GPUs runs on no GPU"));
+  EXPECT_EQ(Api().Get("/api/v1/jobs?all=true")->size(), 0u);  // nothing was stored
+
+  int64_t queued = SubmitQ("--allow-unschedulable --gpus 1 --gpu-model A100-80GB -- true");
+  json job = WaitJob(queued, [](const json& j) { return !j.value("explanation", "").empty(); });
+  EXPECT_EQ(job.value("state", ""), "queued");
+  // Its best-node hint names only nodes it could run on: none has an exclusive A100 (gpu-a, the
+  // first node, used to be named "best node ... has 0 free").
+  CliRun why = Cli(absl::StrCat("explain ", queued));
+  EXPECT_THAT(why.out, HasSubstr("no eligible node has a A100-80GB GPU in exclusive mode"));
+  EXPECT_THAT(why.out, Not(HasSubstr("best node")));
+}
+
+// Errors were empty (`carve: ` and nothing) or bare (a 400 without a message, a 500 for a
+// negative log offset).
+TEST_F(CliTest, EveryErrorSaysWhatWasWrong) {
+  httplib::Client http(url_);
+  httplib::Headers auth = {{"Authorization", "Bearer " + token_}};
+  auto empty = http.Post("/api/v1/jobs", auth, "", "application/json");
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(empty->status, 400);
+  EXPECT_THAT(empty->body, HasSubstr("the body is empty"));
+  int64_t id = SubmitQ("-- true");
+  WaitFinal(id);
+  auto negative = http.Get(absl::StrCat("/api/v1/jobs/", id, "/logs?offset=-100").c_str(), auth);
+  ASSERT_TRUE(negative);
+  EXPECT_EQ(negative->status, 400);
+  EXPECT_THAT(negative->body, HasSubstr("offset: \\\"-100\\\" is not a non-negative integer"));
+  auto no_route = http.Delete("/api/v1/jobs", auth);
+  ASSERT_TRUE(no_route);
+  EXPECT_GE(no_route->status, 400);
+  EXPECT_THAT(no_route->body, HasSubstr("\"message\""));
+  CliRun bad_state = Cli("ls --state runing");
+  EXPECT_EQ(bad_state.exit, 2);
+  EXPECT_THAT(bad_state.out, HasSubstr("state \"runing\" is not a job state (queued, scheduled"));
+}
+
+// `command: [sleep, 60]` and `env: {N: 5}` said "must be a list of strings" / "must be a string"
+// without naming the element or how to write it. `-f -` reads standard input.
+TEST_F(CliTest, YamlErrorsNameTheElementAndHowToQuoteIt) {
+  CliRun list = Cli("submit -f -", "command: [sleep, 60]\n");
+  EXPECT_EQ(list.exit, 2);
+  EXPECT_THAT(list.out, HasSubstr("command[1]: 60 is a number, not a string; quote it: \"60\""));
+  CliRun env = Cli("submit -f -", "command: [\"true\"]\nenv: {N: 5}\n");
+  EXPECT_EQ(env.exit, 2);
+  EXPECT_THAT(env.out, HasSubstr("env.N: 5 is a number, not a string; quote it: \"5\""));
+  CliRun ok = Cli("submit -q -f -", "command: [sh, -c, \"exit 0\"]\nenv: {N: \"5\"}\n");
+  EXPECT_EQ(ok.exit, 0) << ok.out;
+}
+
+TEST_F(CliTest, VersionAndCompletion) {
+  CliRun version = Cli("version");
+  EXPECT_EQ(version.exit, 0);
+  EXPECT_THAT(version.out, HasSubstr("carve 0."));
+  EXPECT_THAT(version.out, HasSubstr("commit "));
+  CliRun flag = Cli("--version");
+  EXPECT_EQ(flag.out, version.out);
+  for (const char* shell : {"bash", "zsh"}) {
+    CliRun script = Cli(absl::StrCat("completion ", shell));
+    ASSERT_EQ(script.exit, 0) << script.out;
+    EXPECT_THAT(script.out, HasSubstr("complete -o default -F _carve carve"));
+  }
+  // The bash script completes subcommands and each subcommand's flags.
+  CliRun words = RunShell(absl::StrCat(
+      "bash -c 'source <(", CARVE_BINARY,
+      " completion bash); COMP_WORDS=(carve ls --st); COMP_CWORD=2; _carve; echo ${COMPREPLY[@]};"
+      " COMP_WORDS=(carve po); COMP_CWORD=1; _carve; echo ${COMPREPLY[@]}' 2>&1"));
+  EXPECT_THAT(words.out, HasSubstr("--state"));
+  EXPECT_THAT(words.out, HasSubstr("poc"));
+  CliRun fish = Cli("completion fish");
+  EXPECT_EQ(fish.exit, 2);
+  EXPECT_THAT(fish.out, HasSubstr("write bash or zsh"));
+}
+
+TEST_F(CliTest, LsHasColumnsFiltersSortingAndWatch) {
+  int64_t a = SubmitQ("--name ls-a -- true");
+  WaitFinal(a);
+  int64_t b = SubmitQ("--name ls-b --allow-unschedulable --gpus 1 --gpu-model A100-80GB -- true");
+  CliRun active = Cli("ls");
+  EXPECT_THAT(active.out, HasSubstr("USER"));
+  EXPECT_THAT(active.out, HasSubstr("TENANT"));
+  EXPECT_THAT(active.out, HasSubstr("WAIT"));
+  EXPECT_THAT(active.out, HasSubstr("ls-b"));
+  EXPECT_THAT(active.out, Not(HasSubstr("ls-a")));  // ended
+  CliRun done = Cli("ls --state succeeded");        // an ended state reads the history
+  EXPECT_THAT(done.out, HasSubstr("ls-a"));
+  EXPECT_THAT(done.out, Not(HasSubstr("ls-b")));
+  CliRun named = Cli("ls -a --name 'ls-*' --user admin -o json");
+  json both = json::parse(named.out);
+  ASSERT_EQ(both.size(), 2u) << named.out;
+  EXPECT_EQ(Cli("ls -a --user nobody").out.find("ls-"), std::string::npos);
+  CliRun wide = Cli("ls -a -o wide --sort wait");
+  EXPECT_THAT(wide.out, HasSubstr("PROJECT"));
+  EXPECT_LT(wide.out.find("ls-b"), wide.out.find("ls-a"));  // longest wait first
+  CliRun watch = Cli("ls --watch --interval 0.2", "", 3);   // Ctrl-C after 3 s
+  size_t frames = 0;
+  for (size_t at = 0; (at = watch.out.find("every 0.2s", at)) != std::string::npos; ++at) ++frames;
+  EXPECT_GE(frames, 2u) << watch.out;
+  EXPECT_THAT(watch.out, HasSubstr(absl::StrCat(b)));
+}
+
+// Cancelling 1,000 queued jobs one request at a time took 43 s: one request takes ids or filters.
+TEST_F(CliTest, CancelTakesSeveralIdsOrAFilterInOneRequest) {
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(SubmitQ(absl::StrCat(
+        "--name bulk-", i, " --allow-unschedulable --gpus 1 --gpu-model A100-80GB -- true")));
+  }
+  int64_t keep =
+      SubmitQ("--name keep --allow-unschedulable --gpus 1 --gpu-model A100-80GB -- true");
+  CliRun by_name = Cli("cancel --name 'bulk-*' --state queued");
+  EXPECT_EQ(by_name.exit, 0) << by_name.out;
+  EXPECT_THAT(by_name.out, HasSubstr("cancelled 5 jobs"));
+  for (int64_t id : ids)
+    EXPECT_EQ(Api().Get(absl::StrCat("/api/v1/jobs/", id))->value("state", ""), "cancelled");
+  EXPECT_EQ(Api().Get(absl::StrCat("/api/v1/jobs/", keep))->value("state", ""), "queued");
+  CliRun mixed = Cli(absl::StrCat("cancel ", keep, " ", ids[0], " 999"));
+  EXPECT_THAT(mixed.out, HasSubstr("cancelled 1 job: " + std::to_string(keep)));
+  EXPECT_THAT(mixed.out, HasSubstr(absl::StrCat("job ", ids[0], ": no active job")));
+  EXPECT_THAT(mixed.out, HasSubstr("job 999: no active job 999"));
+  CliRun none = Cli("cancel");
+  EXPECT_EQ(none.exit, 2);
+  EXPECT_THAT(none.out, HasSubstr("name the jobs"));
+}
+
+TEST_F(CliTest, LogsTailAndWhyAFollowedJobWaits) {
+  int64_t id = SubmitQ("-- sh -c 'for i in $(seq 1 40); do echo line $i; done'");
+  WaitFinal(id);
+  CliRun tail = Cli(absl::StrCat("logs ", id, " --tail 3"));
+  EXPECT_EQ(tail.out, "line 38\nline 39\nline 40\n");
+  EXPECT_EQ(Cli(absl::StrCat("logs ", id, " --tail 0")).out, "");
+  int64_t waiting = SubmitQ("--allow-unschedulable --gpus 1 --gpu-model A100-80GB -- echo never");
+  WaitJob(waiting, [](const json& j) { return !j.value("explanation", "").empty(); });
+  CliRun follow = Cli(absl::StrCat("logs ", waiting, " -f"), "", 3);  // Ctrl-C after 3 s
+  EXPECT_THAT(follow.out, HasSubstr(absl::StrCat("[job ", waiting, " is queued; waiting: ")));
+  EXPECT_THAT(follow.out, HasSubstr("gpu-model-not-allowed"));
+}
+
+// `carve show` printed the raw record with epoch microseconds, and the reason a job waited was
+// cleared when it started.
+TEST_F(CliTest, ShowIsAPageThatKeepsWhyTheJobWaited) {
+  int64_t first = SubmitQ("--gpus 2 --gpu-model H200 -- sleep 2");
+  WaitJob(first, [](const json& j) { return j.value("state", "") == "running"; });
+  int64_t second = SubmitQ("--gpus 2 --gpu-model H200 -- true");
+  WaitFinal(second);
+  CliRun page = Cli(absl::StrCat("show ", second));
+  EXPECT_THAT(page.out, HasSubstr(absl::StrCat("job ", second, " \"true\" succeeded")));
+  EXPECT_THAT(page.out, HasSubstr("Timeline"));
+  EXPECT_THAT(page.out, HasSubstr("waited for "));
+  EXPECT_THAT(page.out, HasSubstr("insufficient-whole-gpus"));
+  EXPECT_THAT(page.out, HasSubstr("reclaim    verified"));
+  EXPECT_THAT(page.out, Not(HasSubstr("_us")));
+  CliRun placed = Cli(absl::StrCat("explain ", second));
+  EXPECT_THAT(placed.out, HasSubstr("replica 0 on gpu-a, GPUs 0,1"));
+  EXPECT_THAT(placed.out, HasSubstr("it had waited because: "));
+  EXPECT_THAT(Cli(absl::StrCat("show ", second, " -o json")).out, HasSubstr("\"waited_for\""));
+}
+
+TEST_F(CliTest, EventsHaveAHeaderTimesAndFilters) {
+  int64_t id = SubmitQ("-- true");
+  WaitFinal(id);
+  CliRun job = Cli(absl::StrCat("events --job ", id));
+  EXPECT_THAT(job.out, HasSubstr("SEQ    TIME"));
+  EXPECT_THAT(job.out, HasSubstr("job.submitted"));
+  EXPECT_THAT(job.out, HasSubstr("job.succeeded"));
+  EXPECT_THAT(job.out, Not(HasSubstr("node.registered")));
+  CliRun typed = Cli("events --type node.reg --since 1h");
+  EXPECT_THAT(typed.out, HasSubstr("node.registered"));
+  EXPECT_THAT(typed.out, Not(HasSubstr("job.")));
+}
+
+TEST_F(CliTest, NodesCountFreeAndUsedGpusPerModelAndMode) {
+  int64_t id = SubmitQ("--gpus 1 --gpu-model H200 -- sleep 30");
+  WaitJob(id, [](const json& j) { return j.value("state", "") == "running"; });
+  CliRun nodes = Cli("nodes");
+  EXPECT_THAT(nodes.out, HasSubstr("MODEL        MODE        TOTAL  IN USE  FREE  DOWN"));
+  EXPECT_THAT(nodes.out, HasSubstr("H200-141GB   exclusive       3       1     2     0"));
+  EXPECT_THAT(nodes.out, HasSubstr("L40S         shared          2       0     2     0  2.00 GPU"));
+  Cli(absl::StrCat("cancel ", id));
+}
+
+TEST_F(CliTest, TheReferenceInDocsIsGeneratedFromTheCommands) {
+  CliRun reference = RunShell(absl::StrCat(CARVE_BINARY, " cli-reference"));
+  EXPECT_EQ(reference.out, Slurp(CARVE_SOURCE_DIR "/docs/cli.md"))
+      << "docs/cli.md is out of date: run scripts/cli-reference";
+}
+
+}  // namespace
+}  // namespace carve::it
