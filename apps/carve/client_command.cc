@@ -220,13 +220,6 @@ struct EventFlags {
   bool follow = false;
 };
 
-bool EventWanted(const json& e, const EventFlags& f, int64_t since_us) {
-  if (f.job > 0 && e.value("subject", "") != absl::StrCat("job/", f.job)) return false;
-  // `--type job.` or `--type job.cancelled`: a prefix of the type.
-  if (!f.type.empty() && e.value("type", "").rfind(f.type, 0) != 0) return false;
-  return e.value("time_us", int64_t{0}) >= since_us;
-}
-
 void AddEvents(CLI::App& app, std::shared_ptr<Connection> c) {
   auto f = std::make_shared<EventFlags>();
   CLI::App* events = app.add_subcommand("events", "The event log (hash-chained), filtered");
@@ -240,13 +233,27 @@ void AddEvents(CLI::App& app, std::shared_ptr<Connection> c) {
     ApiClient api = Client(*c);
     json all = json::array();
     bool header = c->output == "table";
+    std::string query;
+    if (f->job > 0) absl::StrAppend(&query, "&job=", f->job);
+    if (!f->type.empty()) absl::StrAppend(&query, "&type=", f->type);
+    if (since_us > 0) absl::StrAppend(&query, "&since_us=", since_us);
     for (int64_t after = f->after;;) {
-      json page = Check(api.Get(absl::StrCat("/api/v1/events?after=", after, "&limit=1000")));
-      if (!page.empty()) after = page.back().value("seq", after);
-      json kept = json::array();
-      for (json& e : page) {
-        if (EventWanted(e, *f, since_us)) kept.push_back(std::move(e));
+      std::map<std::string, std::string> headers;
+      auto text =
+          api.GetText(absl::StrCat("/api/v1/events?after=", after, "&limit=1000", query), &headers);
+      if (!text.ok()) Die(text.status());
+      json kept = json::parse(*text, nullptr, false);
+      if (!kept.is_array()) Die(absl::InternalError("the server's event page is not a list"));
+      // The server reads a page, then keeps what matches: go on from what it read.
+      int64_t scanned = 0, scanned_to = after;
+      for (const auto& [name, value] : headers) {
+        if (absl::EqualsIgnoreCase(name, "X-Carve-Scanned"))
+          (void)absl::SimpleAtoi(value, &scanned);
+        if (absl::EqualsIgnoreCase(name, "X-Carve-Scanned-To")) {
+          (void)absl::SimpleAtoi(value, &scanned_to);
+        }
       }
+      after = std::max(after, scanned_to);
       if (c->output != "table") {
         for (json& e : kept) all.push_back(std::move(e));
       } else {
@@ -267,7 +274,7 @@ void AddEvents(CLI::App& app, std::shared_ptr<Connection> c) {
         }
         std::cout << std::flush;
       }
-      if (page.size() >= 1000) continue;
+      if (scanned >= 1000) continue;
       if (!f->follow || c->output != "table") break;
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }

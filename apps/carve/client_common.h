@@ -57,7 +57,7 @@ void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c);  // poc run, 
 // `carve show JOB` as a page: sections for the request, timeline, replicas, attempts and
 // preemption, times in the local zone (show_command.cc).
 void PrintJobPage(const nlohmann::json& job);
-void AddJobsCommands(CLI::App& app, std::shared_ptr<Connection> c);  // ls, cancel, logs
+void AddJobsCommands(CLI::App& app, std::shared_ptr<Connection> c);  // ls, cancel, logs, history
 
 }  // namespace carve::app
 

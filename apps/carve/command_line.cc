@@ -98,8 +98,19 @@ void TakesCommand(CLI::App* sub) { CommandTakers().insert(sub); }
 
 std::string CheckCommandPlacement(const CLI::App& app, const SplitArgs& args) {
   if (!args.command) return "";
-  // The first word that names a subcommand is the one that runs.
-  for (const std::string& word : args.head) {
+  // The first word that names a subcommand is the one that runs; a global option's value
+  // (`--server ls`) is not a word.
+  for (size_t i = 0; i < args.head.size(); ++i) {
+    const std::string& word = args.head[i];
+    if (word.size() > 1 && word[0] == '-') {
+      const CLI::Option* option = nullptr;
+      try {
+        option = app.get_option(word);
+      } catch (const CLI::OptionNotFound&) {
+      }
+      if (option != nullptr && TakesValue(option) && word.find('=') == std::string::npos) ++i;
+      continue;
+    }
     const CLI::App* sub = nullptr;
     try {
       sub = app.get_subcommand(word);

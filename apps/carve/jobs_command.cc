@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "client_common.h"
 #include "httplib.h"
 #include "runtime/api_client.h"
@@ -280,7 +281,22 @@ void AddCancel(CLI::App& app, std::shared_ptr<Connection> c) {
       Die(absl::InvalidArgumentError(
           "name the jobs: ids (`carve cancel 3 4`) and/or filters (`--queue q --state queued`)"));
     }
+    if (ids->size() == 1 && !filters->any()) {  // one job: its own answer, as precise as it gets
+      json job = Check(Client(*c).Post(
+          absl::StrCat("/api/v1/jobs/", JobId(ids->front()), "/cancel"), json::object()));
+      if (!Structured(*c, job)) {
+        std::cout << "job " << ids->front() << ": " << job.value("reason", "") << "\n";
+      }
+      return;
+    }
     json out = Check(Client(*c).Post("/api/v1/jobs/cancel", body));
+    // A filter cancels at most 10,000 a request: ask again while more match.
+    while (out.value("more", false)) {
+      json next = Check(Client(*c).Post("/api/v1/jobs/cancel", json{{"filter", body["filter"]}}));
+      for (const json& id : next["cancelled"]) out["cancelled"].push_back(id);
+      for (const json& r : next["refused"]) out["refused"].push_back(r);
+      out["more"] = next.value("more", false) && !next["cancelled"].empty();
+    }
     if (Structured(*c, out)) return;
     std::vector<std::string> done;
     for (const json& id : out["cancelled"]) done.push_back(id.dump());
@@ -379,12 +395,72 @@ void AddLogs(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+// What a job used over all its attempts, from its replicas' reclaim records: CPU seconds
+// summed, peak memory the largest; negative when none was measured.
+std::pair<double, int64_t> Used(const json& job) {
+  double cpu = -1;
+  int64_t peak = -1;
+  auto add = [&](const json& reclaim) {
+    const json used = reclaim.is_object() ? reclaim.value("used", json()) : json();
+    if (!used.is_object()) return;
+    if (used.contains("cpu_seconds")) cpu = std::max(cpu, 0.0) + used["cpu_seconds"].get<double>();
+    peak = std::max(peak, used.value("peak_memory_mib", int64_t{-1}));
+  };
+  for (const json& r : job.value("replicas", json::array())) add(r.value("reclaim", json()));
+  for (const json& a : job.value("attempts", json::array())) {
+    for (const json& r : a.value("reclaim", json::array())) add(r);
+  }
+  return {cpu, peak};
+}
+
+std::string ExitOf(const json& job) {
+  for (const json& r : job.value("replicas", json::array())) {
+    if (r.contains("exit_code") && !r["exit_code"].is_null())
+      return "exit " + r["exit_code"].dump();
+    if (r.contains("signal") && !r["signal"].is_null()) return "signal " + r["signal"].dump();
+  }
+  return "-";
+}
+
+void AddHistory(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto filters = std::make_shared<Filters>();
+  filters->since = "1d";
+  CLI::App* history = app.add_subcommand(
+      "history", "Ended jobs, as sacct: start, end, wait, run time, GPUs, CPU time, peak memory");
+  filters->Add(history);
+  history->add_option("--since", filters->since, "Submitted since (default 1d; 7d, 2026-11-30)");
+  history->callback([c, filters] {
+    if (filters->states.empty()) {
+      filters->states = {"succeeded", "failed", "cancelled", "timed-out", "lost", "preempted"};
+    }
+    json jobs = Check(Client(*c).Get("/api/v1/jobs?all=true&" + filters->Query()));
+    if (Structured(*c, jobs)) return;
+    std::cout << absl::StrFormat("%-6s %-18s %-10s %-19s %-7s %-7s %-14s %-9s %-8s %s\n", "ID",
+                                 "NAME", "STATE", "START", "WAIT", "RUN", "GPUS", "CPU TIME",
+                                 "MAX MEM", "END");
+    for (const json& j : jobs) {
+      const int64_t started = j.value("started_us", int64_t{0});
+      auto [cpu, peak] = Used(j);
+      std::cout << absl::StrFormat(
+          "%-6d %-18s %-10s %-19s %-7s %-7s %-14s %-9s %-8s %s\n", j.value("id", int64_t{0}),
+          Str(j, "name").substr(0, 18), Str(j, "state"),
+          started > 0 ? absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMicros(started),
+                                         absl::LocalTimeZone())
+                      : "-",
+          Wait(j), started > 0 ? Span(started, j.value("ended_us", int64_t{0})) : "-",
+          Gpus(j["spec"]), cpu < 0 ? "-" : absl::StrFormat("%.1fs", cpu),
+          peak < 0 ? "-" : absl::StrCat(peak, "Mi"), ExitOf(j));
+    }
+  });
+}
+
 }  // namespace
 
 void AddJobsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
   AddLs(app, c);
   AddCancel(app, c);
   AddLogs(app, c);
+  AddHistory(app, c);
 }
 
 }  // namespace carve::app

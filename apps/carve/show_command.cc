@@ -100,6 +100,18 @@ void Replicas(const json& job) {
                                      ", CUDA ", S(v, "cuda_driver"), ", ", S(v, "kernel")));
     }
     const json reclaim = r.value("reclaim", json());
+    if (reclaim.is_object() && reclaim.value("used", json()).is_object()) {
+      const json used = reclaim["used"];
+      std::vector<std::string> parts;
+      if (used.contains("cpu_seconds")) {
+        parts.push_back(absl::StrFormat("%.2f s CPU", used["cpu_seconds"].get<double>()));
+      }
+      if (used.contains("peak_memory_mib")) {
+        parts.push_back(absl::StrCat("peak memory ", S(used, "peak_memory_mib"), " MiB"));
+      }
+      Row("  used", absl::StrCat(parts.empty() ? "" : absl::StrJoin(parts, ", ") + " (",
+                                 S(used, "source"), parts.empty() ? "" : ")"));
+    }
     if (reclaim.is_object()) {
       std::vector<std::string> failed;
       for (const json& c : reclaim.value("checks", json::array())) {

@@ -72,6 +72,14 @@ struct ExitStatus {
   int signal = 0;
 };
 
+// What a replica's processes used over their life, from its cgroup (-1: the hierarchy does not
+// report it), read once they have ended.
+struct ResourceUse {
+  int64_t cpu_usec = -1;           // user + system CPU time of every process of the group
+  int64_t peak_memory_bytes = -1;  // the group's peak memory use
+  std::string source;              // the files read ("cpu.stat usage_usec, memory.peak")
+};
+
 // What ProcessLauncher::Sweep did with the groups an earlier agent left behind.
 struct SweptGroups {
   std::vector<std::string> removed;  // empty groups, removed
@@ -119,6 +127,13 @@ class ProcessLauncher {
   virtual int64_t OomKills(const ProcessHandle& handle) {
     (void)handle;
     return 0;
+  }
+  // CPU time and peak memory of the replica's group (cgroup v2 cpu.stat usage_usec and
+  // memory.peak; v1 cpuacct.usage and memory.max_usage_in_bytes); what the hierarchy does not
+  // report stays -1. Call after its processes are gone and before Cleanup.
+  virtual ResourceUse Usage(const ProcessHandle& handle) {
+    (void)handle;
+    return {};
   }
 };
 

@@ -33,6 +33,18 @@ using json = nlohmann::json;
 
 namespace {
 
+// What a replica used, as its reclaim record carries it (sacct's TotalCPU and MaxRSS): only what
+// the cgroup reported; the rest is named as not measured, never guessed.
+json UsedJson(const ResourceUse& use) {
+  json out = json::object();
+  if (use.cpu_usec >= 0) out["cpu_seconds"] = static_cast<double>(use.cpu_usec) / 1e6;
+  if (use.peak_memory_bytes >= 0) out["peak_memory_mib"] = use.peak_memory_bytes / (1 << 20);
+  out["source"] = use.source.empty() ? "not measured: no cgroup reported CPU time or peak memory"
+                                     : "cgroup " + use.source;
+  out["device"] = "not measured: this agent does not sample per-replica device memory or busy time";
+  return out;
+}
+
 // The parent of live process `pid` from /proc/PID/stat (0 when unknown).
 int64_t ParentPid(int64_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
@@ -622,6 +634,7 @@ json Agent::Reclaim(Replica r) {
     if (!ok && device >= 0) quarantine.push_back(device);
   };
   bool oom_killed = false;
+  json used = UsedJson(ResourceUse{});
   if (r.launched) {
     oom_killed = launcher_->OomKills(r.handle) > 0;
     bool stragglers = launcher_->Alive(r.handle);
@@ -631,6 +644,7 @@ json Agent::Reclaim(Replica r) {
           left         ? "processes of the group survived SIGKILL"
           : stragglers ? "stragglers stopped (SIGTERM, then SIGKILL after the grace period)"
                        : "process group and cgroup empty");
+    used = UsedJson(launcher_->Usage(r.handle));  // final: its processes are gone
   }
   std::set<int> devices;
   for (const GrantRecord& g : r.grants) {
@@ -651,6 +665,7 @@ json Agent::Reclaim(Replica r) {
           {"checks", checks},
           {"quarantine", quarantine},
           {"oom_killed", oom_killed},
+          {"used", used},
           {"time_us", NowUs()}};
 }
 

@@ -48,7 +48,9 @@ const std::vector<std::string> kUsageColumns = {"job",
                                                 "end_reason",
                                                 "gpu_seconds",
                                                 "cpu_core_seconds",
-                                                "memory_gib_seconds"};
+                                                "memory_gib_seconds",
+                                                "cpu_seconds_used",
+                                                "peak_memory_mib"};
 
 }  // namespace
 

@@ -210,7 +210,7 @@ absl::StatusOr<std::pair<std::vector<int64_t>, std::optional<JobFilter>>> Cancel
   if (ids.empty() && !filter) {
     return absl::InvalidArgumentError("name the jobs to cancel: ids and/or a filter");
   }
-  if (ids.size() > 100000) return absl::InvalidArgumentError("ids: at most 100000 at once");
+  if (ids.size() > 10000) return absl::InvalidArgumentError("ids: at most 10000 at once");
   return std::pair{std::move(ids), std::move(filter)};
 }
 
@@ -422,7 +422,24 @@ void ApiServer::Routes() {
     if (!who) return;
     auto events = control_->audit().Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000));
     if (!events.ok()) return ReplyError(res, events.status());
-    Reply(res, 200, VisibleEvents(*events, *who));
+    // The page is read, then narrowed (what `who` may see, then ?job=&type=&since_us=): the
+    // header says how far it read, so a reader goes on from there and not from its last match.
+    if (!events->empty()) {
+      res.set_header("X-Carve-Scanned-To", events->back().value("seq", json(0)).dump());
+    }
+    res.set_header("X-Carve-Scanned", std::to_string(events->size()));
+    json out = json::array();
+    const std::string subject =
+        req.has_param("job") ? absl::StrCat("job/", req.get_param_value("job")) : "";
+    const std::string type = req.get_param_value("type");
+    const int64_t since = IntParam(req, "since_us", 0);
+    for (json& e : VisibleEvents(*events, *who)) {
+      if (!subject.empty() && e.value("subject", "") != subject) continue;
+      if (!absl::StartsWith(e.value("type", ""), type)) continue;
+      if (e.value("time_us", int64_t{0}) < since) continue;
+      out.push_back(std::move(e));
+    }
+    Reply(res, 200, out);
   });
   s.Post("/api/v1/agents/register", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, Verb::kJoin);
@@ -521,9 +538,11 @@ void ApiServer::ListJobs(const httplib::Request& req, httplib::Response& res,
   if (!first.ok()) return ReplyError(res, first.status());
   if (limit > 0 && next != 0) {
     std::string query;  // the filters of this request, for the next page
-    for (const auto& [key, value] : req.params) {
-      if (key == "after" || key == "limit" || key == "all") continue;
-      absl::StrAppend(&query, key, "=", httplib::detail::encode_query_param(value), "&");
+    for (const char* key :
+         {"state", "user", "tenant", "project", "queue", "node", "name", "since"}) {
+      if (!req.has_param(key)) continue;
+      absl::StrAppend(&query, key, "=",
+                      httplib::detail::encode_query_param(req.get_param_value(key)), "&");
     }
     res.set_header("Link", absl::StrCat("</api/v1/jobs?", all ? "all=true&" : "", query,
                                         "after=", next, "&limit=", limit, ">; rel=\"next\""));

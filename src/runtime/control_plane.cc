@@ -364,6 +364,12 @@ absl::Status ControlPlane::CancelJob(JobRecord& job, const Principal& who, Store
     job.cancelled_by = who.name;
     job.reason = "cancel requested by " + who.name + "; stopping its processes";
     Event(batch, "user:" + who.name, "job.cancel-requested", absl::StrCat("job/", id), job.reason);
+    // Replicas still waiting for a node (a scale-up or a replacement not placed yet) hold
+    // nothing and will never report an end: they go now, or the job waited for them forever.
+    std::erase_if(job.replicas, [](const ReplicaRecord& r) {
+      return r.node.empty() && r.state == ReplicaState::kPending && r.assigned_us == 0;
+    });
+    FinishIfDone(job, batch);  // the placed ones may all have ended already
   }
   Touch(job, batch);
   return absl::OkStatus();
@@ -384,15 +390,29 @@ absl::StatusOr<json> ControlPlane::Cancel(int64_t id, const Principal& who) {
   return out;
 }
 
+// One commit holds at most this many cancels (the lock is held while they are made); `more`
+// says to ask again.
+constexpr size_t kMaxCancelsPerRequest = 10000;
+
 absl::StatusOr<json> ControlPlane::CancelMany(const std::vector<int64_t>& ids,
                                               const std::optional<JobFilter>& filter,
                                               const Principal& who) {
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return Broken();
   std::set<int64_t> chosen(ids.begin(), ids.end());
+  bool more = false;  // the filter matched more than one request cancels
   if (filter) {
+    // Only jobs the caller may read: a filter must not tell which other tenants' jobs exist.
     for (const auto& [id, live] : jobs_.active()) {
-      if (filter->Matches(*live.job)) chosen.insert(id);
+      const JobSpec& spec = live.job->spec;
+      if (!Allowed(who, Access::kRead, spec.tenant, spec.project) || !filter->Matches(*live.job)) {
+        continue;
+      }
+      if (chosen.size() >= kMaxCancelsPerRequest) {
+        more = true;
+        break;
+      }
+      chosen.insert(id);
     }
   }
   json cancelled = json::array(), refused = json::array();
@@ -415,7 +435,7 @@ absl::StatusOr<json> ControlPlane::CancelMany(const std::vector<int64_t>& ids,
     }
   }
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;
-  return json{{"cancelled", cancelled}, {"refused", refused}};
+  return json{{"cancelled", cancelled}, {"refused", refused}, {"more", more}};
 }
 
 absl::StatusOr<json> ControlPlane::Renew(int64_t id, const Principal& who) {

@@ -153,8 +153,9 @@ class ControlPlane {
   absl::StatusOr<nlohmann::json> Explain(int64_t id) const;
   absl::StatusOr<nlohmann::json> Cancel(int64_t id, const Principal& who);
   // Cancels, in one commit, the jobs named by `ids` and, with a filter, every active job that
-  // matches it, of those `who` may cancel: {cancelled: [ids], refused: [{id, reason}]}. A job
-  // `who` may not read is refused as if it did not exist.
+  // matches it, of those `who` may cancel: {cancelled: [ids], refused: [{id, reason}], more}. A
+  // named job `who` may not read is refused as if it did not exist; a filter never matches one.
+  // At most 10,000 per call: `more` is true when the filter matched more (call again).
   absl::StatusOr<nlohmann::json> CancelMany(const std::vector<int64_t>& ids,
                                             const std::optional<JobFilter>& filter,
                                             const Principal& who);

@@ -12,9 +12,9 @@ namespace carve {
 
 namespace {
 
-// The node as it would be with every job gone, cordons, windows and faults lifted: what is
-// installed. Dead nodes (declared so by an admin) are left out; nodes that went silent are in,
-// as they may come back.
+// The node as it would be with every job gone, cordons, windows, faults and enforcement outages
+// lifted: what is installed. A false refusal is worse than a missed one. Dead nodes (declared so by
+// an admin) are left out; nodes that went silent are in, as they may come back.
 Node EmptyNode(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
   Node n = NodeFromRecord(catalog, name, rec);
   n.state = NodeState::kReady;
@@ -22,6 +22,7 @@ Node EmptyNode(const GpuCatalog& catalog, const std::string& name, const NodeRec
   for (Device& d : n.devices) {
     d.state = DeviceState::kAvailable;
     d.health = DeviceHealth::kHealthy;
+    d.share_caps_enforced = true;  // an MPS daemon that is down now may be back soon
   }
   return n;
 }

@@ -66,6 +66,27 @@ std::vector<Held> Holds(const JobRecord& job, int64_t now,
   return out;
 }
 
+// What the attempt's replicas used as their agents measured it when each ended (reclaim record
+// `used`): CPU seconds summed, peak memory the largest replica's; null when none was measured.
+void AddMeasuredUse(const json& reclaims, json& row) {
+  double cpu = 0;
+  bool any_cpu = false;
+  int64_t peak = -1;
+  for (const json& rec : reclaims) {
+    const json used = rec.is_object() ? rec.value("used", json()) : json();
+    if (!used.is_object()) continue;
+    if (auto c = used.find("cpu_seconds"); c != used.end() && c->is_number()) {
+      cpu += c->get<double>();
+      any_cpu = true;
+    }
+    if (auto m = used.find("peak_memory_mib"); m != used.end() && m->is_number_integer()) {
+      peak = std::max(peak, m->get<int64_t>());
+    }
+  }
+  row["cpu_seconds_used"] = any_cpu ? json(cpu) : json(nullptr);
+  row["peak_memory_mib"] = peak >= 0 ? json(peak) : json(nullptr);
+}
+
 double Overlap(int64_t from, int64_t to, int64_t since, int64_t until) {
   return static_cast<double>(std::max<int64_t>(0, std::min(to, until) - std::max(from, since)));
 }
@@ -135,7 +156,18 @@ std::vector<json> ControlPlane::UsageRows(const JobRecord& job, int64_t now,
     r["devices"].push_back(dev);
   }
   std::vector<json> out;
-  for (auto& [attempt, r] : rows) out.push_back(std::move(r));
+  for (auto& [attempt, r] : rows) {
+    json reclaims = json::array();  // the attempt's replicas' reclaim records
+    if (attempt == job.attempt) {
+      for (const ReplicaRecord& rep : job.replicas) reclaims.push_back(rep.reclaim);
+    } else {
+      for (const AttemptRecord& a : job.attempts) {
+        if (a.attempt == attempt) reclaims = a.reclaim;
+      }
+    }
+    AddMeasuredUse(reclaims, r);
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

@@ -479,11 +479,6 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
     r.cap_memory = true;  // never an uncapped share
   } else if (*mode == DeliveryMode::kExclusive) {
     r.gpu.compute = spec.gpus > 0 ? kWholeGpu : GpuMilli(0);
-    if (spec.gpus == 0 && !spec.gpu_models.empty()) {
-      return FieldError("resources.gpu_model",
-                        "a job without GPUs runs on no GPU model; ask for GPUs too (gpus: N, or "
-                        "--gpus N)");
-    }
     if (!spec.gpu_compute.empty() || !spec.gpu_memory.empty()) {
       return FieldError("resources.gpu_compute",
                         "exclusive GPUs are whole; use mode: shared for a share of one GPU");
@@ -514,6 +509,13 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
 }
 
 absl::Status CheckSubmissionMinimums(const JobSpec& spec) {
+  // A submission's check, not the request's: a job stored before it existed still loads.
+  if (spec.gpus == 0 && !spec.gpu_models.empty() &&
+      (spec.mode.empty() || spec.mode == "exclusive")) {
+    return FieldError("resources.gpu_model",
+                      "a job without GPUs runs on no GPU model; ask for GPUs too (gpus: N, or "
+                      "--gpus N)");
+  }
   auto cpu = ParseCpuMilli(spec.cpu);
   if (!cpu.ok()) return FieldError("resources.cpu", cpu.status().message());
   if (cpu->units() < kMinCpuMilli) {

@@ -196,13 +196,15 @@ json VisibleNodes(const json& nodes, const Principal& who) {
       if (!n.contains(key) || !n[key].is_object()) continue;
       for (json& why : n[key]) why = "out of service";
     }
-    // Per-GPU utilization shows how busy other tenants' jobs are (L1), and the live MIG
-    // instances their sizes, places and UUIDs: admins only.
+    // Per-GPU utilization shows how busy other tenants' jobs are (L1), the live MIG instances
+    // their sizes, places and UUIDs, and the grants per GPU their shares: admins only.
     if (n.contains("gpus") && n["gpus"].is_array()) {
       for (json& g : n["gpus"]) {
         if (!g.is_object()) continue;
         g.erase("utilization_pct");
         g.erase("mig_live");
+        g.erase("allocated_milli");  // where other tenants' shares sit, and how large
+        g.erase("grants");
       }
     }
   }

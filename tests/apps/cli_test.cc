@@ -23,10 +23,11 @@ class CliTest : public PlatformTest {
  protected:
   // `carve ARGS` against this test's server as its admin, stderr joined; stopped (SIGINT, as
   // Ctrl-C) after `seconds`.
-  CliRun Cli(const std::string& args, const std::string& input = "", int seconds = 60) {
-    std::string command =
-        absl::StrCat("cd ", dir_.string(), " && timeout -s INT ", seconds, " ", CARVE_BINARY,
-                     " --server ", url_, " --token ", token_, " ", args, " 2>&1");
+  CliRun Cli(const std::string& args, const std::string& input = "", int seconds = 60,
+             const std::string& token = "") {
+    std::string command = absl::StrCat("cd ", dir_.string(), " && timeout -s INT ", seconds, " ",
+                                       CARVE_BINARY, " --server ", url_, " --token ",
+                                       token.empty() ? token_ : token, " ", args, " 2>&1");
     if (!input.empty()) {
       std::string file = (dir_ / "stdin.txt").string();
       std::ofstream(file) << input;
@@ -213,6 +214,19 @@ TEST_F(CliTest, CancelTakesSeveralIdsOrAFilterInOneRequest) {
   EXPECT_THAT(none.out, HasSubstr("name the jobs"));
 }
 
+// The README walk-through found it: a service cancelled while its scale-up replica still waited
+// for a node stayed "running" forever (the unplaced replica would never report an end).
+TEST_F(CliTest, CancellingAServiceWhoseNewReplicaWaitsForANodeEndsIt) {
+  int64_t id = SubmitQ("--kind inference --gpus 2 --gpu-model H200 -- sleep 600");
+  WaitJob(id, [](const json& j) { return j.value("state", "") == "running"; });
+  CliRun scale = Cli(absl::StrCat("scale ", id, " --replicas 2"));  // no node has 2 more H200s
+  ASSERT_EQ(scale.exit, 0) << scale.out;
+  WaitJob(id, [](const json& j) { return !j.value("explanation", "").empty(); });
+  EXPECT_EQ(Cli(absl::StrCat("cancel ", id)).exit, 0);
+  json job = WaitFinal(id);
+  EXPECT_EQ(job.value("state", ""), "cancelled") << job.dump(2);
+}
+
 TEST_F(CliTest, LogsTailAndWhyAFollowedJobWaits) {
   int64_t id = SubmitQ("-- sh -c 'for i in $(seq 1 40); do echo line $i; done'");
   WaitFinal(id);
@@ -221,7 +235,7 @@ TEST_F(CliTest, LogsTailAndWhyAFollowedJobWaits) {
   EXPECT_EQ(Cli(absl::StrCat("logs ", id, " --tail 0")).out, "");
   int64_t waiting = SubmitQ("--allow-unschedulable --gpus 1 --gpu-model A100-80GB -- echo never");
   WaitJob(waiting, [](const json& j) { return !j.value("explanation", "").empty(); });
-  CliRun follow = Cli(absl::StrCat("logs ", waiting, " -f"), "", 3);  // Ctrl-C after 3 s
+  CliRun follow = Cli(absl::StrCat("logs ", waiting, " -f"), "", 6);  // Ctrl-C after 6 s
   EXPECT_THAT(follow.out, HasSubstr(absl::StrCat("[job ", waiting, " is queued; waiting: ")));
   EXPECT_THAT(follow.out, HasSubstr("gpu-model-not-allowed"));
 }
@@ -229,21 +243,64 @@ TEST_F(CliTest, LogsTailAndWhyAFollowedJobWaits) {
 // `carve show` printed the raw record with epoch microseconds, and the reason a job waited was
 // cleared when it started.
 TEST_F(CliTest, ShowIsAPageThatKeepsWhyTheJobWaited) {
-  int64_t first = SubmitQ("--gpus 2 --gpu-model H200 -- sleep 2");
+  int64_t first = SubmitQ("--gpus 2 --gpu-model H200 -- sleep 60");
   WaitJob(first, [](const json& j) { return j.value("state", "") == "running"; });
   int64_t second = SubmitQ("--gpus 2 --gpu-model H200 -- true");
+  WaitJob(second, [](const json& j) { return !j.value("explanation", "").empty(); });
+  EXPECT_EQ(Cli(absl::StrCat("cancel ", first)).exit, 0);
   WaitFinal(second);
   CliRun page = Cli(absl::StrCat("show ", second));
   EXPECT_THAT(page.out, HasSubstr(absl::StrCat("job ", second, " \"true\" succeeded")));
   EXPECT_THAT(page.out, HasSubstr("Timeline"));
   EXPECT_THAT(page.out, HasSubstr("waited for "));
   EXPECT_THAT(page.out, HasSubstr("insufficient-whole-gpus"));
-  EXPECT_THAT(page.out, HasSubstr("reclaim    verified"));
-  EXPECT_THAT(page.out, Not(HasSubstr("_us")));
+  EXPECT_THAT(page.out, HasSubstr("reclaim  verified"));
+  json record = *Api().Get(absl::StrCat("/api/v1/jobs/", second));  // times as dates, not µs
+  EXPECT_THAT(page.out, Not(HasSubstr(absl::StrCat(record.value("created_us", int64_t{0})))));
+  EXPECT_THAT(page.out, Not(HasSubstr("created_us")));
   CliRun placed = Cli(absl::StrCat("explain ", second));
   EXPECT_THAT(placed.out, HasSubstr("replica 0 on gpu-a, GPUs 0,1"));
   EXPECT_THAT(placed.out, HasSubstr("it had waited because: "));
   EXPECT_THAT(Cli(absl::StrCat("show ", second, " -o json")).out, HasSubstr("\"waited_for\""));
+}
+
+// sacct keeps each job's CPU time and peak memory; Carve kept neither. Each replica's reclaim
+// record now carries what its cgroup measured, `carve show` and `carve history` print it, and the
+// usage export has it.
+TEST_F(CliTest, HistoryShowsWhatEachJobUsed) {
+  int64_t id = SubmitQ(
+      "--name busy --gpus 1 -- sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo "
+      "done'");
+  json job = WaitFinal(id);
+  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump(2);
+  const json used = job["replicas"][0]["reclaim"]["used"];
+  ASSERT_TRUE(used.is_object()) << job.dump(2);
+  EXPECT_THAT(used.value("device", ""), HasSubstr("not measured"));
+  if (job["replicas"][0].value("enforcement", "").rfind("cgroup", 0) == 0) {
+    // A cgroup ran it: its CPU time is known, and above zero (the loop ran on a CPU).
+    ASSERT_TRUE(used.contains("cpu_seconds")) << used.dump();
+    EXPECT_GT(used["cpu_seconds"].get<double>(), 0.0);
+    EXPECT_THAT(used.value("source", ""), HasSubstr("cgroup"));
+  } else {  // no cgroup: the record says nothing was measured, and claims no figure
+    EXPECT_THAT(used.value("source", ""), HasSubstr("not measured"));
+    EXPECT_FALSE(used.contains("cpu_seconds"));
+  }
+  CliRun history = Cli("history --since 1h");
+  EXPECT_THAT(history.out, HasSubstr("CPU TIME"));
+  EXPECT_THAT(history.out, HasSubstr("busy"));
+  EXPECT_THAT(history.out, HasSubstr("exit 0"));
+  if (used.contains("cpu_seconds")) {
+    EXPECT_THAT(Cli(absl::StrCat("show ", id)).out, HasSubstr(" s CPU"));
+    json records = json::parse(Cli("export usage --format json").out, nullptr, false);
+    bool found = false;
+    for (const json& r : records) {
+      if (r.value("job", int64_t{0}) == id) {
+        found = true;
+        EXPECT_TRUE(r["cpu_seconds_used"].is_number()) << r.dump();
+      }
+    }
+    EXPECT_TRUE(found) << records.dump();
+  }
 }
 
 TEST_F(CliTest, EventsHaveAHeaderTimesAndFilters) {
@@ -267,6 +324,48 @@ TEST_F(CliTest, NodesCountFreeAndUsedGpusPerModelAndMode) {
   EXPECT_THAT(nodes.out, HasSubstr("H200-141GB   exclusive       3       1     2     0"));
   EXPECT_THAT(nodes.out, HasSubstr("L40S         shared          2       0     2     0  2.00 GPU"));
   Cli(absl::StrCat("cancel ", id));
+}
+
+// A member's filters never reach another tenant's jobs (a bulk cancel by filter used to answer
+// "no active job N" for each of them), and per-GPU grants are for admins.
+TEST_F(CliTest, AMembersFiltersSeeOnlyItsOwnTenant) {
+  ASSERT_TRUE(
+      Api()
+          .Post("/api/v1/apply", json::array({
+                                     {{"kind", "tenant"}, {"name", "acme"}},
+                                     {{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}},
+                                     {{"kind", "tenant"}, {"name", "globex"}},
+                                     {{"kind", "project"}, {"name", "nlp"}, {"tenant", "globex"}},
+                                 }))
+          .ok());
+  ASSERT_TRUE(
+      Api()
+          .Post("/api/v1/users",
+                {{"name", "ann"}, {"role", "member"}, {"tenant", "acme"}, {"project", "vision"}})
+          .ok());
+  auto token = Api().Post("/api/v1/tokens", {{"user", "ann"}, {"expires_in", "1d"}});
+  ASSERT_TRUE(token.ok()) << token.status();
+  json other = Submit({{"tenant", "globex"},
+                       {"project", "nlp"},
+                       {"name", "secret-plan"},
+                       {"command", {"sleep", "60"}},
+                       {"resources", {{"gpus", 1}, {"gpu_model", {"A100-80GB"}}}}},
+                      "", true);
+  const std::string ann = (*token)["token"].get<std::string>();
+  CliRun cancel = Cli("cancel --name 'secret*' -o json", "", 60, ann);
+  json out = json::parse(cancel.out, nullptr, false);
+  ASSERT_TRUE(out.is_object()) << cancel.out;
+  EXPECT_TRUE(out["cancelled"].empty()) << cancel.out;
+  EXPECT_TRUE(out["refused"].empty()) << cancel.out;  // not even named
+  EXPECT_EQ(
+      Api().Get(absl::StrCat("/api/v1/jobs/", other["id"].get<int64_t>()))->value("state", ""),
+      "queued");
+  EXPECT_EQ(Cli("ls -a --name 'secret*'", "", 60, ann).out.find("secret"), std::string::npos);
+  json nodes = json::parse(Cli("nodes -o json", "", 60, ann).out, nullptr, false);
+  ASSERT_TRUE(nodes.is_array());
+  for (const json& n : nodes) {
+    for (const json& g : n["gpus"]) EXPECT_FALSE(g.contains("grants")) << g.dump();
+  }
 }
 
 TEST_F(CliTest, TheReferenceInDocsIsGeneratedFromTheCommands) {

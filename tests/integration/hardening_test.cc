@@ -117,7 +117,7 @@ TEST_F(HardeningTest, IdleConnectionsDoNotBlockOthers) {
 
 // /metrics in the Prometheus text format, with labels naming the tenant and job.
 TEST_F(PlatformTest, MetricsExposeDevicesQueuesAndCycles) {
-  json waiting = Submit({{"command", {"true"}}, {"resources", {{"gpus", 8}}}});
+  json waiting = Submit({{"command", {"true"}}, {"resources", {{"gpus", 8}}}}, "", true);
   json done = Submit({{"command", {"true"}}});
   WaitFinal(done["id"]);
   httplib::Client cli(url_);

@@ -60,7 +60,7 @@ class ControlPlaneFixture : public ::testing::Test {
   // The jobs an admin sees (with `all`, ended ones too), one page of up to 10,000.
   nlohmann::json Jobs(bool all) {
     int64_t next = 0;
-    auto page = cp_->JobsPage(all, kAdmin, 0, 10000, &next);
+    auto page = cp_->JobsPage(all, {}, kAdmin, 0, 10000, &next);
     EXPECT_TRUE(page.ok()) << page.status();
     return page.ok() ? *page : nlohmann::json::array();
   }

@@ -23,7 +23,8 @@ class QueueWaitsTest : public ControlPlaneFixture {
   }
   int64_t Submit(const std::string& name, int gpus) {
     json spec = {{"name", name}, {"command", {"sleep", "600"}}, {"resources", {{"gpus", gpus}}}};
-    auto job = cp_->Submit(spec, "", kAdmin);
+    // Jobs bigger than any node are part of the mix: queued, not refused.
+    auto job = cp_->Submit(spec, "", kAdmin, /*allow_unschedulable=*/true);
     EXPECT_TRUE(job.ok()) << job.status();
     return job.ok() ? (*job)["id"].get<int64_t>() : 0;
   }

@@ -34,10 +34,30 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace carve {
 namespace {
+
+// The number a cgroup file holds ("12345\n"); nullopt when it is missing or not a number.
+std::optional<int64_t> NumberIn(const std::string& path) {
+  std::ifstream in(path);
+  int64_t value = 0;
+  if (in >> value) return value;
+  return std::nullopt;
+}
+
+// The value of `key` in a "key value" file (cpu.stat); nullopt when absent.
+std::optional<int64_t> KeyIn(const std::string& path, absl::string_view key) {
+  std::ifstream in(path);
+  std::string name;
+  int64_t value = 0;
+  while (in >> name >> value) {
+    if (name == key) return value;
+  }
+  return std::nullopt;
+}
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -633,6 +653,25 @@ class PosixLauncher final : public ProcessLauncher {
       }
     }
     return kills;
+  }
+
+  ResourceUse Usage(const ProcessHandle& handle) override {
+    ResourceUse use;
+    std::vector<std::string> read;
+    auto take = [&](int64_t& into, std::optional<int64_t> value, int64_t scale, const char* file) {
+      if (!value || into >= 0) return;
+      into = *value / scale;
+      read.push_back(file);
+    };
+    for (const std::string& dir : cgroups_->DirsOf(handle.group_path)) {
+      take(use.cpu_usec, KeyIn(dir + "/cpu.stat", "usage_usec"), 1, "cpu.stat usage_usec");
+      take(use.cpu_usec, NumberIn(dir + "/cpuacct.usage"), 1000, "cpuacct.usage");
+      take(use.peak_memory_bytes, NumberIn(dir + "/memory.peak"), 1, "memory.peak");
+      take(use.peak_memory_bytes, NumberIn(dir + "/memory.max_usage_in_bytes"), 1,
+           "memory.max_usage_in_bytes");
+    }
+    use.source = absl::StrJoin(read, ", ");
+    return use;
   }
 
   bool Alive(const ProcessHandle& handle) override {
