@@ -284,6 +284,25 @@ struct Controller {
   int data_lock = -1;
 };
 
+// Each tenant's jobs run as its own Unix user and start in a directory under `dir`: every
+// directory above it must let others through (a checkout under /root, mode 0700, made every job
+// fail with "cannot change to workdir ...: Permission denied").
+absl::Status OthersCanEnter(const std::filesystem::path& dir) {
+  for (std::filesystem::path p = std::filesystem::absolute(dir).lexically_normal(); !p.empty();
+       p = p.parent_path()) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "jobs run as their tenant's own Unix user and could not enter %s (mode %04o), which "
+          "holds their directories (%s): run carve dev from a directory others may enter, pass "
+          "--data DIR elsewhere (e.g. /var/tmp/carve/data), or chmod o+x %s",
+          p.string(), st.st_mode & 07777, dir.string(), p.string()));
+    }
+    if (p == p.root_path()) break;
+  }
+  return absl::OkStatus();
+}
+
 // The parent of DATA: where `carve-jobs` goes by default.
 std::filesystem::path BesideData(const std::string& data) {
   return std::filesystem::absolute(data).lexically_normal().parent_path();
@@ -388,10 +407,13 @@ void AddDev(CLI::App& app) {
   dev->callback([s, dev] {
     ApplyConfig(*s, *dev);
     BlockSignals();
-    auto c = StartController(*s);
     // As root, each tenant's jobs run as its own user; otherwise all run as this user.
     const bool single_user = ::geteuid() != 0;
     const std::filesystem::path jobs = BesideData(s->data) / "carve-jobs";
+    if (!single_user) {
+      if (absl::Status st = OthersCanEnter(jobs); !st.ok()) Die(st);
+    }
+    auto c = StartController(*s);
     std::vector<std::unique_ptr<Agent>> agents;
     for (const DevNode& n : kDevNodes) {
       auto devices = SimulatedBackendFromYaml(n.yaml, n.name);

@@ -111,6 +111,18 @@ void Replicas(const json& job) {
       }
       Row("  used", absl::StrCat(parts.empty() ? "" : absl::StrJoin(parts, ", ") + " (",
                                  S(used, "source"), parts.empty() ? "" : ")"));
+      const json device = used.value("device", json());
+      if (device.is_object()) {
+        std::vector<std::string> on;
+        if (device.contains("peak_memory_mib")) {
+          on.push_back(absl::StrCat("peak ", S(device, "peak_memory_mib"), " MiB"));
+        }
+        if (device.contains("busy_seconds")) {
+          on.push_back(absl::StrFormat("busy %.1f s", device["busy_seconds"].get<double>()));
+        }
+        Row("  on GPU", absl::StrCat(on.empty() ? "" : absl::StrJoin(on, ", ") + " (",
+                                     S(device, "source"), on.empty() ? "" : ")"));
+      }
     }
     if (reclaim.is_object()) {
       std::vector<std::string> failed;

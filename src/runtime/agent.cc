@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -35,13 +36,21 @@ namespace {
 
 // What a replica used, as its reclaim record carries it (sacct's TotalCPU and MaxRSS): only what
 // the cgroup reported; the rest is named as not measured, never guessed.
-json UsedJson(const ResourceUse& use) {
+json UsedJson(const ResourceUse& use, int64_t peak_device_mib, double busy_seconds) {
   json out = json::object();
   if (use.cpu_usec >= 0) out["cpu_seconds"] = static_cast<double>(use.cpu_usec) / 1e6;
   if (use.peak_memory_bytes >= 0) out["peak_memory_mib"] = use.peak_memory_bytes / (1 << 20);
   out["source"] = use.source.empty() ? "not measured: no cgroup reported CPU time or peak memory"
                                      : "cgroup " + use.source;
-  out["device"] = "not measured: this agent does not sample per-replica device memory or busy time";
+  json device = json::object();
+  if (peak_device_mib >= 0) device["peak_memory_mib"] = peak_device_mib;
+  if (busy_seconds >= 0) device["busy_seconds"] = busy_seconds;
+  device["source"] = absl::StrCat(
+      peak_device_mib >= 0 ? "peak memory: its processes on its devices, sampled each heartbeat"
+                           : "peak memory not measured: the devices did not list processes",
+      busy_seconds >= 0 ? "; busy: whole GPUs' utilization, sampled each heartbeat"
+                        : "; busy time not measured: only a whole GPU's utilization is its own");
+  out["device"] = device;
   return out;
 }
 
@@ -634,7 +643,7 @@ json Agent::Reclaim(Replica r) {
     if (!ok && device >= 0) quarantine.push_back(device);
   };
   bool oom_killed = false;
-  json used = UsedJson(ResourceUse{});
+  json used = UsedJson(ResourceUse{}, r.peak_device_mib, r.busy_seconds);
   if (r.launched) {
     oom_killed = launcher_->OomKills(r.handle) > 0;
     bool stragglers = launcher_->Alive(r.handle);
@@ -644,7 +653,8 @@ json Agent::Reclaim(Replica r) {
           left         ? "processes of the group survived SIGKILL"
           : stragglers ? "stragglers stopped (SIGTERM, then SIGKILL after the grace period)"
                        : "process group and cgroup empty");
-    used = UsedJson(launcher_->Usage(r.handle));  // final: its processes are gone
+    // Final: its processes are gone.
+    used = UsedJson(launcher_->Usage(r.handle), r.peak_device_mib, r.busy_seconds);
   }
   std::set<int> devices;
   for (const GrantRecord& g : r.grants) {
@@ -884,11 +894,39 @@ HeartbeatRequest Agent::Report() const {
   return body;
 }
 
+void Agent::SampleDevices() {
+  const int64_t now = NowUs();
+  for (auto& [key, r] : replicas_) {
+    if (!r.launched || r.exit || r.grants.empty()) continue;
+    int64_t held = 0;
+    bool read = true;
+    double busy = 0;
+    bool whole = true;  // busy time is the device's: only a replica alone on it owns it
+    for (const GrantRecord& g : r.grants) {
+      whole &= g.profile.empty() && g.compute_milli >= 1000;
+      auto procs = devices_->Processes(g.device);
+      read &= procs.ok();
+      for (const DeviceProcess& p : procs.ok() ? *procs : std::vector<DeviceProcess>{}) {
+        if (p.memory_mib > 0 && launcher_->Owns(r.handle, p.pid)) held += p.memory_mib;
+      }
+      auto gpu = std::find_if(gpus_.begin(), gpus_.end(),
+                              [&](const DiscoveredGpu& d) { return d.index == g.device; });
+      if (gpu == gpus_.end() || gpu->utilization_pct < 0) whole = false;
+      if (whole && r.sampled_us > 0)
+        busy += (now - r.sampled_us) / 1e6 * gpu->utilization_pct / 100;
+    }
+    if (read) r.peak_device_mib = std::max(r.peak_device_mib, held);
+    if (whole && r.sampled_us > 0) r.busy_seconds = std::max(r.busy_seconds, 0.0) + busy;
+    r.sampled_us = now;
+  }
+}
+
 absl::Status Agent::Tick() {
   if (auto gpus = devices_->Discover(); gpus.ok()) gpus_ = *gpus;  // health may change
   if (mps_) mps_->Supervise(gpus_);  // a dead MPS daemon is a device fault
   PublishMpsDaemons();
   PollAndEnforce();
+  SampleDevices();
   for (auto& [key, r] : replicas_) {
     if (r.reclaim.is_null() && r.reclaiming.valid() &&
         r.reclaiming.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {

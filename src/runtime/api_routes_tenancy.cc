@@ -50,7 +50,9 @@ const std::vector<std::string> kUsageColumns = {"job",
                                                 "cpu_core_seconds",
                                                 "memory_gib_seconds",
                                                 "cpu_seconds_used",
-                                                "peak_memory_mib"};
+                                                "peak_memory_mib",
+                                                "device_busy_seconds",
+                                                "peak_device_memory_mib"};
 
 }  // namespace
 

@@ -67,24 +67,36 @@ std::vector<Held> Holds(const JobRecord& job, int64_t now,
 }
 
 // What the attempt's replicas used as their agents measured it when each ended (reclaim record
-// `used`): CPU seconds summed, peak memory the largest replica's; null when none was measured.
+// `used`): CPU seconds and device busy seconds summed, peak memory and peak device memory the
+// largest replica's; null when none was measured.
 void AddMeasuredUse(const json& reclaims, json& row) {
-  double cpu = 0;
-  bool any_cpu = false;
-  int64_t peak = -1;
+  double cpu = -1, busy = -1;
+  int64_t peak = -1, device_peak = -1;
+  auto sum = [](double& into, const json& obj, const char* key) {
+    if (auto v = obj.find(key); v != obj.end() && v->is_number()) {
+      into = std::max(into, 0.0) + v->get<double>();
+    }
+  };
+  auto max = [](int64_t& into, const json& obj, const char* key) {
+    if (auto v = obj.find(key); v != obj.end() && v->is_number_integer()) {
+      into = std::max(into, v->get<int64_t>());
+    }
+  };
   for (const json& rec : reclaims) {
     const json used = rec.is_object() ? rec.value("used", json()) : json();
     if (!used.is_object()) continue;
-    if (auto c = used.find("cpu_seconds"); c != used.end() && c->is_number()) {
-      cpu += c->get<double>();
-      any_cpu = true;
-    }
-    if (auto m = used.find("peak_memory_mib"); m != used.end() && m->is_number_integer()) {
-      peak = std::max(peak, m->get<int64_t>());
-    }
+    sum(cpu, used, "cpu_seconds");
+    max(peak, used, "peak_memory_mib");
+    const json device = used.value("device", json());
+    if (!device.is_object()) continue;
+    sum(busy, device, "busy_seconds");
+    max(device_peak, device, "peak_memory_mib");
   }
-  row["cpu_seconds_used"] = any_cpu ? json(cpu) : json(nullptr);
-  row["peak_memory_mib"] = peak >= 0 ? json(peak) : json(nullptr);
+  auto or_null = [](auto v) { return v >= 0 ? json(v) : json(nullptr); };
+  row["cpu_seconds_used"] = or_null(cpu);
+  row["peak_memory_mib"] = or_null(peak);
+  row["device_busy_seconds"] = or_null(busy);
+  row["peak_device_memory_mib"] = or_null(device_peak);
 }
 
 double Overlap(int64_t from, int64_t to, int64_t since, int64_t until) {

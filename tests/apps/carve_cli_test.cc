@@ -1,10 +1,12 @@
 // Runs the real `carve` binary as a new user would.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -99,6 +101,25 @@ TEST(CarveCli, LogLevelMustBeALevel) {
             "/carve-log-level-data --listen 127.0.0.1:0");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("log level \"loud\": one of trace, debug, info, warn, error"));
+}
+
+}  // namespace
+
+namespace {
+
+// A checkout under /root (mode 0700) made every job of `carve dev` fail with "cannot change to
+// workdir ...: Permission denied": jobs run as their tenant's user. It is refused, saying why.
+TEST(CarveCli, DevRefusesADirectoryItsJobsCannotEnter) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root: carve dev runs every job as this user";
+  std::string closed =
+      (std::filesystem::path(::testing::TempDir()) / "carve-closed-dir").lexically_normal();
+  std::filesystem::remove_all(closed);
+  std::filesystem::create_directories(closed);
+  std::filesystem::permissions(closed, std::filesystem::perms::owner_all);
+  CliRun r = Carve("dev --listen 127.0.0.1:0 --data " + closed + "/data");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("could not enter " + closed + " (mode 0700)"));
+  std::filesystem::remove_all(closed);
 }
 
 }  // namespace

@@ -275,7 +275,8 @@ TEST_F(CliTest, HistoryShowsWhatEachJobUsed) {
   ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump(2);
   const json used = job["replicas"][0]["reclaim"]["used"];
   ASSERT_TRUE(used.is_object()) << job.dump(2);
-  EXPECT_THAT(used.value("device", ""), HasSubstr("not measured"));
+  ASSERT_TRUE(used["device"].is_object()) << used.dump();
+  EXPECT_THAT(used["device"].value("source", ""), HasSubstr("sampled each heartbeat"));
   if (job["replicas"][0].value("enforcement", "").rfind("cgroup", 0) == 0) {
     // A cgroup ran it: its CPU time is known, and above zero (the loop ran on a CPU).
     ASSERT_TRUE(used.contains("cpu_seconds")) << used.dump();
@@ -303,6 +304,19 @@ TEST_F(CliTest, HistoryShowsWhatEachJobUsed) {
   }
 }
 
+// The peak device memory a replica's own processes held, sampled while it ran: the probe takes
+// 2 GiB of a simulated H200 in 512 MiB steps and holds it.
+TEST_F(CliTest, ShowHasThePeakDeviceMemoryAJobHeld) {
+  int64_t id = SubmitQ(absl::StrCat("--gpus 1 --gpu-model H200 -- ", CARVE_BINARY,
+                                    " probe --memory-mib 2048 --step-mib 512 --seconds 2"));
+  json job = WaitFinal(id, 60);
+  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump(2);
+  const json device = job["replicas"][0]["reclaim"]["used"]["device"];
+  ASSERT_TRUE(device.contains("peak_memory_mib")) << device.dump();
+  EXPECT_EQ(device["peak_memory_mib"], 2048) << device.dump();
+  EXPECT_THAT(Cli(absl::StrCat("show ", id)).out, HasSubstr("on GPU   peak 2048 MiB"));
+}
+
 TEST_F(CliTest, EventsHaveAHeaderTimesAndFilters) {
   int64_t id = SubmitQ("-- true");
   WaitFinal(id);
@@ -314,6 +328,28 @@ TEST_F(CliTest, EventsHaveAHeaderTimesAndFilters) {
   CliRun typed = Cli("events --type node.reg --since 1h");
   EXPECT_THAT(typed.out, HasSubstr("node.registered"));
   EXPECT_THAT(typed.out, Not(HasSubstr("job.")));
+}
+
+// maintenance, relayout, scale and drain answered with JSON dumps; they answer in sentences.
+TEST_F(CliTest, OperationsAnswerInSentences) {
+  CliRun window = Cli("maintenance gpu-a --in 10m --for 1h --reason firmware");
+  EXPECT_THAT(window.out, HasSubstr("node gpu-a: maintenance scheduled from "));
+  EXPECT_THAT(window.out, HasSubstr("(firmware, by admin); until it starts only jobs that end"));
+  EXPECT_THAT(window.out, Not(HasSubstr("{")));
+  EXPECT_THAT(Cli("maintenance gpu-a --cancel").out,
+              HasSubstr("node gpu-a has no maintenance window"));
+  CliRun relayout = Cli("relayout gpu-b --gpu 0 --layout 3g.40gb,3g.40gb");
+  EXPECT_THAT(relayout.out, HasSubstr("GPU 0 of gpu-b is draining for the layout "));
+  EXPECT_THAT(relayout.out, HasSubstr("no job had to move"));
+  int64_t service = SubmitQ("--kind inference --gpus 1 --gpu-model H200 -- sleep 600");
+  WaitJob(service, [](const json& j) { return j.value("state", "") == "running"; });
+  CliRun scale = Cli(absl::StrCat("scale ", service, " --replicas 2"));
+  EXPECT_THAT(scale.out,
+              HasSubstr(absl::StrCat("job ", service, " now keeps 2 replica(s) running")));
+  CliRun drain = Cli("drain gpu-a");
+  EXPECT_THAT(drain.out, HasSubstr("node gpu-a drained"));
+  EXPECT_THAT(drain.out, Not(HasSubstr("[")));
+  Cli(absl::StrCat("cancel ", service));
 }
 
 TEST_F(CliTest, NodesCountFreeAndUsedGpusPerModelAndMode) {
