@@ -288,6 +288,12 @@ struct Controller {
 // directory above it must let others through (a checkout under /root, mode 0700, made every job
 // fail with "cannot change to workdir ...: Permission denied").
 absl::Status OthersCanEnter(const std::filesystem::path& dir) {
+  // The path as written and as resolved: a link may lead through a closed directory.
+  std::error_code ec;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(dir, ec);
+  if (!ec && resolved != std::filesystem::absolute(dir).lexically_normal()) {
+    if (absl::Status s = OthersCanEnter(resolved); !s.ok()) return s;
+  }
   for (std::filesystem::path p = std::filesystem::absolute(dir).lexically_normal(); !p.empty();
        p = p.parent_path()) {
     struct stat st {};

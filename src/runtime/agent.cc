@@ -46,9 +46,9 @@ json UsedJson(const ResourceUse& use, int64_t peak_device_mib, double busy_secon
   if (peak_device_mib >= 0) device["peak_memory_mib"] = peak_device_mib;
   if (busy_seconds >= 0) device["busy_seconds"] = busy_seconds;
   device["source"] = absl::StrCat(
-      peak_device_mib >= 0 ? "peak memory: its processes on its devices, sampled each heartbeat"
+      peak_device_mib >= 0 ? "peak memory: its processes on its devices, sampled each second"
                            : "peak memory not measured: the devices did not list processes",
-      busy_seconds >= 0 ? "; busy: whole GPUs' utilization, sampled each heartbeat"
+      busy_seconds >= 0 ? "; busy: whole GPUs' utilization, sampled each second"
                         : "; busy time not measured: only a whole GPU's utilization is its own");
   out["device"] = device;
   return out;
@@ -895,25 +895,35 @@ HeartbeatRequest Agent::Report() const {
 }
 
 void Agent::SampleDevices() {
+  // At most once a second per replica: attributing a device process to a replica reads /proc.
+  constexpr int64_t kEveryUs = 1'000'000;
   const int64_t now = NowUs();
+  std::map<int, absl::StatusOr<std::vector<DeviceProcess>>> listed;  // one listing per device
   for (auto& [key, r] : replicas_) {
     if (!r.launched || r.exit || r.grants.empty()) continue;
+    if (r.sampled_us > 0 && now - r.sampled_us < kEveryUs) continue;
+    std::set<int> devices;  // two MIG instances of one GPU: its processes count once
+    bool whole = true;      // busy time is the device's: only a replica alone on it owns it
+    for (const GrantRecord& g : r.grants) {
+      devices.insert(g.device);
+      whole &= g.profile.empty() && g.compute_milli >= 1000;
+    }
     int64_t held = 0;
     bool read = true;
     double busy = 0;
-    bool whole = true;  // busy time is the device's: only a replica alone on it owns it
-    for (const GrantRecord& g : r.grants) {
-      whole &= g.profile.empty() && g.compute_milli >= 1000;
-      auto procs = devices_->Processes(g.device);
-      read &= procs.ok();
-      for (const DeviceProcess& p : procs.ok() ? *procs : std::vector<DeviceProcess>{}) {
+    for (int device : devices) {
+      auto it = listed.find(device);
+      if (it == listed.end()) it = listed.emplace(device, devices_->Processes(device)).first;
+      read &= it->second.ok();
+      for (const DeviceProcess& p : it->second.ok() ? *it->second : std::vector<DeviceProcess>{}) {
         if (p.memory_mib > 0 && launcher_->Owns(r.handle, p.pid)) held += p.memory_mib;
       }
       auto gpu = std::find_if(gpus_.begin(), gpus_.end(),
-                              [&](const DiscoveredGpu& d) { return d.index == g.device; });
+                              [&](const DiscoveredGpu& d) { return d.index == device; });
       if (gpu == gpus_.end() || gpu->utilization_pct < 0) whole = false;
-      if (whole && r.sampled_us > 0)
-        busy += (now - r.sampled_us) / 1e6 * gpu->utilization_pct / 100;
+      if (whole && r.sampled_us > 0) {
+        busy += static_cast<double>(now - r.sampled_us) / 1e6 * gpu->utilization_pct / 100;
+      }
     }
     if (read) r.peak_device_mib = std::max(r.peak_device_mib, held);
     if (whole && r.sampled_us > 0) r.busy_seconds = std::max(r.busy_seconds, 0.0) + busy;

@@ -118,8 +118,8 @@ class Agent {
     std::vector<GrantRecord> grants;
     nlohmann::json gpu_isolation;  // shares: what enforced the caps (mps_supervisor.h)
     nlohmann::json reclaim;        // the reclaim record, once the command has ended
-    // What its devices showed while it ran, sampled each tick (SampleDevices): the most device
-    // memory its processes held (-1: never read), and busy time of its whole GPUs.
+    // What its devices showed while it ran, sampled once a second (SampleDevices): the most
+    // device memory its processes held (-1: never read), and busy time of its whole GPUs.
     int64_t peak_device_mib = -1;
     double busy_seconds = -1;
     int64_t sampled_us = 0;  // the last sample
@@ -139,8 +139,8 @@ class Agent {
   void Follow(const HeartbeatAnswer& answer);
   void Launch(const AgentAssignment& assignment);
   void PollAndEnforce();
-  // Per running replica: the device memory its processes hold now (peak kept) and, on whole
-  // GPUs, the utilization since the last tick (busy time).
+  // Per running replica, at most once a second: the device memory its processes hold now (peak
+  // kept) and, on whole GPUs, the utilization since the last sample (busy time).
   void SampleDevices();
   // Verifies that `r` left nothing behind: its process group is empty (stragglers are stopped),
   // no process of it is left on its devices, their memory is back, created partitions are gone.

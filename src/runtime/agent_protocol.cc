@@ -172,6 +172,34 @@ Reader& Reader::Read(const char* key, std::map<std::string, std::string>& out) {
 
 // The reclaim record is kept as the agent made it; the fields the server reads must have their
 // types: {status, checks: [{ok, device, name, observed}]}.
+// What a replica used, as its agent measured it (agent.cc UsedJson): figures are non-negative
+// numbers where present (readers add and compare them), `source` text. The node's word: the
+// server cannot check the figures, only their shape.
+absl::Status CheckUsed(const json& used, const std::string& at) {
+  if (used.is_null()) return absl::OkStatus();
+  if (!used.is_object()) return Bad(at, "must be an object");
+  for (const auto& [key, value] : used.items()) {
+    if (key == "source") {
+      if (!value.is_string()) return Bad(at + ".source", "must be a string");
+    } else if (key == "device") {
+      if (absl::Status s = CheckUsed(value, at + ".device"); !s.ok()) return s;
+    } else if (key == "peak_memory_mib") {
+      if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+        return Bad(at + "." + key, "must be a non-negative integer");
+      }
+    } else if (key == "cpu_seconds" || key == "busy_seconds") {
+      if (!value.is_number() || value.get<double>() < 0) {
+        return Bad(at + "." + key, "must be a non-negative number");
+      }
+    } else {
+      return Bad(at + "." + key,
+                 "is not a field (cpu_seconds, peak_memory_mib, busy_seconds, "
+                 "device, source)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckReclaim(const json& reclaim, const std::string& at) {
   if (reclaim.is_null()) return absl::OkStatus();
   if (!reclaim.is_object()) return Bad(at, "must be an object or null");
@@ -179,6 +207,7 @@ absl::Status CheckReclaim(const json& reclaim, const std::string& at) {
   if (size_t bytes = reclaim.dump().size(); bytes > kMaxReclaimBytes) {
     return Bad(at, absl::StrCat("is ", bytes, " bytes; at most ", kMaxReclaimBytes));
   }
+  if (absl::Status s = CheckUsed(reclaim.value("used", json()), at + ".used"); !s.ok()) return s;
   Reader in(reclaim, at);
   std::string status;
   std::vector<bool> checks;

@@ -365,10 +365,13 @@ absl::Status ControlPlane::CancelJob(JobRecord& job, const Principal& who, Store
     job.reason = "cancel requested by " + who.name + "; stopping its processes";
     Event(batch, "user:" + who.name, "job.cancel-requested", absl::StrCat("job/", id), job.reason);
     // Replicas still waiting for a node (a scale-up or a replacement not placed yet) hold
-    // nothing and will never report an end: they go now, or the job waited for them forever.
-    std::erase_if(job.replicas, [](const ReplicaRecord& r) {
-      return r.node.empty() && r.state == ReplicaState::kPending && r.assigned_us == 0;
-    });
+    // nothing and will never report an end: they are retired now, or the job waited for them
+    // forever. They stay in place: agents name replicas by their index.
+    for (ReplicaRecord& r : job.replicas) {
+      if (!r.node.empty() || r.state != ReplicaState::kPending) continue;
+      r.state = ReplicaState::kRetired;
+      if (r.retire.empty()) r.retire = "the job was cancelled before it was placed";
+    }
     FinishIfDone(job, batch);  // the placed ones may all have ended already
   }
   Touch(job, batch);
@@ -405,8 +408,9 @@ absl::StatusOr<json> ControlPlane::CancelMany(const std::vector<int64_t>& ids,
     // Only jobs the caller may read: a filter must not tell which other tenants' jobs exist.
     for (const auto& [id, live] : jobs_.active()) {
       const JobSpec& spec = live.job->spec;
-      if (!Allowed(who, Access::kRead, spec.tenant, spec.project) || !filter->Matches(*live.job)) {
-        continue;
+      if (!Allowed(who, Access::kRead, spec.tenant, spec.project) || !filter->Matches(*live.job) ||
+          live.job->cancel_requested || live.job->state == JobState::kReclaiming) {
+        continue;  // not the caller's, not matching, or already stopping: `more` means progress
       }
       if (chosen.size() >= kMaxCancelsPerRequest) {
         more = true;

@@ -174,11 +174,8 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const ReplicaReport& repor
     rep.reclaim = *report.reclaim;
     if (rep.reclaim.is_object()) rep.reclaim["versions"] = set_id;
     rep.oom_killed = report.oom_killed;
-    if (!rep.retire.empty()) {
-      Retire(job, r, batch);
-    } else {
-      FinishIfDone(job, batch);
-    }
+    if (!rep.retire.empty()) Retire(job, r, batch);
+    FinishIfDone(job, batch);  // a job that waited for the one just retired ends now
     Touch(job, batch);
     return;
   }
@@ -197,11 +194,8 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const ReplicaReport& repor
               ? absl::StrCat("replica ", r, " exited with code ", *rep.exit_code)
               : absl::StrCat("replica ", r, " was killed by signal ", rep.signal.value_or(0)),
           {{"replica", r}, {"timed_out", rep.timed_out}});
-    if (!rep.retire.empty()) {
-      if (!rep.reclaim.is_null()) Retire(job, r, batch);
-    } else {
-      FinishIfDone(job, batch);
-    }
+    if (!rep.retire.empty() && !rep.reclaim.is_null()) Retire(job, r, batch);
+    FinishIfDone(job, batch);
     Touch(job, batch);
   }
 }
@@ -242,6 +236,11 @@ std::string ControlPlane::EndCause(const ReplicaRecord& rep, const std::string& 
 void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
   for (const ReplicaRecord& rep : job.replicas) {
     if (rep.retire.empty() && rep.state != ReplicaState::kExited) return;
+    // A replica being replaced still holds its devices until its own evidence retires it: a job
+    // must not end (and free them) under it.
+    const bool holds = rep.state == ReplicaState::kRunning || rep.state == ReplicaState::kExited ||
+                       (rep.state == ReplicaState::kPending && !rep.node.empty());
+    if (!rep.retire.empty() && holds) return;
   }
   std::string subject = absl::StrCat("job/", job.id);
   if (job.state != JobState::kReclaiming) {

@@ -23,8 +23,8 @@ struct CliRun {
 };
 
 CliRun Carve(const std::string& args) {
-  std::string cmd =
-      std::string("CARVE_TRACE_DIR=") + CARVE_TRACE_DIR + " " + CARVE_BINARY + " " + args + " 2>&1";
+  std::string cmd = std::string("CARVE_TRACE_DIR=") + CARVE_TRACE_DIR + " timeout 600 " +
+                    CARVE_BINARY + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -116,6 +116,7 @@ TEST(CarveCli, DevRefusesADirectoryItsJobsCannotEnter) {
   std::filesystem::remove_all(closed);
   std::filesystem::create_directories(closed);
   std::filesystem::permissions(closed, std::filesystem::perms::owner_all);
+  // A regression would start carve dev and serve forever: timeout stops it.
   CliRun r = Carve("dev --listen 127.0.0.1:0 --data " + closed + "/data");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("could not enter " + closed + " (mode 0700)"));

@@ -276,7 +276,7 @@ TEST_F(CliTest, HistoryShowsWhatEachJobUsed) {
   const json used = job["replicas"][0]["reclaim"]["used"];
   ASSERT_TRUE(used.is_object()) << job.dump(2);
   ASSERT_TRUE(used["device"].is_object()) << used.dump();
-  EXPECT_THAT(used["device"].value("source", ""), HasSubstr("sampled each heartbeat"));
+  EXPECT_THAT(used["device"].value("source", ""), HasSubstr("peak memory"));
   if (job["replicas"][0].value("enforcement", "").rfind("cgroup", 0) == 0) {
     // A cgroup ran it: its CPU time is known, and above zero (the loop ran on a CPU).
     ASSERT_TRUE(used.contains("cpu_seconds")) << used.dump();
@@ -307,8 +307,9 @@ TEST_F(CliTest, HistoryShowsWhatEachJobUsed) {
 // The peak device memory a replica's own processes held, sampled while it ran: the probe takes
 // 2 GiB of a simulated H200 in 512 MiB steps and holds it.
 TEST_F(CliTest, ShowHasThePeakDeviceMemoryAJobHeld) {
-  int64_t id = SubmitQ(absl::StrCat("--gpus 1 --gpu-model H200 -- ", CARVE_BINARY,
-                                    " probe --memory-mib 2048 --step-mib 512 --seconds 2"));
+  int64_t id =
+      SubmitQ(absl::StrCat("--gpus 1 --gpu-model H200 -- ", CARVE_BINARY,
+                           " probe --memory-mib 2048 --step-mib 512 --hold 3s --seconds 1"));
   json job = WaitFinal(id, 60);
   ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump(2);
   const json device = job["replicas"][0]["reclaim"]["used"]["device"];
@@ -396,7 +397,9 @@ TEST_F(CliTest, AMembersFiltersSeeOnlyItsOwnTenant) {
   EXPECT_EQ(
       Api().Get(absl::StrCat("/api/v1/jobs/", other["id"].get<int64_t>()))->value("state", ""),
       "queued");
-  EXPECT_EQ(Cli("ls -a --name 'secret*'", "", 60, ann).out.find("secret"), std::string::npos);
+  CliRun listed = Cli("ls -a --name 'secret*'", "", 60, ann);
+  EXPECT_EQ(listed.exit, 0) << listed.out;
+  EXPECT_EQ(listed.out.find("secret"), std::string::npos);
   json nodes = json::parse(Cli("nodes -o json", "", 60, ann).out, nullptr, false);
   ASSERT_TRUE(nodes.is_array());
   for (const json& n : nodes) {

@@ -234,6 +234,14 @@ TEST(AgentProtocolTest, AMalformedHeartbeatIsRefusedNamingTheField) {
            "replicas[0].reclaim.status: must be a string"},
           {{{"replicas", {{{"reclaim", {{"checks", {{{"device", "x"}}}}}}}}}},
            "replicas[0].reclaim.checks[0].device: must be a whole number"},
+          // What a replica used is the node's word, but readers add and compare it (issue 14).
+          {json::parse(R"({"replicas": [{"reclaim": {"used": {"cpu_seconds": "lots"}}}]})"),
+           "replicas[0].reclaim.used.cpu_seconds: must be a non-negative number"},
+          {json::parse(R"({"replicas": [{"reclaim": {"used": {"device":
+               {"peak_memory_mib": -5}}}}]})"),
+           "replicas[0].reclaim.used.device.peak_memory_mib: must be a non-negative integer"},
+          {json::parse(R"({"replicas": [{"reclaim": {"used": {"rss": 1}}}]})"),
+           "replicas[0].reclaim.used.rss: is not a field"},
           {{{"replicas", {{{"log_truncated_at", "64Ki"}}}}}, "replicas[0].log_truncated_at"},
           {{{"replicas", {{{"log_disk", true}}}}}, "replicas[0].log_disk: must be a string"},
           {{{"gpus", {{{"index", 0}, {"health", "melted"}}}}},
