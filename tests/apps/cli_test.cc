@@ -227,6 +227,22 @@ TEST_F(CliTest, CancellingAServiceWhoseNewReplicaWaitsForANodeEndsIt) {
   EXPECT_EQ(job.value("state", ""), "cancelled") << job.dump(2);
 }
 
+// The second red-team pass: a drained service keeps its old replica serving until the
+// replacement runs; cancelled while the replacement found no node, the job ended at once with
+// the old replica still running on devices the job no longer held.
+TEST_F(CliTest, ACancelledServiceEndsOnlyOnceItsReplicaBeingReplacedHasStopped) {
+  int64_t id = SubmitQ("--kind inference --gpus 2 --gpu-model H200 -- sleep 600");
+  WaitJob(id, [](const json& j) { return j.value("state", "") == "running"; });
+  ASSERT_EQ(Cli("drain gpu-a").exit, 0);  // the only node with two H200s: no place to move to
+  WaitJob(id, [](const json& j) { return !j["replicas"][0].value("retire", "").empty(); });
+  EXPECT_EQ(Cli(absl::StrCat("cancel ", id)).exit, 0);
+  json job = WaitFinal(id);
+  EXPECT_EQ(job.value("state", ""), "cancelled") << job.dump(2);
+  const json& old = job["replicas"][0];
+  EXPECT_EQ(old.value("state", ""), "retired") << job.dump(2);  // stopped, its evidence in
+  EXPECT_EQ(old["reclaim"].value("status", ""), "verified") << job.dump(2);
+}
+
 TEST_F(CliTest, LogsTailAndWhyAFollowedJobWaits) {
   int64_t id = SubmitQ("-- sh -c 'for i in $(seq 1 40); do echo line $i; done'");
   WaitFinal(id);
