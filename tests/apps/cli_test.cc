@@ -36,6 +36,14 @@ class CliTest : public PlatformTest {
     return RunShell(command);
   }
 
+  // `carve ARGS` fails as bad input (exit 2) and says `says`.
+  void ExpectRefused(const std::string& args, const std::string& says,
+                     const std::string& input = "") {
+    CliRun r = Cli(args, input);
+    EXPECT_EQ(r.exit, 2) << args << ": " << r.out;
+    EXPECT_THAT(r.out, HasSubstr(says)) << args;
+  }
+
   // `carve submit -q ...`: the new job's id (the test fails when it was refused).
   int64_t SubmitQ(const std::string& args) {
     CliRun r = Cli("submit -q " + args);
@@ -65,12 +73,8 @@ TEST_F(CliTest, EverythingAfterDoubleDashIsTheCommand) {
   EXPECT_EQ(job.value("state", ""), "succeeded") << job.dump(2);
   EXPECT_THAT(Logs(id), HasSubstr("got V -x"));
   EXPECT_EQ(job["spec"]["command"], json({"sh", "-c", "echo got $K -x"}));
-  CliRun wrong = Cli("cancel 1 -- sh");
-  EXPECT_EQ(wrong.exit, 2);
-  EXPECT_THAT(wrong.out, HasSubstr("`carve cancel` takes no command after `--`"));
-  CliRun both = Cli("submit sleep -- 60");
-  EXPECT_EQ(both.exit, 2);
-  EXPECT_THAT(both.out, HasSubstr("the command goes after `--`"));
+  ExpectRefused("cancel 1 -- sh", "`carve cancel` takes no command after `--`");
+  ExpectRefused("submit sleep -- 60", "the command goes after `--`");
 }
 
 // A job no node could ever hold was accepted and waited forever; --gpu-model without --gpus was
@@ -81,15 +85,12 @@ TEST_F(CliTest, WhatCannotFitAnEmptyClusterIsRefusedWithWhy) {
   EXPECT_THAT(big.out, HasSubstr("no node could run this job even with the whole cluster idle"));
   EXPECT_THAT(big.out, HasSubstr("needs 8 whole H200-141GB on one node; best node gpu-a has 2"));
   EXPECT_THAT(big.out, HasSubstr("--allow-unschedulable"));
-  CliRun model = Cli("submit --gpus 1 --gpu-model T4 -- true");
-  EXPECT_EQ(model.exit, 2) << model.out;
-  EXPECT_THAT(model.out, HasSubstr("no eligible node has a T4 GPU in exclusive mode"));
-  CliRun gang = Cli("submit --replicas 4 --gpus 2 --gpu-model H200 -- true");
-  EXPECT_EQ(gang.exit, 2) << gang.out;
-  EXPECT_THAT(gang.out, HasSubstr("a replica fits, but not 4 at once"));
-  CliRun cpu_only = Cli("submit --gpu-model H200 -- true");
-  EXPECT_EQ(cpu_only.exit, 2) << cpu_only.out;
-  EXPECT_THAT(cpu_only.out, HasSubstr("resources.gpu_model: a job without GPUs runs on no GPU"));
+  ExpectRefused("submit --gpus 1 --gpu-model T4 -- true",
+                "no eligible node has a T4 GPU in exclusive mode");
+  ExpectRefused("submit --replicas 4 --gpus 2 --gpu-model H200 -- true",
+                "a replica fits, but not 4 at once");
+  ExpectRefused("submit --gpu-model H200 -- true",
+                "resources.gpu_model: a job without GPUs runs on no GPU");
   EXPECT_EQ(Api().Get("/api/v1/jobs?all=true")->size(), 0u);  // nothing was stored
 
   int64_t queued = SubmitQ("--allow-unschedulable --gpus 1 --gpu-model A100-80GB -- true");
@@ -121,9 +122,7 @@ TEST_F(CliTest, EveryErrorSaysWhatWasWrong) {
   ASSERT_TRUE(no_route);
   EXPECT_GE(no_route->status, 400);
   EXPECT_THAT(no_route->body, HasSubstr("\"message\""));
-  CliRun bad_state = Cli("ls --state runing");
-  EXPECT_EQ(bad_state.exit, 2);
-  EXPECT_THAT(bad_state.out, HasSubstr("state \"runing\" is not a job state (queued, scheduled"));
+  ExpectRefused("ls --state runing", "state \"runing\" is not a job state (queued, scheduled");
 }
 
 // `command: [sleep, 60]` and `env: {N: 5}` said "must be a list of strings" / "must be a string"
@@ -158,9 +157,7 @@ TEST_F(CliTest, VersionAndCompletion) {
       " COMP_WORDS=(carve po); COMP_CWORD=1; _carve; echo ${COMPREPLY[@]}' 2>&1"));
   EXPECT_THAT(words.out, HasSubstr("--state"));
   EXPECT_THAT(words.out, HasSubstr("poc"));
-  CliRun fish = Cli("completion fish");
-  EXPECT_EQ(fish.exit, 2);
-  EXPECT_THAT(fish.out, HasSubstr("write bash or zsh"));
+  ExpectRefused("completion fish", "write bash or zsh");
 }
 
 TEST_F(CliTest, LsHasColumnsFiltersSortingAndWatch) {
@@ -209,9 +206,7 @@ TEST_F(CliTest, CancelTakesSeveralIdsOrAFilterInOneRequest) {
   EXPECT_THAT(mixed.out, HasSubstr("cancelled 1 job: " + std::to_string(keep)));
   EXPECT_THAT(mixed.out, HasSubstr(absl::StrCat("job ", ids[0], ": no active job")));
   EXPECT_THAT(mixed.out, HasSubstr("job 999: no active job 999"));
-  CliRun none = Cli("cancel");
-  EXPECT_EQ(none.exit, 2);
-  EXPECT_THAT(none.out, HasSubstr("name the jobs"));
+  ExpectRefused("cancel", "name the jobs");
 }
 
 // The README walk-through found it: a service cancelled while its scale-up replica still waited
