@@ -97,7 +97,9 @@ absl::StatusOr<JobFilter> JobFilter::FromParams(
 
 absl::StatusOr<JobFilter> JobFilter::FromJson(const nlohmann::json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("filter: must be an object");
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    const nlohmann::json& value = item.value();
     const bool known =
         key == "state" || key == "states" || key == "since" ||
         std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; });

@@ -337,6 +337,8 @@ TEST_F(CliTest, EventsHaveAHeaderTimesAndFilters) {
   EXPECT_THAT(job.out, HasSubstr("job.submitted"));
   EXPECT_THAT(job.out, HasSubstr("job.succeeded"));
   EXPECT_THAT(job.out, Not(HasSubstr("node.registered")));
+  CliRun follow = Cli(absl::StrCat("events --job ", id, " --follow"), "", 4);  // Ctrl-C at 4 s
+  EXPECT_THAT(follow.out, HasSubstr("job.succeeded"));
   CliRun typed = Cli("events --type node.reg --since 1h");
   EXPECT_THAT(typed.out, HasSubstr("node.registered"));
   EXPECT_THAT(typed.out, Not(HasSubstr("job.")));
