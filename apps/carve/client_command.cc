@@ -266,11 +266,8 @@ void AddEvents(CLI::App& app, std::shared_ptr<Connection> c) {
         for (const json& e : kept) {
           std::cout << absl::StrFormat(
               "%-6d %-19s %-24s %-16s %-14s %s\n", e.value("seq", int64_t{0}),
-              absl::FormatTime("%Y-%m-%d %H:%M:%S",
-                               absl::FromUnixMicros(e.value("time_us", int64_t{0})),
-                               absl::LocalTimeZone()),
-              e.value("type", ""), e.value("actor", ""), e.value("subject", ""),
-              e.value("reason", ""));
+              LocalTime(e.value("time_us", int64_t{0})), e.value("type", ""), e.value("actor", ""),
+              e.value("subject", ""), e.value("reason", ""));
         }
         std::cout << std::flush;
       }

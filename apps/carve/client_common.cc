@@ -102,15 +102,15 @@ bool Structured(const Connection& c, json& j) {
   return false;
 }
 
-std::string Age(int64_t since_us) {
-  if (since_us == 0) return "-";
-  int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-  int64_t s = (now - since_us) / 1'000'000;
-  if (s < 120) return absl::StrCat(s, "s");
-  if (s < 7200) return absl::StrCat(s / 60, "m");
-  return absl::StrCat(s / 3600, "h");
+std::string LocalTime(int64_t us, bool zone) {
+  if (us <= 0) return "-";
+  return absl::FormatTime(zone ? "%Y-%m-%d %H:%M:%S %Z" : "%Y-%m-%d %H:%M:%S",
+                          absl::FromUnixMicros(us), absl::LocalTimeZone());
+}
+
+std::string Text(const json& j, const char* key) {
+  const json v = j.is_object() ? j.value(key, json()) : json();
+  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
 }
 
 int64_t JobId(const std::string& text) {

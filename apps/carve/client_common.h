@@ -35,8 +35,11 @@ nlohmann::json Check(absl::StatusOr<nlohmann::json> r);
 // then first escapes the control characters in every string of `j` (TerminalSafe): what others
 // named their jobs, queues or reasons cannot steer the terminal or forge table rows (M6).
 bool Structured(const Connection& c, nlohmann::json& j);
-// "42s", "5m", "3h" since a time in microseconds; "-" for 0.
-std::string Age(int64_t since_us);
+// A time in microseconds in the local zone, "2026-12-03 16:45:01" (with the zone's name, "...
+// UTC", when `zone`); "-" for 0.
+std::string LocalTime(int64_t us, bool zone = false);
+// j[key] as text: a string as it is, another value as JSON, "" when absent or null.
+std::string Text(const nlohmann::json& j, const char* key);
 // The wall clock, microseconds since the epoch.
 int64_t NowUs();
 // A time flag in microseconds: "2026-11-30T10:00:00Z", "2026-11-30", "@1764496800" (Unix

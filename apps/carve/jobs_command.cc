@@ -113,19 +113,14 @@ struct Column {
   std::string (*value)(const json&);
 };
 
-std::string Str(const json& j, const char* key) {
-  const json v = j.value(key, json());
-  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
-}
-
 const std::vector<Column>& Columns(bool wide) {
   static const std::vector<Column> kNarrow = {
-      {"ID", 6, [](const json& j) { return Str(j, "id"); }},
-      {"NAME", 20, [](const json& j) { return Str(j, "name").substr(0, 20); }},
-      {"STATE", 10, [](const json& j) { return Str(j, "state"); }},
-      {"USER", 10, [](const json& j) { return Str(j, "submitted_by").substr(0, 10); }},
-      {"TENANT", 10, [](const json& j) { return Str(j["spec"], "tenant").substr(0, 10); }},
-      {"QUEUE", 10, [](const json& j) { return Str(j["spec"], "queue").substr(0, 10); }},
+      {"ID", 6, [](const json& j) { return Text(j, "id"); }},
+      {"NAME", 20, [](const json& j) { return Text(j, "name").substr(0, 20); }},
+      {"STATE", 10, [](const json& j) { return Text(j, "state"); }},
+      {"USER", 10, [](const json& j) { return Text(j, "submitted_by").substr(0, 10); }},
+      {"TENANT", 10, [](const json& j) { return Text(j["spec"], "tenant").substr(0, 10); }},
+      {"QUEUE", 10, [](const json& j) { return Text(j["spec"], "queue").substr(0, 10); }},
       {"GPUS", 14, [](const json& j) { return Gpus(j["spec"]); }},
       {"NODE", 10,
        [](const json& j) {
@@ -133,14 +128,14 @@ const std::vector<Column>& Columns(bool wide) {
        }},
       {"AGE", 7, [](const json& j) { return Span(j.value("created_us", int64_t{0}), 0); }},
       {"WAIT", 7, Wait},
-      {"REASON", 0, [](const json& j) { return Str(j, "reason"); }},
+      {"REASON", 0, [](const json& j) { return Text(j, "reason"); }},
   };
   static const std::vector<Column> kWide = [] {
     std::vector<Column> w(kNarrow.begin(), kNarrow.end() - 1);
-    w.push_back({"PROJECT", 10, [](const json& j) { return Str(j["spec"], "project"); }});
-    w.push_back({"KIND", 11, [](const json& j) { return Str(j["spec"], "kind"); }});
-    w.push_back({"PRIO", 5, [](const json& j) { return Str(j["spec"], "priority"); }});
-    w.push_back({"REPL", 5, [](const json& j) { return Str(j["spec"], "replicas"); }});
+    w.push_back({"PROJECT", 10, [](const json& j) { return Text(j["spec"], "project"); }});
+    w.push_back({"KIND", 11, [](const json& j) { return Text(j["spec"], "kind"); }});
+    w.push_back({"PRIO", 5, [](const json& j) { return Text(j["spec"], "priority"); }});
+    w.push_back({"REPL", 5, [](const json& j) { return Text(j["spec"], "replicas"); }});
     w.push_back({"RUN", 7, [](const json& j) {
                    return Span(j.value("started_us", int64_t{0}), j.value("ended_us", int64_t{0}));
                  }});
@@ -176,7 +171,7 @@ bool SortJobs(json& jobs, const std::string& key) {
   };
   auto text = [](const char* field, bool in_spec) {
     return [field, in_spec](const json& a, const json& b) {
-      return Str(in_spec ? a["spec"] : a, field) < Str(in_spec ? b["spec"] : b, field);
+      return Text(in_spec ? a["spec"] : a, field) < Text(in_spec ? b["spec"] : b, field);
     };
   };
   std::function<bool(const json&, const json&)> less;
@@ -443,13 +438,10 @@ void AddHistory(CLI::App& app, std::shared_ptr<Connection> c) {
       auto [cpu, peak] = Used(j);
       std::cout << absl::StrFormat(
           "%-6d %-18s %-10s %-19s %-7s %-7s %-14s %-9s %-8s %s\n", j.value("id", int64_t{0}),
-          Str(j, "name").substr(0, 18), Str(j, "state"),
-          started > 0 ? absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMicros(started),
-                                         absl::LocalTimeZone())
-                      : "-",
-          Wait(j), started > 0 ? Span(started, j.value("ended_us", int64_t{0})) : "-",
-          Gpus(j["spec"]), cpu < 0 ? "-" : absl::StrFormat("%.1fs", cpu),
-          peak < 0 ? "-" : absl::StrCat(peak, "Mi"), ExitOf(j));
+          Text(j, "name").substr(0, 18), Text(j, "state"), LocalTime(started), Wait(j),
+          started > 0 ? Span(started, j.value("ended_us", int64_t{0})) : "-", Gpus(j["spec"]),
+          cpu < 0 ? "-" : absl::StrFormat("%.1fs", cpu), peak < 0 ? "-" : absl::StrCat(peak, "Mi"),
+          ExitOf(j));
     }
   });
 }

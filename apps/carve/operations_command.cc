@@ -91,12 +91,10 @@ void AddMaintenance(CLI::App& app, std::shared_ptr<Connection> c) {
       std::cout << "node " << f->node << " has no maintenance window\n";
       return;
     }
-    auto at = [](int64_t us) {
-      return absl::FormatTime("%Y-%m-%d %H:%M %Z", absl::FromUnixMicros(us), absl::LocalTimeZone());
-    };
     std::cout << "node " << f->node << ": maintenance " << w.value("phase", "") << " from "
-              << at(w.value("start_us", int64_t{0})) << " to " << at(w.value("end_us", int64_t{0}))
-              << " (" << w.value("reason", "") << ", by " << w.value("by", "") << "); "
+              << LocalTime(w.value("start_us", int64_t{0}), true) << " to "
+              << LocalTime(w.value("end_us", int64_t{0}), true) << " (" << w.value("reason", "")
+              << ", by " << w.value("by", "") << "); "
               << (w.value("phase", "") == "active"
                       ? "it takes no work until then"
                       : "until it starts only jobs that end before it land there")

@@ -19,17 +19,6 @@ int64_t Us(const json& j, const char* key) {
   return v.is_number_integer() ? v.get<int64_t>() : 0;
 }
 
-std::string S(const json& j, const char* key) {
-  const json v = j.value(key, json());
-  return v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
-}
-
-// "2026-12-03 16:45:01 UTC" in the local time zone; "-" for 0.
-std::string When(int64_t us) {
-  if (us <= 0) return "-";
-  return absl::FormatTime("%Y-%m-%d %H:%M:%S %Z", absl::FromUnixMicros(us), absl::LocalTimeZone());
-}
-
 // "1h2m", "3m5s", "450ms".
 std::string Took(int64_t us) {
   if (us < 0) return "-";
@@ -42,10 +31,10 @@ std::string Resources(const json& spec) {
   const std::string mode = r.value("mode", "exclusive");
   std::string gpus;
   if (mode == "shared") {
-    gpus = absl::StrCat("a ", S(r, "gpu_compute"), " share of one GPU",
-                        r.contains("gpu_memory") ? " capped at " + S(r, "gpu_memory") : "");
+    gpus = absl::StrCat("a ", Text(r, "gpu_compute"), " share of one GPU",
+                        r.contains("gpu_memory") ? " capped at " + Text(r, "gpu_memory") : "");
   } else if (mode == "partition") {
-    gpus = absl::StrCat(std::max(r.value("gpus", 1), 1), " MIG ", S(r, "profile"));
+    gpus = absl::StrCat(std::max(r.value("gpus", 1), 1), " MIG ", Text(r, "profile"));
   } else {
     gpus = r.value("gpus", 0) == 0 ? "no GPU" : absl::StrCat(r.value("gpus", 0), " whole GPU(s)");
   }
@@ -60,8 +49,8 @@ std::string Grants(const json& replica) {
   std::vector<std::string> whole, parts;
   for (const json& g : replica.value("grants", json::array())) {
     if (g.contains("profile")) {
-      parts.push_back(absl::StrCat("GPU ", Us(g, "device"), " MIG ", S(g, "profile"), " at slice ",
-                                   Us(g, "start")));
+      parts.push_back(absl::StrCat("GPU ", Us(g, "device"), " MIG ", Text(g, "profile"),
+                                   " at slice ", Us(g, "start")));
     } else if (Us(g, "compute_milli") < 1000) {
       parts.push_back(absl::StrCat("GPU ", Us(g, "device"), " share ", Us(g, "compute_milli"),
                                    "m, ", Us(g, "memory_mib"), " MiB"));
@@ -86,18 +75,18 @@ void Replicas(const json& job) {
   std::cout << "\nReplicas\n";
   for (const json& r : reps) {
     std::string end = r.contains("exit_code") && !r["exit_code"].is_null()
-                          ? absl::StrCat("exit ", S(r, "exit_code"))
+                          ? absl::StrCat("exit ", Text(r, "exit_code"))
                       : r.contains("signal") && !r["signal"].is_null()
-                          ? absl::StrCat("signal ", S(r, "signal"))
+                          ? absl::StrCat("signal ", Text(r, "signal"))
                           : "";
-    std::cout << "  " << Us(r, "slot") << ": " << S(r, "state") << " on " << S(r, "node") << ", "
-              << Grants(r) << (Us(r, "pid") > 0 ? absl::StrCat(", pid ", Us(r, "pid")) : "")
+    std::cout << "  " << Us(r, "slot") << ": " << Text(r, "state") << " on " << Text(r, "node")
+              << ", " << Grants(r) << (Us(r, "pid") > 0 ? absl::StrCat(", pid ", Us(r, "pid")) : "")
               << (end.empty() ? "" : ", " + end) << "\n";
-    Row("  enforced", S(r, "enforcement"));
+    Row("  enforced", Text(r, "enforcement"));
     const json v = r.value("versions", json::object());
     if (!v.empty()) {
-      Row("  versions", absl::StrCat("carve ", S(v, "carve"), ", driver ", S(v, "driver"),
-                                     ", CUDA ", S(v, "cuda_driver"), ", ", S(v, "kernel")));
+      Row("  versions", absl::StrCat("carve ", Text(v, "carve"), ", driver ", Text(v, "driver"),
+                                     ", CUDA ", Text(v, "cuda_driver"), ", ", Text(v, "kernel")));
     }
     const json reclaim = r.value("reclaim", json());
     if (reclaim.is_object() && reclaim.value("used", json()).is_object()) {
@@ -107,31 +96,31 @@ void Replicas(const json& job) {
         parts.push_back(absl::StrFormat("%.2f s CPU", used["cpu_seconds"].get<double>()));
       }
       if (used.contains("peak_memory_mib")) {
-        parts.push_back(absl::StrCat("peak memory ", S(used, "peak_memory_mib"), " MiB"));
+        parts.push_back(absl::StrCat("peak memory ", Text(used, "peak_memory_mib"), " MiB"));
       }
       Row("  used", absl::StrCat(parts.empty() ? "" : absl::StrJoin(parts, ", ") + " (",
-                                 S(used, "source"), parts.empty() ? "" : ")"));
+                                 Text(used, "source"), parts.empty() ? "" : ")"));
       const json device = used.value("device", json());
       if (device.is_object()) {
         std::vector<std::string> on;
         if (device.contains("peak_memory_mib")) {
-          on.push_back(absl::StrCat("peak ", S(device, "peak_memory_mib"), " MiB"));
+          on.push_back(absl::StrCat("peak ", Text(device, "peak_memory_mib"), " MiB"));
         }
         if (device.contains("busy_seconds")) {
           on.push_back(absl::StrFormat("busy %.1f s", device["busy_seconds"].get<double>()));
         }
         Row("  on GPU", absl::StrCat(on.empty() ? "" : absl::StrJoin(on, ", ") + " (",
-                                     S(device, "source"), on.empty() ? "" : ")"));
+                                     Text(device, "source"), on.empty() ? "" : ")"));
       }
     }
     if (reclaim.is_object()) {
       std::vector<std::string> failed;
       for (const json& c : reclaim.value("checks", json::array())) {
-        if (!c.value("ok", false)) failed.push_back(S(c, "name") + ": " + S(c, "observed"));
+        if (!c.value("ok", false)) failed.push_back(Text(c, "name") + ": " + Text(c, "observed"));
       }
       Row("  reclaim",
-          absl::StrCat(S(reclaim, "status"), " at ", When(Us(reclaim, "time_us")), " (",
-                       reclaim.value("checks", json::array()).size(), " checks",
+          absl::StrCat(Text(reclaim, "status"), " at ", LocalTime(Us(reclaim, "time_us"), true),
+                       " (", reclaim.value("checks", json::array()).size(), " checks",
                        failed.empty() ? ", all passed" : "; failed: " + absl::StrJoin(failed, "; "),
                        ")"));
     }
@@ -143,9 +132,9 @@ void Attempts(const json& job) {
   if (attempts.empty()) return;
   std::cout << "\nEarlier attempts\n";
   for (const json& a : attempts) {
-    std::cout << "  " << Us(a, "attempt") << ": on " << S(a, "node") << ", "
-              << When(Us(a, "scheduled_us")) << " to " << When(Us(a, "ended_us")) << ": "
-              << S(a, "cause") << "\n";
+    std::cout << "  " << Us(a, "attempt") << ": on " << Text(a, "node") << ", "
+              << LocalTime(Us(a, "scheduled_us"), true) << " to "
+              << LocalTime(Us(a, "ended_us"), true) << ": " << Text(a, "cause") << "\n";
   }
 }
 
@@ -153,10 +142,10 @@ void Preemption(const json& job) {
   if (Us(job, "preempted_by") == 0 && job.value("victims", json::array()).empty()) return;
   std::cout << "\nPreemption\n";
   if (Us(job, "preempted_by") != 0) {
-    Row("by job", absl::StrCat(Us(job, "preempted_by"), ": ", S(job, "preemption")));
+    Row("by job", absl::StrCat(Us(job, "preempted_by"), ": ", Text(job, "preemption")));
   }
   for (const json& v : job.value("victims", json::array())) {
-    Row("stopped", absl::StrCat("job ", Us(v, "job"), ": ", S(v, "reason")));
+    Row("stopped", absl::StrCat("job ", Us(v, "job"), ": ", Text(v, "reason")));
   }
 }
 
@@ -164,17 +153,18 @@ void Preemption(const json& job) {
 
 void PrintJobPage(const json& job) {
   const json spec = job.value("spec", json::object());
-  std::cout << "job " << Us(job, "id") << " \"" << S(job, "name") << "\" " << S(job, "state")
-            << ": " << S(job, "reason") << "\n";
-  Row("submitted", absl::StrCat(When(Us(job, "created_us")), " by ", S(job, "submitted_by")));
-  Row("owner", absl::StrCat("tenant ", S(spec, "tenant"), ", project ", S(spec, "project"),
-                            ", queue ", S(spec, "queue")));
-  Row("kind", absl::StrCat(S(spec, "kind"), ", priority ", S(spec, "priority"), " (",
-                           S(spec, "priority_class"), "), ",
+  std::cout << "job " << Us(job, "id") << " \"" << Text(job, "name") << "\" " << Text(job, "state")
+            << ": " << Text(job, "reason") << "\n";
+  Row("submitted",
+      absl::StrCat(LocalTime(Us(job, "created_us"), true), " by ", Text(job, "submitted_by")));
+  Row("owner", absl::StrCat("tenant ", Text(spec, "tenant"), ", project ", Text(spec, "project"),
+                            ", queue ", Text(spec, "queue")));
+  Row("kind", absl::StrCat(Text(spec, "kind"), ", priority ", Text(spec, "priority"), " (",
+                           Text(spec, "priority_class"), "), ",
                            spec.value("preemptible", true) ? "preemptible" : "not preemptible"));
   Row("asks",
       absl::StrCat(spec.value("replicas", 1), " replica(s), each ", Resources(spec),
-                   spec.contains("max_runtime") ? "; at most " + S(spec, "max_runtime") : ""));
+                   spec.contains("max_runtime") ? "; at most " + Text(spec, "max_runtime") : ""));
   std::vector<std::string> command;
   for (const json& w : spec.value("command", json::array())) {
     command.push_back(w.is_string() ? w.get<std::string>() : w.dump());
@@ -185,17 +175,18 @@ void PrintJobPage(const json& job) {
   const int64_t created = Us(job, "created_us"), scheduled = Us(job, "scheduled_us");
   const int64_t started = Us(job, "started_us"), ended = Us(job, "ended_us");
   if (scheduled > 0) {
-    Row("scheduled", absl::StrCat(When(scheduled), " (waited ", Took(scheduled - created), ")"));
-    Row("waited for", S(job, "waited_for"));
-  } else if (S(job, "state") == "queued") {
-    Row("waiting",
-        absl::StrCat(Took(NowUs() - created), " so far: ",
-                     S(job, "explanation").empty() ? S(job, "reason") : S(job, "explanation")));
+    Row("scheduled",
+        absl::StrCat(LocalTime(scheduled, true), " (waited ", Took(scheduled - created), ")"));
+    Row("waited for", Text(job, "waited_for"));
+  } else if (Text(job, "state") == "queued") {
+    Row("waiting", absl::StrCat(Took(NowUs() - created), " so far: ",
+                                Text(job, "explanation").empty() ? Text(job, "reason")
+                                                                 : Text(job, "explanation")));
   }
-  Row("started", started > 0 ? When(started) : "");
+  Row("started", started > 0 ? LocalTime(started, true) : "");
   if (ended > 0) {
     Row("ended",
-        absl::StrCat(When(ended),
+        absl::StrCat(LocalTime(ended, true),
                      started > 0 ? absl::StrCat(" (ran ", Took(ended - started), ")") : ""));
   }
   if (Us(job, "attempt") > 0) Row("attempt", absl::StrCat(Us(job, "attempt"), " (0 is the first)"));
