@@ -915,14 +915,24 @@ void Agent::SampleDevices() {
       auto it = listed.find(device);
       if (it == listed.end()) it = listed.emplace(device, devices_->Processes(device)).first;
       read &= it->second.ok();
-      for (const DeviceProcess& p : it->second.ok() ? *it->second : std::vector<DeviceProcess>{}) {
-        if (p.memory_mib > 0 && launcher_->Owns(r.handle, p.pid)) held += p.memory_mib;
-      }
       auto gpu = std::find_if(gpus_.begin(), gpus_.end(),
                               [&](const DiscoveredGpu& d) { return d.index == device; });
+      // No more than the device has, and utilization within 0..100: on simulated GPUs the
+      // figures come from files a job can write (red team: a job recorded 74,350 busy seconds
+      // in 8 s, and raised another tenant's).
+      const int64_t cap =
+          gpu != gpus_.end() && gpu->memory_mib > 0 ? gpu->memory_mib : int64_t{1} << 40;
+      int64_t on_device = 0;
+      for (const DeviceProcess& p : it->second.ok() ? *it->second : std::vector<DeviceProcess>{}) {
+        if (p.memory_mib > 0 && launcher_->Owns(r.handle, p.pid)) {
+          on_device = std::min(cap, on_device + std::min(cap, p.memory_mib));
+        }
+      }
+      held += on_device;
       if (gpu == gpus_.end() || gpu->utilization_pct < 0) whole = false;
       if (whole && r.sampled_us > 0) {
-        busy += static_cast<double>(now - r.sampled_us) / 1e6 * gpu->utilization_pct / 100;
+        busy += static_cast<double>(now - r.sampled_us) / 1e6 *
+                std::clamp(gpu->utilization_pct, 0, 100) / 100;
       }
     }
     if (read) r.peak_device_mib = std::max(r.peak_device_mib, held);

@@ -429,14 +429,16 @@ void ApiServer::Routes() {
     }
     res.set_header("X-Carve-Scanned", std::to_string(events->size()));
     json out = json::array();
-    const std::string subject =
-        req.has_param("job") ? absl::StrCat("job/", req.get_param_value("job")) : "";
+    auto job = NonNegativeParam(req, "job", 0);
+    auto since = NonNegativeParam(req, "since_us", 0);
+    if (!job.ok()) return ReplyError(res, job.status());
+    if (!since.ok()) return ReplyError(res, since.status());
+    const std::string subject = *job > 0 ? absl::StrCat("job/", *job) : "";
     const std::string type = req.get_param_value("type");
-    const int64_t since = IntParam(req, "since_us", 0);
     for (json& e : VisibleEvents(*events, *who)) {
       if (!subject.empty() && e.value("subject", "") != subject) continue;
       if (!absl::StartsWith(e.value("type", ""), type)) continue;
-      if (e.value("time_us", int64_t{0}) < since) continue;
+      if (e.value("time_us", int64_t{0}) < *since) continue;
       out.push_back(std::move(e));
     }
     Reply(res, 200, out);

@@ -123,6 +123,11 @@ TEST_F(CliTest, EveryErrorSaysWhatWasWrong) {
   EXPECT_GE(no_route->status, 400);
   EXPECT_THAT(no_route->body, HasSubstr("\"message\""));
   ExpectRefused("ls --state runing", "state \"runing\" is not a job state (queued, scheduled");
+  for (const char* query : {"since_us=abc", "since_us=-5", "job=abc"}) {
+    auto events = http.Get(absl::StrCat("/api/v1/events?", query).c_str(), auth);
+    ASSERT_TRUE(events);
+    EXPECT_EQ(events->status, 400) << query << ": " << events->body;
+  }
 }
 
 // `command: [sleep, 60]` and `env: {N: 5}` said "must be a list of strings" / "must be a string"
@@ -327,6 +332,24 @@ TEST_F(CliTest, ShowHasThePeakDeviceMemoryAJobHeld) {
   ASSERT_TRUE(device.contains("peak_memory_mib")) << device.dump();
   EXPECT_EQ(device["peak_memory_mib"], 2048) << device.dump();
   EXPECT_THAT(Cli(absl::StrCat("show ", id)).out, HasSubstr("on GPU   peak 2048 MiB"));
+}
+
+// The hostile-tenant pass: a simulated GPU's files are the job's to write, and a job that wrote
+// 1000000 into its GPU's utilization recorded 74,350 busy seconds in 8 s. Figures stay within
+// what the device has: busy time never exceeds the time it ran.
+TEST_F(CliTest, AJobCannotRecordMoreBusyTimeThanItRan) {
+  int64_t id = SubmitQ(
+      "--gpus 1 --gpu-model H200 -- sh -c "
+      "'echo 1000000 > $CARVE_SIM_GPU_DIR/$CUDA_VISIBLE_DEVICES/utilization; sleep 3'");
+  json job = WaitFinal(id, 60);
+  ASSERT_EQ(job.value("state", ""), "succeeded") << job.dump(2);
+  const json& r = job["replicas"][0];
+  const json device = r["reclaim"]["used"]["device"];
+  const double ran =
+      static_cast<double>(r.value("ended_us", int64_t{0}) - r.value("started_us", int64_t{0})) /
+      1e6;
+  ASSERT_TRUE(device.contains("busy_seconds")) << device.dump();  // a whole GPU: measured
+  EXPECT_LE(device["busy_seconds"].get<double>(), ran + 1.0) << device.dump();
 }
 
 TEST_F(CliTest, EventsHaveAHeaderTimesAndFilters) {
