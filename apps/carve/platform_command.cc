@@ -31,6 +31,7 @@
 #include "runtime/log.h"
 #include "runtime/replica_monitor.h"
 #include "runtime/tenant_paths.h"
+#include "runtime/ui_assets.h"
 #include "runtime/version.h"
 #include "yaml-cpp/yaml.h"
 
@@ -444,8 +445,12 @@ void AddDev(CLI::App& app) {
               << "  nodes: h200-0 (8x H200 exclusive), a100-0 (4x A100-80GB MIG, dynamic),\n"
               << "         l40s-0 (4x L40S shared), t4-0 (2x T4 exclusive); simulated GPUs,\n"
               << "         real processes\n"
-              << "  dashboard: " << c->url << "/ (comes with the dashboard issue; the API is "
-              << c->url << "/api/v1/openapi.json)\n"
+              << (UiAssets().empty()
+                      ? absl::StrCat("  dashboard: not in this build (-DCARVE_BUILD_UI=OFF); the "
+                                     "API is ",
+                                     c->url, "/api/v1/openapi.json\n")
+                      : absl::StrCat("  dashboard: ", c->url,
+                                     "/ui/ (sign in with the admin token below)\n"))
               << "  admin token: " << data << "/admin.token (mode 0600)\n"
               << "  jobs: " << jobs.string() << " (work and checkpoint directories)\n"
               << (single_user ? absl::StrCat("  single-user: not root, so every job runs as uid ",

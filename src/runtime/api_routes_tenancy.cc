@@ -141,8 +141,10 @@ void ApiServer::TenancyRoutes() {
         }));
   s.Get("/api/v1/utilization", [this](const httplib::Request& req, httplib::Response& res) {
     if (!Authed(req, res, Verb::kInspect)) return;
-    Reply(res, 200,
-          control_->Utilization(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0)));
+    auto step = NonNegativeParam(req, "step_us", 0);
+    if (!step.ok()) return ReplyError(res, step.status());
+    Respond(res, control_->Utilization(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0),
+                                       *step));
   });
   s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
     auto who = Authed(req, res, Verb::kReport);

@@ -489,6 +489,7 @@ void ApiServer::Routes() {
     Reply(res, 200, {{"ok", true}});
   });
   TenancyRoutes();
+  UiRoutes();
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     // cpp-httplib refuses form-encoded bodies over 8 KiB with its own 413: the API takes no form
     // bodies at all (Body), whatever their size, and says so.
@@ -541,7 +542,7 @@ void ApiServer::ListJobs(const httplib::Request& req, httplib::Response& res,
   if (limit > 0 && next != 0) {
     std::string query;  // the filters of this request, for the next page
     for (const char* key :
-         {"state", "user", "tenant", "project", "queue", "node", "name", "since"}) {
+         {"state", "user", "tenant", "project", "queue", "node", "name", "kind", "text", "since"}) {
       if (!req.has_param(key)) continue;
       absl::StrAppend(&query, key, "=",
                       httplib::detail::encode_query_param(req.get_param_value(key)), "&");

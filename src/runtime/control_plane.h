@@ -124,7 +124,11 @@ class ControlPlane {
   nlohmann::json UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const;
   absl::StatusOr<nlohmann::json> Usage(const std::string& by, int64_t since_us, int64_t until_us,
                                        const Principal& who) const;
-  nlohmann::json Utilization(int64_t since_us, int64_t until_us) const;
+  // With `step_us` (whole minutes) also `series`: the same matrix for each step of the range, at
+  // most kMaxUtilizationSteps of them (the dashboard's charts).
+  absl::StatusOr<nlohmann::json> Utilization(int64_t since_us, int64_t until_us,
+                                             int64_t step_us = 0) const;
+  static constexpr int64_t kMaxUtilizationSteps = 1440;
   // Integrates every GPU's state (installed, online, schedulable, busy) since the last call.
   absl::Status AccrueUtilization();
   // Prometheus text exposition (metrics.cc).

@@ -375,69 +375,56 @@ absl::Status ControlPlane::AccrueUtilization() {
   return Durable(lock, std::move(batch));
 }
 
-json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
-  constexpr int64_t kB = UtilizationLedger::kBucketUs;
+namespace {
+
+// The quantities of one time range per (pool, model): the ledger's cells, and the GPU-time jobs
+// held (allocated, and of it productive).
+struct Tally {
   std::map<UtilizationLedger::Key, UtilizationCell> cells;
-  std::map<UtilizationLedger::Key, std::pair<double, double>> held;  // allocated, productive
-  std::set<std::pair<int64_t, int>> live;    // (job, attempt) holding devices now
-  std::map<std::string, std::string> pools;  // node -> pool
-  int64_t from = 0, to = 0;
-  std::future<absl::Status> committed;
-  {
-    // Memory first: a job that ends meanwhile is in the store by the time it leaves memory.
-    std::lock_guard<std::mutex> lock(mu_);
-    int64_t now = now_();
-    if (until_us <= 0 || until_us > now) until_us = now;
-    // Whole buckets: the range is widened to minute boundaries, and says so.
-    if (since_us <= 0 && !utilization_.buckets.empty())
-      since_us = utilization_.buckets.begin()->first;
-    from = since_us - since_us % kB;
-    to = until_us % kB == 0 ? until_us : until_us - until_us % kB + kB;
-    for (auto it = utilization_.buckets.lower_bound(from);
-         it != utilization_.buckets.end() && it->first < to; ++it) {
-      for (const auto& [key, cell] : it->second) cells[key].Add(cell);
-    }
-    for (const auto& [name, node] : nodes_) pools[name] = Pool(node);
-    for (const auto& [id, job] : jobs_.all()) {
-      if (job.replicas.empty()) continue;
-      live.emplace(id, job.attempt);
-      for (const Held& h : Holds(job, now, job.attempt)) {
-        std::string model;
-        double gpus = GrantGpus(*catalog_, nodes_, h.node, h.grant, &model);
-        auto pool = pools.find(h.node);
-        auto key = UtilizationLedger::Key{pool == pools.end() ? "default" : pool->second, model};
-        double t = gpus * Overlap(h.from, h.to, from, to);
-        held[key].first += t;
-        if (h.current && job.state == JobState::kSucceeded) held[key].second += t;
-        cells[key];  // a row even when the ledger has none
-      }
-    }
-    committed = journal_.Append(StoreBatch{});  // as in UsageRecords
+  std::map<UtilizationLedger::Key, std::pair<double, double>> held;
+};
+
+// The whole range, and with a step each `step`-long piece of it (the last may be shorter).
+struct Ranges {
+  int64_t from = 0, to = 0, step = 0;
+  Tally whole;
+  std::vector<Tally> pieces;
+
+  size_t Piece(int64_t t) const { return static_cast<size_t>((t - from) / step); }
+  int64_t PieceFrom(size_t i) const { return from + static_cast<int64_t>(i) * step; }
+  int64_t PieceTo(size_t i) const { return std::min(to, PieceFrom(i) + step); }
+
+  void AddCells(int64_t bucket, const UtilizationLedger::Key& key, const UtilizationCell& c) {
+    whole.cells[key].Add(c);
+    if (step > 0) pieces[Piece(bucket)].cells[key].Add(c);
   }
-  committed.wait();
-  // Ended attempts' holds from their usage rows (those that ended before the range hold nothing
-  // in it).
-  ForEachStored("usage", UsageRowsFrom(from), [&](const StoredRecord& s) {
-    json r = json::parse(s.json, nullptr, false);
-    if (!r.is_object() || live.count({r.value("job", int64_t{0}), r.value("attempt", 0)})) {
-      return;
-    }
-    double overlap =
-        Overlap(r.value("held_from_us", int64_t{0}), r.value("held_to_us", int64_t{0}), from, to);
-    for (const json& d : r.value("devices", json::array())) {
-      auto pool = pools.find(d.value("node", ""));
-      auto key = UtilizationLedger::Key{pool == pools.end() ? "default" : pool->second,
-                                        d.value("model", "unknown")};
-      double t = d.value("gpus", 0.0) * overlap;
-      held[key].first += t;
-      if (ParseJobState(r.value("end", "")) == JobState::kSucceeded) held[key].second += t;
-      cells[key];
-    }
-  });
+  // `gpus` GPUs held over [held_from, held_to).
+  void AddHeld(const UtilizationLedger::Key& key, double gpus, int64_t held_from, int64_t held_to,
+               bool productive) {
+    auto add = [&](Tally& t, int64_t since, int64_t until) {
+      double v = gpus * Overlap(held_from, held_to, since, until);
+      auto& h = t.held[key];
+      h.first += v;
+      if (productive) h.second += v;
+      t.cells[key];  // a row even when the ledger has none
+    };
+    add(whole, from, to);
+    if (step <= 0 || held_to <= from || held_from >= to) return;
+    size_t first = Piece(std::max(held_from, from));
+    size_t last = Piece(std::min(held_to, to) - 1);
+    for (size_t i = first; i <= last && i < pieces.size(); ++i)
+      add(pieces[i], PieceFrom(i), PieceTo(i));
+  }
+};
+
+json UtilizationRows(const Tally& t) {
   std::map<UtilizationLedger::Key, std::array<double, 7>> rows;
-  for (const auto& [key, c] : cells) {
-    std::array<double, 7> v = {c.installed, c.online,         c.schedulable,  held[key].first,
-                               c.busy,      held[key].second, c.busy_reported};
+  for (const auto& [key, c] : t.cells) {
+    auto h = t.held.find(key);
+    double allocated = h == t.held.end() ? 0 : h->second.first;
+    double productive = h == t.held.end() ? 0 : h->second.second;
+    std::array<double, 7> v = {c.installed, c.online,   c.schedulable,  allocated,
+                               c.busy,      productive, c.busy_reported};
     for (const auto& k :
          {key, UtilizationLedger::Key{key.first, "*"}, UtilizationLedger::Key{"*", "*"}}) {
       auto& r = rows[k];
@@ -466,11 +453,94 @@ json ControlPlane::Utilization(int64_t since_us, int64_t until_us) const {
     row["figures"] = figures;
     out.push_back(row);
   }
-  return {{"from_us", from},
-          {"to_us", to},
-          {"requested", {{"since_us", since_us}, {"until_us", until_us}}},
-          {"rows", out},
-          {"definitions", "docs/utilization.md"}};
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<json> ControlPlane::Utilization(int64_t since_us, int64_t until_us,
+                                               int64_t step_us) const {
+  constexpr int64_t kB = UtilizationLedger::kBucketUs;
+  if (step_us < 0 || (step_us > 0 && step_us % kB != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_us: ", step_us, " is not a whole number of minutes (", kB, " us)"));
+  }
+  Ranges r;
+  std::set<std::pair<int64_t, int>> live;    // (job, attempt) holding devices now
+  std::map<std::string, std::string> pools;  // node -> pool
+  auto key_of = [&](const std::string& node, const std::string& model) {
+    auto pool = pools.find(node);
+    return UtilizationLedger::Key{pool == pools.end() ? "default" : pool->second, model};
+  };
+  std::future<absl::Status> committed;
+  {
+    // Memory first: a job that ends meanwhile is in the store by the time it leaves memory.
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t now = now_();
+    if (until_us <= 0 || until_us > now) until_us = now;
+    // Whole buckets: the range is widened to minute boundaries, and says so.
+    if (since_us <= 0 && !utilization_.buckets.empty())
+      since_us = utilization_.buckets.begin()->first;
+    r.from = since_us - since_us % kB;
+    r.to = until_us % kB == 0 ? until_us : until_us - until_us % kB + kB;
+    r.step = step_us;
+    if (step_us > 0) {
+      int64_t n = (r.to - r.from + step_us - 1) / step_us;
+      if (n > kMaxUtilizationSteps) {
+        return absl::InvalidArgumentError(absl::StrCat("step_us: ", step_us,
+                                                       " cuts the range into ", n,
+                                                       " pieces; at most ", kMaxUtilizationSteps));
+      }
+      r.pieces.resize(static_cast<size_t>(std::max<int64_t>(n, 0)));
+    }
+    for (auto it = utilization_.buckets.lower_bound(r.from);
+         it != utilization_.buckets.end() && it->first < r.to; ++it) {
+      for (const auto& [key, cell] : it->second) r.AddCells(it->first, key, cell);
+    }
+    for (const auto& [name, node] : nodes_) pools[name] = Pool(node);
+    for (const auto& [id, job] : jobs_.all()) {
+      if (job.replicas.empty()) continue;
+      live.emplace(id, job.attempt);
+      for (const Held& h : Holds(job, now, job.attempt)) {
+        std::string model;
+        double gpus = GrantGpus(*catalog_, nodes_, h.node, h.grant, &model);
+        r.AddHeld(key_of(h.node, model), gpus, h.from, h.to,
+                  h.current && job.state == JobState::kSucceeded);
+      }
+    }
+    committed = journal_.Append(StoreBatch{});  // as in UsageRecords
+  }
+  committed.wait();
+  // Ended attempts' holds from their usage rows (those that ended before the range hold nothing
+  // in it).
+  ForEachStored("usage", UsageRowsFrom(r.from), [&](const StoredRecord& s) {
+    json row = json::parse(s.json, nullptr, false);
+    if (!row.is_object() || live.count({row.value("job", int64_t{0}), row.value("attempt", 0)})) {
+      return;
+    }
+    const bool succeeded = ParseJobState(row.value("end", "")) == JobState::kSucceeded;
+    for (const json& d : row.value("devices", json::array())) {
+      r.AddHeld(key_of(d.value("node", ""), d.value("model", "unknown")), d.value("gpus", 0.0),
+                row.value("held_from_us", int64_t{0}), row.value("held_to_us", int64_t{0}),
+                succeeded);
+    }
+  });
+  json out = {{"from_us", r.from},
+              {"to_us", r.to},
+              {"requested", {{"since_us", since_us}, {"until_us", until_us}}},
+              {"rows", UtilizationRows(r.whole)},
+              {"definitions", "docs/utilization.md"}};
+  if (step_us > 0) {
+    out["step_us"] = step_us;
+    json series = json::array();
+    for (size_t i = 0; i < r.pieces.size(); ++i) {
+      series.push_back({{"from_us", r.PieceFrom(i)},
+                        {"to_us", r.PieceTo(i)},
+                        {"rows", UtilizationRows(r.pieces[i])}});
+    }
+    out["series"] = std::move(series);
+  }
+  return out;
 }
 
 }  // namespace carve

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -13,7 +14,8 @@ namespace carve {
 
 namespace {
 
-constexpr const char* kKeys[] = {"user", "tenant", "project", "queue", "node", "name"};
+constexpr const char* kKeys[] = {"user", "tenant", "project", "queue",
+                                 "node", "name",   "kind",    "text"};
 
 std::string* Field(JobFilter& f, absl::string_view key) {
   if (key == "user") return &f.user;
@@ -21,6 +23,8 @@ std::string* Field(JobFilter& f, absl::string_view key) {
   if (key == "project") return &f.project;
   if (key == "queue") return &f.queue;
   if (key == "node") return &f.node;
+  if (key == "kind") return &f.kind;
+  if (key == "text") return &f.text;
   return &f.name;
 }
 
@@ -47,11 +51,21 @@ bool NameMatches(const std::string& pattern, const std::string& name) {
   return pattern == name;
 }
 
+// Whether `text` occurs, ignoring case, in the job's name, submitter or command.
+bool TextMatches(const std::string& text, const JobRecord& job) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  auto in = [&](const std::string& s) {
+    return absl::StrContains(absl::AsciiStrToLower(s), lower);
+  };
+  return in(job.spec.name) || in(job.submitted_by) ||
+         std::any_of(job.spec.command.begin(), job.spec.command.end(), in);
+}
+
 }  // namespace
 
 bool JobFilter::empty() const {
   return states.empty() && user.empty() && tenant.empty() && project.empty() && queue.empty() &&
-         node.empty() && name.empty() && since_us == 0;
+         node.empty() && name.empty() && kind.empty() && text.empty() && since_us == 0;
 }
 
 bool JobFilter::WantsEnded() const {
@@ -65,6 +79,8 @@ bool JobFilter::Matches(const JobRecord& job) const {
   if (!project.empty() && job.spec.project != project) return false;
   if (!queue.empty() && job.spec.queue != queue) return false;
   if (!name.empty() && !NameMatches(name, job.spec.name)) return false;
+  if (!kind.empty() && job.spec.kind != kind) return false;
+  if (!text.empty() && !TextMatches(text, job)) return false;
   if (since_us > 0 && job.created_us < since_us) return false;
   if (!node.empty()) {
     auto on = [&](const auto& r) { return r.node == node; };
@@ -106,7 +122,8 @@ absl::StatusOr<JobFilter> JobFilter::FromJson(const nlohmann::json& j) {
     if (!known) {
       return absl::InvalidArgumentError(absl::StrCat(
           "filter.", key,
-          ": not a filter (state, states, user, tenant, project, queue, node, name, since)"));
+          ": not a filter (state, states, user, tenant, project, queue, node, name, kind, text, "
+          "since)"));
     }
     const bool is_list = key == "states";
     if (key == "since" ? !value.is_number_integer()

@@ -21,6 +21,8 @@ struct JobFilter {
   std::set<JobState> states;  // empty: any state
   // Empty: any. `name` ending in `*` matches names that start with what comes before it.
   std::string user, tenant, project, queue, node, name;
+  std::string kind;      // the job's kind (training, inference, ...), exactly
+  std::string text;      // in its name, submitter or command, ignoring case
   int64_t since_us = 0;  // submitted at or after (0: any time)
 
   bool empty() const;

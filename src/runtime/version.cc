@@ -2,6 +2,8 @@
 
 #include <sys/utsname.h>
 
+#include "version_stamp.h"  // generated at build time (cmake/version.cmake)
+
 namespace carve {
 
 std::string CarveVersion() {

@@ -254,6 +254,19 @@ class PlatformTest : public ::testing::Test {
 
   json Job(int64_t id) { return ApiGet(absl::StrCat("/api/v1/jobs/", id)); }
 
+  // A new member of `tenant`'s `project` and a token of theirs for a day.
+  std::string MemberToken(const std::string& name, const std::string& tenant,
+                          const std::string& project) {
+    EXPECT_TRUE(
+        Api()
+            .Post("/api/v1/users",
+                  {{"name", name}, {"role", "member"}, {"tenant", tenant}, {"project", project}})
+            .ok());
+    auto t = Api().Post("/api/v1/tokens", {{"user", name}, {"expires_in", "1d"}});
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? (*t)["token"].get<std::string>() : "";
+  }
+
   json Node(const std::string& name) {
     const json nodes = ApiGet("/api/v1/nodes");
     for (const json& n : nodes) {

@@ -35,20 +35,8 @@ class TenantSchedulingTest : public PlatformTest {
                                 {{"kind", "queue"}, {"name", "shared-q"}, {"tenants", {"*"}}},
                                 {{"kind", "queue"}, {"name", "ownerless"}}}));
     ASSERT_TRUE(applied.ok()) << applied.status();
-    acme_ = UserToken("alice", "acme", "vision");
-    globex_ = UserToken("gary", "globex", "nlp");
-  }
-
-  std::string UserToken(const std::string& name, const std::string& tenant,
-                        const std::string& project) {
-    EXPECT_TRUE(
-        Api()
-            .Post("/api/v1/users",
-                  {{"name", name}, {"role", "member"}, {"tenant", tenant}, {"project", project}})
-            .ok());
-    auto t = Api().Post("/api/v1/tokens", {{"user", name}, {"expires_in", "1d"}});
-    EXPECT_TRUE(t.ok()) << t.status();
-    return t.ok() ? (*t)["token"].get<std::string>() : "";
+    acme_ = MemberToken("alice", "acme", "vision");
+    globex_ = MemberToken("gary", "globex", "nlp");
   }
 
   absl::StatusOr<json> SubmitAs(const std::string& token, json spec) {

@@ -150,7 +150,7 @@ TEST_F(UsageTest, MatrixAndUsageHaveExactFigures) {
 
   // Figures survive a restart: the ledger is in the store.
   Open();
-  json m = cp_->Utilization(kT0, kT0 + 2 * kMin);
+  json m = *cp_->Utilization(kT0, kT0 + 2 * kMin);
   EXPECT_EQ(m["from_us"], kT0);
   EXPECT_EQ(m["to_us"], kT0 + 2 * kMin);
   const double h = 3600;
@@ -178,6 +178,24 @@ TEST_F(UsageTest, MatrixAndUsageHaveExactFigures) {
     EXPECT_EQ(f["figure"], absl::StrCat(f["numerator"].get<std::string>(), "/",
                                         f["denominator"].get<std::string>()));
   }
+
+  // Minute by minute (the dashboard's chart): each piece has its own figures, and the range's
+  // are the same as without a step.
+  json per_minute = *cp_->Utilization(kT0, kT0 + 2 * kMin, kMin);
+  EXPECT_EQ(per_minute["rows"], m["rows"]);
+  ASSERT_EQ(per_minute["series"].size(), 2u);
+  EXPECT_EQ(per_minute["series"][1]["from_us"], kT0 + kMin);
+  const json& first = Row(per_minute["series"][0], "train", "H200-141GB")["gpu_hours"];
+  const json& second = Row(per_minute["series"][1], "train", "H200-141GB")["gpu_hours"];
+  EXPECT_DOUBLE_EQ(first["allocated"].get<double>(), 60 / h);  // job A, the first minute only
+  EXPECT_DOUBLE_EQ(second["allocated"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(first["schedulable"].get<double>(), 120 / h);
+  EXPECT_DOUBLE_EQ(second["schedulable"].get<double>(), 60 / h);  // GPU 1 cordoned
+  EXPECT_NEAR(
+      Row(per_minute["series"][1], "train", "A100-80GB")["gpu_hours"]["allocated"].get<double>(),
+      3.0 / 7 * 60 / h, 1e-12);
+  EXPECT_FALSE(cp_->Utilization(kT0, kT0 + 2 * kMin, kMin / 2).ok());  // not whole minutes
+  EXPECT_FALSE(cp_->Utilization(kT0 - 2000 * kMin, kT0, kMin).ok());   // too many pieces
 
   // Usage by tenant over the whole range, and clipped to [0:30, 1:30).
   auto by_tenant = cp_->Usage("tenant", kT0, kT0 + 2 * kMin, kAdmin);
@@ -249,7 +267,7 @@ TEST_F(UsageTest, EarlierAttemptsCountInUsage) {
   ASSERT_EQ(records.size(), 2u) << records.dump(1);
   EXPECT_EQ(records[1]["end"], "succeeded");
   EXPECT_DOUBLE_EQ(records[1]["gpu_seconds"].get<double>(), 60);
-  json matrix = cp_->Utilization(kT0, kT0 + 3 * kMin);
+  json matrix = *cp_->Utilization(kT0, kT0 + 3 * kMin);
   EXPECT_NEAR(Row(matrix, "train", "H200-141GB")["gpu_hours"]["allocated"].get<double>(), 2.0 / 60,
               1e-9);
 }
