@@ -23,6 +23,7 @@
 #include "adapters/store/sqlite_store.h"
 #include "runtime/control_plane.h"
 #include "runtime/job_spec.h"
+#include "store_fill.h"
 
 namespace carve {
 namespace {
@@ -31,25 +32,6 @@ using json = nlohmann::json;
 
 const Principal kAdmin{"bench", Role::kAdmin};
 const Principal kNode{"n1", Role::kNode};
-
-// Writes `count` jobs with ids from `first` in `state` (finished ones as kind job.done, as the
-// server stores them), 50,000 to a transaction.
-void Fill(Store& store, int first, int count, JobState state) {
-  JobRecord job;
-  job.spec =
-      *JobSpecFromJson({{"name", "old"}, {"command", {"true"}}, {"resources", {{"gpus", 1}}}});
-  job.state = state;
-  const std::string kind = IsFinal(state) ? "job.done" : "job";
-  StoreBatch batch;
-  for (int i = first; i < first + count; ++i) {
-    job.id = i;
-    batch.puts.push_back({kind, absl::StrFormat("%012d", i), job.ToJson().dump()});
-    if (batch.puts.size() == 50000 || i == first + count - 1) {
-      if (!store.Commit(std::move(batch)).ok()) std::abort();
-      batch = StoreBatch{};
-    }
-  }
-}
 
 // Writes `count` running jobs with ids from `first`, each holding GPU 0 of one of 1,000 other
 // nodes (o0 .. o999).

@@ -78,6 +78,12 @@ function Log({ id, replica, live }) {
   const [text, setText] = useState('');
   const [error, setError] = useState(null);
   const offset = useRef(0);
+  const box = useRef(null);
+  // Keeps the newest lines in view while following, unless the reader scrolled up.
+  useEffect(() => {
+    const el = box.current;
+    if (el && el.dataset.pinned !== 'no') el.scrollTop = el.scrollHeight;
+  }, [text]);
   useEffect(() => {
     offset.current = 0;
     setText('');
@@ -103,7 +109,10 @@ function Log({ id, replica, live }) {
     };
   }, [id, replica, live]);
   return html`<section><h2>Log${live ? ' (following)' : ''}</h2><${ErrorLine} error=${error} />
-    <pre class="log" data-testid="log">${text || '(nothing yet)'}</pre></section>`;
+    <pre class="log" data-testid="log" ref=${box} onScroll=${(e) => {
+      const el = e.currentTarget;
+      el.dataset.pinned = el.scrollTop + el.clientHeight >= el.scrollHeight - 4 ? 'yes' : 'no';
+    }}>${text || '(nothing yet)'}</pre></section>`;
 }
 
 function Actions({ job, me, onDone }) {
