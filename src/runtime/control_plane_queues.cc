@@ -275,6 +275,7 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
       JobRequest replica = *request;
       TolerateWindows(replica, job.spec, now, windows);
       AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, plan.work);
+      plan.tenants[id] = job.spec.tenant;
     }
     if (plan.work.size() == before && !job.explanation.empty()) {  // its replicas all placed
       job.explanation.clear();
@@ -285,6 +286,7 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
   // As it is now (clearing its explanation raised it); the active jobs are in id order.
   plan.revisions.emplace_back(id, job.state == JobState::kQueued ? revision : jobs_.Revision(id));
   if (job.state == JobState::kQueued) {
+    plan.tenants[id] = job.spec.tenant;
     TolerateWindows(*request, job.spec, now, windows);
     in.pending.push_back({id, job.spec.queue, job.spec.priority, preemptible, job.created_us,
                           MaxRuntimeUs(job.spec), std::move(*request),

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/sched/queueing/cycle.h"
 #include "core/sched/queueing/resources.h"
@@ -15,12 +16,51 @@ namespace carve {
 
 using json = nlohmann::json;
 
+namespace {
+
+// "job 12" -> `instead` in `text`, wherever "job 12" is not followed by another digit.
+void ReplaceJob(std::string& text, int64_t job, absl::string_view instead) {
+  const std::string name = absl::StrCat("job ", job);
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at)) {
+    size_t end = at + name.size();
+    if (end < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[end]))) {
+      at = end;
+      continue;
+    }
+    text.replace(at, name.size(), instead.data(), instead.size());
+    at += instead.size();
+  }
+}
+
+}  // namespace
+
+void HideOtherTenants(WaitExplanation& w, int64_t job,
+                      const std::map<int64_t, std::string>& tenants) {
+  auto tenant = tenants.find(job);
+  // Another job's tenant, or none known: not this job's tenant.
+  auto other = [&](int64_t id) {
+    auto t = tenants.find(id);
+    return tenant == tenants.end() || t == tenants.end() || t->second != tenant->second;
+  };
+  constexpr absl::string_view kOther = "a job of another tenant";
+  for (GateFacts& g : w.gates) {
+    if (g.reserved_job == 0 || !other(g.reserved_job)) continue;
+    ReplaceJob(g.summary, g.reserved_job, kOther);
+    ReplaceJob(w.fix, g.reserved_job, kOther);
+    g.reserved_job = 0;
+  }
+  for (AheadOf& a : w.ahead) {
+    if (a.job != 0 && other(a.job)) a.job = 0;  // "job": 0, with why it goes first
+  }
+}
+
 void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
   plan.waits = std::make_shared<WaitMap>();
   plan.waits->reserve(d.waits.size());
   const size_t planned = plan.in.pending.size();
   for (size_t i = 0; i < d.waits.size(); ++i) {
     WaitExplanation& w = d.waits[i];
+    HideOtherTenants(w, w.job < 0 ? plan.work[-w.job - 1].job : w.job, plan.tenants);
     for (const GateFacts& g : w.gates) {
       if (g.gate != Gate::kQuota) continue;
       CyclePlan::QuotaHold& hold = plan.quota_holds[{g.queue, g.quota.resource}];

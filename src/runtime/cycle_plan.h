@@ -103,6 +103,9 @@ struct CyclePlan {
   std::unique_ptr<PlacementPolicy> policy;
   CycleInput in;
   std::vector<ReplicaWork> work;  // entry -1 - i of in.pending is work[i]
+  // The tenant of each job planned (queued jobs and services with replica work): why a job waits
+  // names another job only when both are one tenant's (HideOtherTenants).
+  std::map<int64_t, std::string> tenants;
   // The revision of each job the plan read (ControlPlane::Touch raises it on every change), by
   // job id ascending.
   std::vector<std::pair<int64_t, uint64_t>> revisions;
@@ -141,6 +144,12 @@ struct CyclePlan {
   };
   std::map<std::pair<std::string, std::string>, QuotaHold> quota_holds;
 };
+
+// What a waiting job's explanation may say of other jobs: a job of another tenant (`tenants`:
+// each planned job's) holding the reservation, or ahead of it in the queue, is not named (its id
+// says it exists; L1): "a job of another tenant", reserved_job and the ahead entry's job 0.
+void HideOtherTenants(WaitExplanation& w, int64_t job,
+                      const std::map<int64_t, std::string>& tenants);
 
 }  // namespace carve
 

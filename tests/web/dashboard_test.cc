@@ -47,7 +47,10 @@ TEST_F(DashboardTest, ABrowserSignsInSeesOnlyItsTenantsJobsExplainsDrawsAndCance
   const std::string a_token = MemberToken("acme-member", "acme", "vision");
   const std::string b_token = MemberToken("globex-member", "globex", "nlp");
   const std::string job_a =
-      CliSubmit(a_token, "--name sleeper --gpus 1 --gpu-model H200 -- sleep 300");
+      CliSubmit(a_token,
+                "--name sleeper --gpus 1 --gpu-model H200 -- sh -c "
+                "'printf \"\\377\\377 caf\\303\\251\\n\"; i=0; "
+                "while [ $i -lt 600 ]; do i=$((i+1)); echo tick $i; sleep 0.5; done'");
   const std::string unfit =
       CliSubmit(a_token, "--name too-big --gpus 8 --allow-unschedulable -- true");
   const std::string job_b = CliSubmit(b_token, "--name other -- sleep 300");

@@ -26,6 +26,10 @@ export function onRefused(f) {
   refused.add(f);
   return () => refused.delete(f);
 }
+// Every call that meets a 401 tells the listeners, whichever helper made it.
+export function refusedBy(err) {
+  refused.forEach((f) => f(err));
+}
 
 async function call(method, path, body, token = savedToken()) {
   const headers = { Authorization: `Bearer ${token}` };
@@ -45,7 +49,7 @@ async function call(method, path, body, token = savedToken()) {
   if (!res.ok) {
     const e = data && data.error ? data.error : {};
     const err = new ApiError(res.status, e.code || String(res.status), e.message || res.statusText);
-    if (res.status === 401) refused.forEach((f) => f(err));
+    if (res.status === 401) refusedBy(err);
     throw err;
   }
   return { data, headers: res.headers };
@@ -67,10 +71,22 @@ export async function post(path, body = {}) {
   return (await call('POST', path, body)).data;
 }
 
-export async function getText(path) {
+// The answer's bytes as they came (a log page: its offset counts bytes, not characters).
+export async function getBytes(path) {
   const res = await fetch(path, { headers: { Authorization: `Bearer ${savedToken()}` } });
-  if (!res.ok) throw new ApiError(res.status, String(res.status), res.statusText);
-  return { text: await res.text(), headers: res.headers };
+  if (!res.ok) {
+    const body = await res.json().catch(() => null);
+    const e = body && body.error ? body.error : {};
+    const err = new ApiError(res.status, e.code || String(res.status), e.message || res.statusText);
+    if (res.status === 401) refusedBy(err);
+    throw err;
+  }
+  return { bytes: new Uint8Array(await res.arrayBuffer()), headers: res.headers };
+}
+
+export async function getText(path) {
+  const { bytes, headers } = await getBytes(path);
+  return { text: new TextDecoder().decode(bytes), headers };
 }
 
 export function query(params) {

@@ -1,7 +1,7 @@
 // Carve's dashboard: sign in with an API token, then pages routed by the URL's hash. Every figure
 // comes from the REST API with that token, so the dashboard shows exactly what the token may see.
 import { render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useErrorBoundary, useState } from 'preact/hooks';
 import { get, onRefused, savedToken, saveToken } from './api.js';
 import { html } from './util.js';
 import { Overview } from './pages/overview.js';
@@ -62,11 +62,28 @@ const PAGES = [
   ['audit', 'Audit & usage'],
 ];
 
+// A path part as typed (a malformed %-escape stays as it is).
+function decoded(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
+}
+
+// A page that throws shows what broke, with the navigation still there.
+function Guarded({ route, me }) {
+  const [error, reset] = useErrorBoundary();
+  useEffect(() => reset(), [route]);
+  if (error) return html`<div class="page"><div class="error" role="alert">this page failed: ${String(error.message || error)}</div></div>`;
+  return html`<${Page} route=${route} me=${me} />`;
+}
+
 function Page({ route, me }) {
   const [first, second] = route.parts;
   if (first === 'jobs' && second) return html`<${Job} id=${second} me=${me} />`;
-  if (first === 'jobs') return html`<${Jobs} params=${route.params} me=${me} />`;
-  if (first === 'nodes' && second) return html`<${Node} name=${decodeURIComponent(second)} me=${me} />`;
+  if (first === 'jobs') return html`<${Jobs} key=${route.params.toString()} params=${route.params} me=${me} />`;
+  if (first === 'nodes' && second) return html`<${Node} name=${decoded(second)} me=${me} />`;
   if (first === 'nodes') return html`<${Nodes} me=${me} />`;
   if (first === 'queues') return html`<${Queues} me=${me} />`;
   if (first === 'audit') return html`<${Audit} me=${me} />`;
@@ -107,7 +124,7 @@ function App() {
       <span class="me" data-testid="me">${who}</span>
       <button class="link" onClick=${signOut}>Sign out</button>
     </nav>
-    <main><${Page} route=${route} me=${me} /></main>
+    <main><${Guarded} route=${route} me=${me} /></main>
   </div>`;
 }
 

@@ -135,16 +135,38 @@ async function main() {
     const states = await admin.textContent('[data-testid=gpu-states]');
     check('the overview counts allocated GPUs', /allocated/.test(states), states);
     await shot(admin, 'overview');
-    for (const [hash, name, ready] of [
+    for (const [hash, name, ...ready] of [
       ['#/nodes', 'nodes', '[data-testid=nodes] .gpu'],
-      ['#/queues', 'queues', '[data-testid=queues] .queue'],
-      ['#/audit', 'audit', '[data-testid=chain] .ok'],
+      ['#/queues', 'queues', '[data-testid=queues] .queue', '.chart canvas'],
+      ['#/audit', 'audit', '[data-testid=chain] .ok', '[data-testid=usage] tbody tr'],
       [`#/jobs/${jobA}`, 'job-running', '[data-testid=replicas]'],
+      ['#/nodes/%25zz%', 'node-malformed', 'nav', '.page h1'],
     ]) {
       await admin.goto(`${url}/ui/${hash}`);
-      await admin.waitForSelector(ready, { timeout: TIMEOUT });
+      for (const selector of ready) await admin.waitForSelector(selector, { timeout: TIMEOUT });
       await shot(admin, name);
     }
+
+    // The log counts bytes, not characters: two bytes that are not UTF-8 and an é, then a line
+    // every half second; every line read while the page follows the log is whole.
+    await admin.goto(`${url}/ui/#/jobs/${jobA}`);
+    // The last tick the page shows is at least `n` (a function the page runs: no eval under CSP).
+    const tickAtLeast = (n) => {
+      const el = document.querySelector('[data-testid=log]');
+      const ticks = el ? [...el.textContent.matchAll(/tick (\d+)/g)] : [];
+      return ticks.length > 0 && Number(ticks[ticks.length - 1][1]) >= n;
+    };
+    await admin.waitForFunction(tickAtLeast, 1, { timeout: TIMEOUT });
+    const seen = await admin.$eval('[data-testid=log]', (el) => {
+      const ticks = [...el.textContent.matchAll(/tick (\d+)/g)];
+      return Number(ticks[ticks.length - 1][1]);
+    });
+    await admin.waitForFunction(tickAtLeast, seen + 4, { timeout: TIMEOUT });
+    const log = await admin.textContent('[data-testid=log]');
+    const whole = log.split('\n').slice(0, -1); // the last piece may still be arriving
+    const broken = whole.filter((l) => !/^\uFFFD\uFFFD café$|^tick \d+$/.test(l));
+    check('the log shows every line whole after bytes that are not UTF-8', /café\ntick 1\n/.test(log) && broken.length === 0,
+      JSON.stringify(broken.length ? broken : log.slice(0, 200)));
 
     // Tenant A cancels its job from its page: the job ends cancelled by A's user.
     await a.goto(`${url}/ui/#/jobs/${jobA}`);

@@ -1,7 +1,7 @@
 // One job: its request, placement, why it waits, preemption, attempts, reclaim evidence, events,
 // and its log followed live.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { get, getText, post, query } from '../api.js';
+import { get, getBytes, post, query } from '../api.js';
 import { useEvents } from '../events.js';
 import { ErrorLine, StateBadge, html, requestText, span, usePoll, when } from '../util.js';
 
@@ -73,11 +73,16 @@ function Events({ id }) {
       <td>${e.actor}</td><td>${e.reason}</td></tr>`)}</tbody></table></section>`;
 }
 
-// Follows replica `replica`'s log: reads from the offset it has, every second, while shown.
+// Follows replica `replica`'s log: reads on from the byte offset it has, every second, while
+// shown, until a read comes back short. A long log starts near its end (the first read learns its
+// size); `carve logs` reads all of it.
+const PAGE = 262144;
+const TAIL = 200000;
+
 function Log({ id, replica, live }) {
   const [text, setText] = useState('');
+  const [skipped, setSkipped] = useState(0);
   const [error, setError] = useState(null);
-  const offset = useRef(0);
   const box = useRef(null);
   // Keeps the newest lines in view while following, unless the reader scrolled up.
   useEffect(() => {
@@ -85,16 +90,27 @@ function Log({ id, replica, live }) {
     if (el && el.dataset.pinned !== 'no') el.scrollTop = el.scrollHeight;
   }, [text]);
   useEffect(() => {
-    offset.current = 0;
+    let offset = -1; // not known yet
+    const decoder = new TextDecoder(); // streaming: a character split between reads stays whole
     setText('');
+    setSkipped(0);
     let stop = false;
     let timer = 0;
     const read = async () => {
       try {
-        const r = await getText(`/api/v1/jobs/${id}/logs${query({ replica, offset: offset.current, limit: 262144 })}`);
-        if (r.text.length) {
-          offset.current += new TextEncoder().encode(r.text).length;
-          setText((t) => (t + r.text).slice(-200000));
+        for (;;) {
+          const r = await getBytes(`/api/v1/jobs/${id}/logs${query({ replica, offset: Math.max(offset, 0), limit: PAGE })}`);
+          if (stop) return;
+          const size = Number(r.headers.get('X-Carve-Log-Size') || 0);
+          if (offset < 0 && size > TAIL + PAGE) {
+            offset = size - TAIL; // start near the end
+            setSkipped(offset);
+            continue;
+          }
+          offset = Math.max(offset, 0) + r.bytes.length;
+          const piece = decoder.decode(r.bytes, { stream: true });
+          if (piece) setText((t) => (t + piece).slice(-4 * TAIL));
+          if (r.bytes.length < PAGE) break;
         }
         setError(null);
       } catch (e) {
@@ -109,6 +125,7 @@ function Log({ id, replica, live }) {
     };
   }, [id, replica, live]);
   return html`<section><h2>Log${live ? ' (following)' : ''}</h2><${ErrorLine} error=${error} />
+    ${skipped > 0 && html`<p class="hint">The first ${skipped} bytes are not shown; <code>carve logs ${id}</code> prints all of it.</p>`}
     <pre class="log" data-testid="log" ref=${box} onScroll=${(e) => {
       const el = e.currentTarget;
       el.dataset.pinned = el.scrollTop + el.clientHeight >= el.scrollHeight - 4 ? 'yes' : 'no';

@@ -91,7 +91,7 @@ function QueueDepths() {
     return queues.map((q, i) => ({ ...q, oldest: oldest[i][0] }));
   }, [], 5000);
   return html`<section>
-    <h2>Queues</h2>
+    <h2>Queues <span class="sub">(counts are every tenant's; the longest wait is of the jobs you may see)</span></h2>
     <${ErrorLine} error=${error} />
     ${data && html`<table class="grid" data-testid="queue-depths">
       <thead><tr><th>queue</th><th>cohort</th><th>pending</th><th>running</th><th>longest wait</th><th>pending GPUs</th></tr></thead>

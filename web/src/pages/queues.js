@@ -1,7 +1,62 @@
 // Queues: quota, used, borrowed and lent per resource, cohorts, and the pending jobs in the order
 // the scheduler takes them within the queue (aged priority, then submission).
+import { useMemo, useState } from 'preact/hooks';
 import { get, query } from '../api.js';
+import { TimeChart } from '../chart.js';
 import { ErrorLine, StateBadge, html, nowUs, requestText, span, usePoll } from '../util.js';
+
+const RANGES = { '1h': 3600, '6h': 6 * 3600, '24h': 86400 };
+
+// GPUs each queue held over time: every usage record (one per attempt, with the GPUs its devices
+// count and when it held them) spread over the steps it overlaps; a step's value is its
+// GPU-seconds over its length, the average number of GPUs in use. Records are the caller's own
+// (the API filters them), so a tenant sees its queues' use by its own jobs.
+function useSeries(records, from, to, step) {
+  return useMemo(() => {
+    if (!records) return null;
+    const n = Math.max(1, Math.ceil((to - from) / step));
+    const byQueue = new Map();
+    for (const r of records) {
+      const gpus = (r.devices || []).reduce((sum, d) => sum + (d.gpus || 0), 0);
+      if (!gpus) continue;
+      if (!byQueue.has(r.queue)) byQueue.set(r.queue, new Array(n).fill(0));
+      const line = byQueue.get(r.queue);
+      const held = [Math.max(r.held_from_us, from), Math.min(r.held_to_us, to)];
+      for (let i = Math.max(0, Math.floor((held[0] - from) / step)); i < n && from + i * step < held[1]; i += 1) {
+        const s = from + i * step;
+        const overlap = Math.min(held[1], s + step) - Math.max(held[0], s);
+        if (overlap > 0) line[i] += (gpus * overlap) / Math.min(step, to - s); // the last step so far
+      }
+    }
+    const x = Array.from({ length: n }, (_, i) => (from + i * step) / 1e6);
+    return { x, lines: [...byQueue.entries()].map(([label, values]) => ({ label, values })) };
+  }, [records, from, to, step]);
+}
+
+function UseOverTime({ queues }) {
+  const [range, setRange] = useState('6h');
+  const seconds = RANGES[range];
+  const step = Math.max(60, seconds / 60) * 1e6;
+  const [to, setTo] = useState(nowUs());
+  const from = to - seconds * 1e6;
+  const { data, error } = usePoll(async () => {
+    setTo(nowUs());
+    return get(`/api/v1/usage/records${query({ since_us: Math.floor(nowUs() - seconds * 1e6) })}`);
+  }, [range], 15000);
+  const series = useSeries(data, from, to, step);
+  const quotas = queues
+    .map((q) => [q.name, q.resources && q.resources.gpus && q.resources.gpus.quota])
+    .filter(([, quota]) => quota !== undefined);
+  return html`<section><h2>GPUs in use per queue <span class="sub">(average per step, from usage records)</span></h2>
+    <div class="tabs">${Object.keys(RANGES).map((r) => html`<button class=${r === range ? 'on' : ''}
+      onClick=${() => setRange(r)}>${r}</button>`)}</div>
+    <${ErrorLine} error=${error} />
+    ${series && series.lines.length > 0 && html`<${TimeChart} x=${series.x} lines=${series.lines} />`}
+    ${series && series.lines.length === 0 && html`<p class="hint">No GPU was held in this range.</p>`}
+    ${quotas.length > 0 && html`<p class="hint">GPU quotas now: ${quotas.map(([n, q]) => `${n} ${q}`).join(', ')}
+      (quotas, borrowing and lending are not kept over time; the tables below show them now).</p>`}
+  </section>`;
+}
 
 const COLUMNS = ['quota', 'used', 'borrowed', 'lent', 'borrowable'];
 
@@ -14,7 +69,7 @@ function Pending({ queue }) {
   if (error) return html`<${ErrorLine} error=${error} />`;
   const jobs = [...(data || [])].sort(
     (a, b) => (b.spec.priority - a.spec.priority) || (a.created_us - b.created_us) || (a.id - b.id));
-  if (jobs.length === 0) return html`<p class="hint">Nothing pending.</p>`;
+  if (jobs.length === 0) return html`<p class="hint">Nothing pending that you may see.</p>`;
   return html`<table class="grid small-table"><thead><tr><th>#</th><th>job</th><th>priority</th><th>request</th>
     <th>waiting</th><th>why</th></tr></thead>
     <tbody>${jobs.slice(0, 50).map((j, i) => html`<tr><td>${i + 1}</td>
@@ -29,7 +84,8 @@ function Queue({ q }) {
   const resources = Object.entries(q.resources || {});
   return html`<div class="queue" data-queue=${q.name}>
     <h2>${q.name} <span class="sub">${q.cohort ? `cohort ${q.cohort}` : 'no cohort'}${q.pool ? `, pool ${q.pool}` : ''}, weight ${q.weight}</span>
-      <${StateBadge} state=${`${q.pending} pending`} /> <${StateBadge} state=${`${q.running} running`} /></h2>
+      <${StateBadge} state=${`${q.pending} pending`} /> <${StateBadge} state=${`${q.running} running`} />
+      <span class="sub">(every tenant's)</span></h2>
     <table class="grid"><thead><tr><th>resource</th>${COLUMNS.map((c) => html`<th>${c}</th>`)}</tr></thead>
       <tbody>${resources.map(([name, r]) => html`<tr><td>${name}</td>
         ${COLUMNS.map((c) => html`<td class="num">${r[c] ?? ''}</td>`)}</tr>`)}</tbody></table>
@@ -40,5 +96,6 @@ function Queue({ q }) {
 export function Queues() {
   const { data, error } = usePoll(() => get('/api/v1/queues/status'), [], 5000);
   return html`<div class="page"><h1>Queues</h1><${ErrorLine} error=${error} />
+    ${data && html`<${UseOverTime} queues=${data} />`}
     <div data-testid="queues">${(data || []).map((q) => html`<${Queue} q=${q} />`)}</div></div>`;
 }
