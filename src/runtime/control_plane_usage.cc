@@ -485,7 +485,8 @@ absl::StatusOr<json> ControlPlane::Utilization(int64_t since_us, int64_t until_u
     r.to = until_us % kB == 0 ? until_us : until_us - until_us % kB + kB;
     r.step = step_us;
     if (step_us > 0) {
-      int64_t n = (r.to - r.from + step_us - 1) / step_us;
+      const int64_t span = r.to - r.from;  // (span + step - 1 would overflow for a huge step)
+      int64_t n = step_us >= span ? (span > 0 ? 1 : 0) : (span + step_us - 1) / step_us;
       if (n > kMaxUtilizationSteps) {
         return absl::InvalidArgumentError(absl::StrCat("step_us: ", step_us,
                                                        " cuts the range into ", n,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
@@ -196,6 +197,9 @@ TEST_F(UsageTest, MatrixAndUsageHaveExactFigures) {
       3.0 / 7 * 60 / h, 1e-12);
   EXPECT_FALSE(cp_->Utilization(kT0, kT0 + 2 * kMin, kMin / 2).ok());  // not whole minutes
   EXPECT_FALSE(cp_->Utilization(kT0 - 2000 * kMin, kT0, kMin).ok());   // too many pieces
+  // A step longer than the range is one piece (no overflow at the largest whole minute).
+  const int64_t huge = std::numeric_limits<int64_t>::max() / kMin * kMin;
+  EXPECT_EQ(cp_->Utilization(kT0, kT0 + 2 * kMin, huge)->at("series").size(), 1u);
 
   // Usage by tenant over the whole range, and clipped to [0:30, 1:30).
   auto by_tenant = cp_->Usage("tenant", kT0, kT0 + 2 * kMin, kAdmin);

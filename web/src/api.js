@@ -26,9 +26,13 @@ export function onRefused(f) {
   refused.add(f);
   return () => refused.delete(f);
 }
-// Every call that meets a 401 tells the listeners, whichever helper made it.
-export function refusedBy(err) {
-  refused.forEach((f) => f(err));
+// The error of an answer that is not OK, from the API's {error: {code, message}} body; a 401
+// tells the listeners, whichever helper made the call.
+export function failure(res, body) {
+  const e = body && body.error ? body.error : {};
+  const err = new ApiError(res.status, e.code || String(res.status), e.message || res.statusText);
+  if (res.status === 401) refused.forEach((f) => f(err));
+  return err;
 }
 
 async function call(method, path, body, token = savedToken()) {
@@ -46,12 +50,7 @@ async function call(method, path, body, token = savedToken()) {
   } catch {
     data = text;
   }
-  if (!res.ok) {
-    const e = data && data.error ? data.error : {};
-    const err = new ApiError(res.status, e.code || String(res.status), e.message || res.statusText);
-    if (res.status === 401) refusedBy(err);
-    throw err;
-  }
+  if (!res.ok) throw failure(res, data);
   return { data, headers: res.headers };
 }
 
@@ -74,13 +73,7 @@ export async function post(path, body = {}) {
 // The answer's bytes as they came (a log page: its offset counts bytes, not characters).
 export async function getBytes(path) {
   const res = await fetch(path, { headers: { Authorization: `Bearer ${savedToken()}` } });
-  if (!res.ok) {
-    const body = await res.json().catch(() => null);
-    const e = body && body.error ? body.error : {};
-    const err = new ApiError(res.status, e.code || String(res.status), e.message || res.statusText);
-    if (res.status === 401) refusedBy(err);
-    throw err;
-  }
+  if (!res.ok) throw failure(res, await res.json().catch(() => null));
   return { bytes: new Uint8Array(await res.arrayBuffer()), headers: res.headers };
 }
 

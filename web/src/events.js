@@ -1,7 +1,7 @@
 // The event log read as `carve events` reads it: pages in sequence order, narrowed by the server
 // (?job=&type=&since_us=), going on from where the last page's scan ended (X-Carve-Scanned-To).
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, query, refusedBy, savedToken } from './api.js';
+import { failure, query, savedToken } from './api.js';
 
 const PAGE = 1000;
 
@@ -10,12 +10,7 @@ async function scan(params, after) {
     headers: { Authorization: `Bearer ${savedToken()}` },
   });
   const body = await res.json().catch(() => null);
-  if (!res.ok) {
-    const err = new ApiError(res.status, String(res.status),
-      (body && body.error && body.error.message) || res.statusText);
-    if (res.status === 401) refusedBy(err);
-    throw err;
-  }
+  if (!res.ok) throw failure(res, body);
   const scanned = Number(res.headers.get('X-Carve-Scanned') || 0);
   const to = Number(res.headers.get('X-Carve-Scanned-To') || after);
   return { events: body || [], scanned, to };
