@@ -138,7 +138,19 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Connection> c) {
       app.add_subcommand("submit", "Submit a job: -f job.yaml and/or flags, then -- COMMAND");
   cmd->add_option("-f,--file", f->file, "Job file (YAML or JSON; - for standard input)");
   cmd->add_option("--name", f->name, "Job name");
-  cmd->add_option("--gpus", f->gpus, "GPUs (0: CPU-only)");
+  // Checked as typed, before CLI11 converts it: `--gpus 0.5` is the first thing a user asking for
+  // part of a GPU types, and "Could not convert" did not say how to ask for it.
+  cmd->add_option("--gpus", f->gpus, "GPUs (0: CPU-only)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            int whole = 0;
+            if (absl::SimpleAtoi(text, &whole)) return "";
+            return absl::StrCat("\"", text,
+                                "\" is not a whole number of GPUs; part of one GPU is "
+                                "--mode shared --gpu-compute 50% (with --gpu-memory 8Gi for a "
+                                "memory cap), or a MIG instance: --profile 3g.40gb");
+          },
+          ""));
   cmd->add_option("--mode", f->mode, "exclusive | shared | partition");
   cmd->add_option("--gpu-memory", f->gpu_memory, "Shared: device memory cap, e.g. 10Gi");
   cmd->add_option("--gpu-compute", f->gpu_compute, "Shared: compute share, e.g. 30%");

@@ -87,6 +87,14 @@ TEST(CarveCli, BadInputSaysWhatWasWrong) {
   EXPECT_THAT(r.output, HasSubstr("--seeds"));
 }
 
+// `--gpus 0.5` is refused before any call, saying how to ask for part of a GPU.
+TEST(CarveCli, AFractionOfAGpuIsAskedAsAShareOrAProfile) {
+  CliRun r = Carve("submit --gpus 0.5 -- true");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("\"0.5\" is not a whole number of GPUs"));
+  EXPECT_THAT(r.output, HasSubstr("--mode shared --gpu-compute 50%"));
+}
+
 // --log-level (and log_level in a server's --config) takes a level, and names them otherwise.
 TEST(CarveCli, LogLevelMustBeALevel) {
   CliRun r = Carve("server --log-level loud");
