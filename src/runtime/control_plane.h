@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -506,6 +507,10 @@ class ControlPlane {
   SchedulerMemory memory_;          // the scheduler's own (under schedule_mu_)
   int64_t kept_cluster_drift_ = 0;  // under schedule_mu_ (CheckKeptCluster)
   CycleStats last_cycle_;           // under mu_
+  // Per queue, how long each of the last kRecentStarts jobs to start from it had waited (from
+  // submission to its first placement), under mu_; memory only (QueueStatus's percentiles).
+  static constexpr size_t kRecentStarts = 1024;
+  std::map<std::string, std::deque<int64_t>> recent_waits_;
   // (queue, resource) whose quota held waiting jobs when last recorded (RecordQuotaHolds).
   std::set<std::pair<std::string, std::string>> quota_held_;
   std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted

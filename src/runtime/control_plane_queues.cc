@@ -370,6 +370,11 @@ void ControlPlane::BindJob(JobRecord& job, const std::vector<ReplicaPlacement>& 
                            StoreBatch& batch) {
   job.state = JobState::kScheduled;
   job.scheduled_us = now;
+  if (job.attempt == 0) {
+    std::deque<int64_t>& waits = recent_waits_[job.spec.queue];
+    waits.push_back(now - job.created_us);
+    if (waits.size() > kRecentStarts) waits.pop_front();
+  }
   job.waited_for = job.explanation;  // this attempt's; empty: placed in its first cycle
   job.explanation.clear();
   job.explanation_reasons.clear();
@@ -405,6 +410,25 @@ bool ControlPlane::QueueVisible(const std::string& queue, const Principal& who) 
   }
   return false;
 }
+
+namespace {
+
+// {jobs, p50_us, p90_us, p99_us, max_us} of `waits` (nearest rank).
+json WaitPercentiles(const std::deque<int64_t>& waits) {
+  std::vector<int64_t> sorted(waits.begin(), waits.end());
+  std::sort(sorted.begin(), sorted.end());
+  auto rank = [&](int p) {
+    size_t at = (sorted.size() * static_cast<size_t>(p) + 99) / 100;
+    return sorted[std::max<size_t>(at, 1) - 1];
+  };
+  return {{"jobs", sorted.size()},
+          {"p50_us", rank(50)},
+          {"p90_us", rank(90)},
+          {"p99_us", rank(99)},
+          {"max_us", sorted.back()}};
+}
+
+}  // namespace
 
 json ControlPlane::QueueStatus(const Principal& who) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -471,6 +495,9 @@ json ControlPlane::QueueStatus(const Principal& who) const {
          {"running", running[name]},
          {"pending_demand", ResourcesToJson(queued ? queued->second.demand : ResourceList{})},
          {"resources", resources}});
+    if (auto w = recent_waits_.find(name); w != recent_waits_.end()) {
+      out.back()["waits"] = WaitPercentiles(w->second);
+    }
   }
   return out;
 }

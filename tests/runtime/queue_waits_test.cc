@@ -128,5 +128,24 @@ TEST_F(QueueWaitsTest, TheQueueStatusFollowsJobsInAndOutOfTheQueue) {
   EXPECT_TRUE(q["pending_demand"].empty()) << q.dump();
 }
 
+// The queue status gives the waits of the jobs that started from each queue (submission to first
+// placement): percentiles by nearest rank over the last 1,024.
+TEST_F(QueueWaitsTest, TheQueueStatusGivesWaitPercentilesOfRecentStarts) {
+  RegisterH200Node("n1", 4, kAdmin);
+  Submit("a", 1);
+  Submit("b", 1);
+  now_ += 2'000'000;
+  Cycle();
+  int64_t c = Submit("c", 1);
+  now_ += 5'000'000;  // (the node, which never heartbeats here, is not-ready after 10 s)
+  Cycle();
+  ASSERT_EQ((*cp_->GetJob(c))["state"], "scheduled") << cp_->GetJob(c)->dump(1);
+  json waits = QueueNamed("default")["waits"];
+  EXPECT_EQ(waits["jobs"], 3) << waits.dump();
+  EXPECT_EQ(waits["p50_us"], 2'000'000);
+  EXPECT_EQ(waits["p90_us"], 5'000'000);
+  EXPECT_EQ(waits["max_us"], 5'000'000);
+}
+
 }  // namespace
 }  // namespace carve
