@@ -541,8 +541,9 @@ void ApiServer::ListJobs(const httplib::Request& req, httplib::Response& res,
   if (!first.ok()) return ReplyError(res, first.status());
   if (limit > 0 && next != 0) {
     std::string query;  // the filters of this request, for the next page
-    for (const char* key :
-         {"state", "user", "tenant", "project", "queue", "node", "name", "kind", "text", "since"}) {
+    std::vector<std::string> keys = JobFilter::TextKeys();
+    keys.insert(keys.end(), {"state", "since"});
+    for (const std::string& key : keys) {
       if (!req.has_param(key)) continue;
       absl::StrAppend(&query, key, "=",
                       httplib::detail::encode_query_param(req.get_param_value(key)), "&");

@@ -14,9 +14,6 @@ namespace carve {
 
 namespace {
 
-constexpr const char* kKeys[] = {"user", "tenant", "project", "queue",
-                                 "node", "name",   "kind",    "text"};
-
 std::string* Field(JobFilter& f, absl::string_view key) {
   if (key == "user") return &f.user;
   if (key == "tenant") return &f.tenant;
@@ -51,9 +48,8 @@ bool NameMatches(const std::string& pattern, const std::string& name) {
   return pattern == name;
 }
 
-// Whether `text` occurs, ignoring case, in the job's name, submitter or command.
-bool TextMatches(const std::string& text, const JobRecord& job) {
-  const std::string lower = absl::AsciiStrToLower(text);
+// Whether `lower` (lowercase) occurs, ignoring case, in the job's name, submitter or command.
+bool TextMatches(const std::string& lower, const JobRecord& job) {
   auto in = [&](const std::string& s) {
     return absl::StrContains(absl::AsciiStrToLower(s), lower);
   };
@@ -62,6 +58,12 @@ bool TextMatches(const std::string& text, const JobRecord& job) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& JobFilter::TextKeys() {
+  static const std::vector<std::string> keys = {"user", "tenant", "project", "queue",
+                                                "node", "name",   "kind",    "text"};
+  return keys;
+}
 
 bool JobFilter::empty() const {
   return states.empty() && user.empty() && tenant.empty() && project.empty() && queue.empty() &&
@@ -99,9 +101,10 @@ absl::StatusOr<JobFilter> JobFilter::FromParams(
   if (auto s = param("state"); s) {
     if (absl::Status st = AddStates(f, *s); !st.ok()) return st;
   }
-  for (const char* key : kKeys) {
-    if (auto v = param(key); v) *Field(f, key) = *v;
+  for (const std::string& key : TextKeys()) {
+    if (auto v = param(key.c_str()); v) *Field(f, key) = *v;
   }
+  f.text = absl::AsciiStrToLower(f.text);  // once, not per job matched
   if (auto since = param("since"); since) {
     if (!absl::SimpleAtoi(*since, &f.since_us) || f.since_us < 0) {
       return absl::InvalidArgumentError(
@@ -116,9 +119,9 @@ absl::StatusOr<JobFilter> JobFilter::FromJson(const nlohmann::json& j) {
   for (const auto& item : j.items()) {
     const std::string& key = item.key();
     const nlohmann::json& value = item.value();
-    const bool known =
-        key == "state" || key == "states" || key == "since" ||
-        std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; });
+    const bool known = key == "state" || key == "states" || key == "since" ||
+                       std::any_of(TextKeys().begin(), TextKeys().end(),
+                                   [&](const std::string& k) { return key == k; });
     if (!known) {
       return absl::InvalidArgumentError(absl::StrCat(
           "filter.", key,

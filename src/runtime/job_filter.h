@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -30,6 +31,9 @@ struct JobFilter {
   bool WantsEnded() const;
   bool Matches(const JobRecord& job) const;
 
+  // The query parameters FromParams reads, besides `state` and `since` (a listing's next-page
+  // link carries them on).
+  static const std::vector<std::string>& TextKeys();
   // From query parameters (`state=queued,running&queue=a&since=<µs>`); `param` answers nullopt for
   // one that is absent. A state or time that does not parse is an error naming it.
   static absl::StatusOr<JobFilter> FromParams(
