@@ -392,7 +392,10 @@ struct Ranges {
 
   size_t Piece(int64_t t) const { return static_cast<size_t>((t - from) / step); }
   int64_t PieceFrom(size_t i) const { return from + static_cast<int64_t>(i) * step; }
-  int64_t PieceTo(size_t i) const { return std::min(to, PieceFrom(i) + step); }
+  int64_t PieceTo(size_t i) const {  // (PieceFrom + step would overflow for a huge step)
+    const int64_t start = PieceFrom(i);
+    return to - start <= step ? to : start + step;
+  }
 
   void AddCells(int64_t bucket, const UtilizationLedger::Key& key, const UtilizationCell& c) {
     whole.cells[key].Add(c);

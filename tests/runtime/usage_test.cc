@@ -199,7 +199,10 @@ TEST_F(UsageTest, MatrixAndUsageHaveExactFigures) {
   EXPECT_FALSE(cp_->Utilization(kT0 - 2000 * kMin, kT0, kMin).ok());   // too many pieces
   // A step longer than the range is one piece (no overflow at the largest whole minute).
   const int64_t huge = std::numeric_limits<int64_t>::max() / kMin * kMin;
-  EXPECT_EQ(cp_->Utilization(kT0, kT0 + 2 * kMin, huge)->at("series").size(), 1u);
+  auto one = cp_->Utilization(kT0, kT0 + 2 * kMin, huge);
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->at("series").size(), 1u);
+  EXPECT_EQ(one->at("series")[0]["to_us"], one->at("to_us"));  // wrapped negative before
 
   // Usage by tenant over the whole range, and clipped to [0:30, 1:30).
   auto by_tenant = cp_->Usage("tenant", kT0, kT0 + 2 * kMin, kAdmin);
