@@ -549,6 +549,12 @@ void AddAgent(CLI::App& app) {
   agent->add_option("--jobs-dir", o->jobs_dir,
                     "Directory for jobs' work and checkpoint directories, outside --data "
                     "(default: DATA/../carve-jobs)");
+  agent
+      ->add_option("--break", o->broken,
+                   "Break the agent on purpose, for the acceptance kit's tests: reclaim-checks "
+                   "(every reclaim reported verified, unchecked), versions (none reported)")
+      ->check(CLI::IsMember({"reclaim-checks", "versions"}))
+      ->group("");  // hidden: never for a deployment
   agent->add_flag("--single-user", o->single_user,
                   "Run every job as this agent's user (needed when not root): jobs are then "
                   "not isolated from each other");

@@ -81,6 +81,10 @@ class Agent {
     // Output shipped per replica; the node's copy is freed (hole punching) once shipped or past
     // the limit, each heartbeat.
     int64_t max_log_bytes = int64_t{64} << 20;
+    // Broken on purpose, for the acceptance kit's own tests (`carve agent --break`, hidden; never
+    // in a deployment): "reclaim-checks" reports every reclaim verified without running its
+    // checks; "versions" registers the node without its versions.
+    std::set<std::string> broken;
   };
   Agent(Options options, std::unique_ptr<DeviceBackend> devices,
         std::unique_ptr<ProcessLauncher> launcher);
@@ -146,6 +150,7 @@ class Agent {
   // no process of it is left on its devices, their memory is back, created partitions are gone.
   // Runs on its own thread; returns the record with "oom_killed".
   nlohmann::json Reclaim(Replica r);
+  nlohmann::json UncheckedReclaim(const Replica& r);  // --break reclaim-checks
   void StartReclaim(Replica& r);
   // Checks that GPU `device` lists no process but those of live replicas placed on it and the
   // agent's services (residue: whoever owns it), and that its used memory is back to its

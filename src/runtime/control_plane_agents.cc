@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"
 #include "runtime/input_limits.h"
+#include "runtime/reclaim_evidence.h"
 #include "runtime/tenant_paths.h"
 
 namespace carve {
@@ -171,7 +172,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const ReplicaReport& repor
   }
   // The reclaim record may follow the exit in a later heartbeat.
   if (rep.state == ReplicaState::kExited && rep.reclaim.is_null() && report.reclaim) {
-    rep.reclaim = *report.reclaim;
+    rep.reclaim = AuditReclaim(rep, *report.reclaim, now_());
     if (rep.reclaim.is_object()) rep.reclaim["versions"] = set_id;
     rep.oom_killed = report.oom_killed;
     if (!rep.retire.empty()) Retire(job, r, batch);
@@ -187,7 +188,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const ReplicaReport& repor
     if (end.signal) rep.signal = end.signal;
     rep.timed_out = end.timed_out;
     rep.oom_killed = report.oom_killed;
-    if (report.reclaim) rep.reclaim = *report.reclaim;
+    if (report.reclaim) rep.reclaim = AuditReclaim(rep, *report.reclaim, now_());
     if (rep.reclaim.is_object()) rep.reclaim["versions"] = set_id;
     Event(batch, "agent:" + node, "job.replica-exited", subject,
           rep.exit_code

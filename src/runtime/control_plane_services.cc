@@ -129,8 +129,11 @@ bool ControlPlane::QuarantineFailedChecks(const JobRecord& job, const ReplicaRec
     details["job"] = job.id;
     details["tenant"] = job.spec.tenant;
     details["project"] = job.spec.project;
-    // A timed-out record is the scheduler's conclusion, not the agent's report.
-    std::string actor = rep.reclaim.value("timed_out", false) ? "scheduler" : "agent:" + rep.node;
+    // A timed-out or audited record (reclaim_evidence.h) is the scheduler's conclusion, not the
+    // agent's report.
+    const bool concluded =
+        rep.reclaim.value("timed_out", false) || rep.reclaim.contains("reported_status");
+    std::string actor = concluded ? "scheduler" : "agent:" + rep.node;
     Event(batch, actor, "device.quarantined", absl::StrCat("node/", rep.node, "/gpu/", device), why,
           details);
   }

@@ -161,6 +161,72 @@ TEST_F(PocWithoutEnforcementTest, ExactlyTheIsolationTestsFailAndSayWhy) {
       << records["software.reclamation"].dump(2);
 }
 
+// Broken on purpose: an agent that reports every reclaim verified without running its checks.
+// The server does not take its word (runtime/reclaim_evidence.h): the record says unverified and
+// what was missing, the GPU is fenced, and the kit's reclamation test fails saying so.
+// Two GPUs: the first unverified reclaim fences a GPU, and the kit's five replicas (25% each)
+// must all have been placed by then.
+const NodeList kTwoSharedNodes = {{"poc-0", "gpus:\n  - {model: L40S, count: 2, mode: shared}\n"}};
+
+// An agent started with `--break WHAT` (hidden; for these tests only).
+class PocBrokenAgentTest : public PocTest {
+ protected:
+  virtual const char* Broken() const = 0;
+  void SetUp() override {
+    agent_args_ = {"--break", Broken()};
+    PocTest::SetUp();
+  }
+};
+
+class PocUncheckedReclaimTest : public PocBrokenAgentTest {
+ protected:
+  const NodeList& Nodes() const override { return kTwoSharedNodes; }
+  const char* Broken() const override { return "reclaim-checks"; }
+};
+
+TEST_F(PocUncheckedReclaimTest, TheReclamationTestFailsNamingTheChecksNeverMade) {
+  const std::filesystem::path out = dir_ / "poc";
+  CliRun run = Cli(absl::StrCat("poc run --suite software --only software.reclamation --out ",
+                                out.string(), " --job-memory-mib ", kSanitized ? 1536 : 512));
+  EXPECT_EQ(run.exit, 1) << run.out;
+  std::map<std::string, json> records = Records(out);
+  ASSERT_EQ(records.size(), 4u) << run.out << ServerLog();
+  const json& r = records["software.reclamation"];
+  EXPECT_EQ(r["verdict"], "fail") << r.dump(2);
+  EXPECT_THAT(r["verdict_reason"].get<std::string>(),
+              HasSubstr("reclaim: expected verified, observed unverified (the node reported its "
+                        "reclaim verified without passed checks for: processes-gone; "
+                        "device-processes on GPU "))
+      << r.dump(2);
+  // The GPU is fenced, by the scheduler's conclusion, not the agent's word.
+  json fenced = EventsOf("device.quarantined");
+  ASSERT_FALSE(fenced.empty()) << ServerLog();
+  EXPECT_EQ(fenced[0]["actor"], "scheduler") << fenced.dump(2);
+  EXPECT_THAT(fenced[0]["reason"].get<std::string>(), HasSubstr("reclaim-evidence"));
+}
+
+// Broken on purpose: a node that registers without its versions. Every test that ran a job
+// fails, saying which versions its record lacks (a record must say under which versions it holds).
+class PocNoVersionsTest : public PocBrokenAgentTest {
+ protected:
+  const char* Broken() const override { return "versions"; }
+};
+
+TEST_F(PocNoVersionsTest, ATestThatRanAJobFailsNamingTheVersionsNotRecorded) {
+  const std::filesystem::path out = dir_ / "poc";
+  CliRun run = Cli(absl::StrCat("poc run --suite software --only software.resource-request --out ",
+                                out.string(), " --job-memory-mib ", kSanitized ? 1536 : 512));
+  EXPECT_EQ(run.exit, 1) << run.out;
+  std::map<std::string, json> records = Records(out);
+  const json& r = records["software.resource-request"];
+  EXPECT_EQ(r["verdict"], "fail") << r.dump(2);
+  EXPECT_EQ(r["verdict_reason"],
+            "poc-0: versions recorded: expected driver, cuda_driver, kernel and carve, observed "
+            "missing driver, cuda_driver, kernel, carve")
+      << r.dump(2);
+  EXPECT_EQ(records["software.contention"]["verdict"], "not-run");
+}
+
 }  // namespace
 
 // The recovery suite: a training job moved by a drain resumes from its checkpoint, a service

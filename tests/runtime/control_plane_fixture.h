@@ -28,6 +28,18 @@ inline nlohmann::json H200Gpus(const std::string& name, int gpus) {
   return list;
 }
 
+// A reclaim record as an agent sends it when every check passed: processes gone, and no process
+// or memory left on GPUs 0..gpus-1 (the server holds a "verified" record to these checks).
+inline nlohmann::json VerifiedReclaim(int gpus = 8) {
+  nlohmann::json checks = {{{"name", "processes-gone"}, {"ok", true}, {"observed", "empty"}}};
+  for (int d = 0; d < gpus; ++d) {
+    for (const char* name : {"device-processes", "device-memory"}) {
+      checks.push_back({{"name", name}, {"ok", true}, {"device", d}, {"observed", "clean"}});
+    }
+  }
+  return {{"status", "verified"}, {"checks", checks}};
+}
+
 class ControlPlaneFixture : public ::testing::Test {
  protected:
   // An admin caller, and a start for tests on a virtual clock (a whole minute).

@@ -54,7 +54,7 @@ TEST_F(HeartbeatReportsTest, AnExitThatRequeuesADrainedJobAppliesNothingMoreOfIt
 
   auto beat = Beat({{"state", "exited"},
                     {"signal", 15},
-                    {"reclaim", {{"status", "verified"}, {"checks", json::array()}}},
+                    {"reclaim", VerifiedReclaim()},
                     {"log_truncated_at", 4096},
                     {"log_disk", disk}});
   ASSERT_TRUE(beat.ok()) << beat.status();
@@ -104,10 +104,7 @@ TEST_F(HeartbeatReportsTest, EachNodeIsHandedItsOwnReplicasOnlyAsJobsMove) {
   ASSERT_TRUE(Beat({{"state", "running"}}).ok());
   ASSERT_TRUE(cp_->Cordon("w2", "uncordon", -1, kAdmin).ok());
   ASSERT_TRUE(cp_->Cordon("w1", "drain", -1, kAdmin).ok());
-  ASSERT_TRUE(Beat({{"state", "exited"},
-                    {"signal", 15},
-                    {"reclaim", {{"status", "verified"}, {"checks", json::array()}}}})
-                  .ok());
+  ASSERT_TRUE(Beat({{"state", "exited"}, {"signal", 15}, {"reclaim", VerifiedReclaim()}}).ok());
   ASSERT_EQ(*cp_->ScheduleOnce(), 1);
   ASSERT_EQ((*cp_->GetJob(job_))["replicas"][0]["node"], "w2");
   EXPECT_EQ(assigned("w1"), 0u);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "adapters/store/faulty_store.h"
 #include "runtime/control_plane.h"
+#include "runtime/control_plane_fixture.h"
 #include "runtime/job_spec.h"
 
 namespace carve {
@@ -80,13 +81,9 @@ class HistoryTest : public ::testing::Test {
 
   // The agent reports the job's replica exited with `code` and its devices came back.
   absl::Status End(int64_t job, int code) {
-    json report = {{"job", job},
-                   {"replica", 0},
-                   {"state", "exited"},
-                   {"pid", 100 + job},
-                   {"started_us", kT0},
-                   {"exit_code", code},
-                   {"reclaim", {{"status", "verified"}, {"checks", json::array()}}}};
+    json report = {
+        {"job", job},        {"replica", 0},      {"state", "exited"},           {"pid", 100 + job},
+        {"started_us", kT0}, {"exit_code", code}, {"reclaim", VerifiedReclaim()}};
     return cp_->Heartbeat({{"node", "n1"}, {"replicas", {report}}}, kAgent).status();
   }
 

@@ -93,7 +93,7 @@ class KeptClusterTest : public ControlPlaneFixture {
           if (ends) {
             report["state"] = "exited";
             report["exit_code"] = 0;
-            report["reclaim"] = {{"status", "verified"}, {"checks", json::array()}};
+            report["reclaim"] = VerifiedReclaim();
           } else {
             report["state"] = "running";
           }

@@ -59,7 +59,7 @@ class SchedulePlanTest : public ControlPlaneFixture {
                               {"replica", 0},
                               {"state", "exited"},
                               {"exit_code", 0},
-                              {"reclaim", {{"status", "verified"}}}}}}},
+                              {"reclaim", VerifiedReclaim()}}}}},
                           kNode);
   }
 

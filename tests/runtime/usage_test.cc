@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
+#include "runtime/control_plane_fixture.h"
 
 namespace carve {
 namespace {
@@ -76,13 +77,9 @@ class UsageTest : public ::testing::Test {
 
   // The agent reports the job's replica exited with `code` and its devices came back.
   void End(int64_t job, int code) {
-    json report = {{"job", job},
-                   {"replica", 0},
-                   {"state", "exited"},
-                   {"pid", 100 + job},
-                   {"started_us", kT0},
-                   {"exit_code", code},
-                   {"reclaim", {{"status", "verified"}, {"checks", json::array()}}}};
+    json report = {
+        {"job", job},        {"replica", 0},      {"state", "exited"},           {"pid", 100 + job},
+        {"started_us", kT0}, {"exit_code", code}, {"reclaim", VerifiedReclaim()}};
     ASSERT_TRUE(cp_->Heartbeat({{"node", "n1"}, {"replicas", {report}}}, kAgent).ok());
   }
 

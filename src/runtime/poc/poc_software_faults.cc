@@ -165,8 +165,9 @@ void CheckReclaims(Record& r, const Ending& e, const json& job) {
   for (const json& replica : job.value("replicas", json::array())) {
     const json reclaim = replica.value("reclaim", json());
     const std::string status = reclaim.is_object() ? reclaim.value("status", "") : "none";
+    const std::string why = reclaim.is_object() ? reclaim.value("reason", "") : "";
     Expect(r, absl::StrCat(e.name, ": replica ", replica.value("slot", 0), " reclaim"),
-           status == "verified", "verified", status);
+           status == "verified", "verified", why.empty() ? status : status + " (" + why + ")");
     const int64_t from = replica.value("ended_us", int64_t{0});
     if (reclaim.is_object()) {
       timeline.push_back({{"slot", replica.value("slot", 0)},
