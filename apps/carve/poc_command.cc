@@ -239,6 +239,9 @@ void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c) {
   run->add_option("--timeout", f->options.timeout_s, "Longest wait for one outcome, seconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  run->add_option("--fault-command", f->options.fault_command,
+                  "Injects faults for partition.device-faults: run as CMD ACTION NODE [GPU_UUID "
+                  "[START]] (docs/poc.md; carve dev: scripts/poc-dev-faults)");
   run->callback([c, f] { Run(*c, *f); });
   auto dir = std::make_shared<std::string>();
   CLI::App* verify = poc->add_subcommand(

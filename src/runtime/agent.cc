@@ -288,6 +288,14 @@ void Agent::Stop(bool kill_replicas) {
   }
 }
 
+// A simulated node's network cable: while JOBS/simgpu/cut-off exists the agent neither heartbeats
+// nor ships logs nor waits for work, and its jobs keep running, as on a node cut off from the
+// server (scripts/poc-dev-faults node-down). Real GPUs have no such file.
+bool Agent::CutOff() const {
+  return devices_->name() == "simulated" &&
+         std::filesystem::exists(options_.jobs_dir + "/simgpu/cut-off");
+}
+
 void Agent::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   std::string last_error;  // a server that stays away is logged once, and its return too
@@ -321,7 +329,8 @@ void Agent::WaitLoop() {
   while (!stop_) {
     lock.unlock();
     auto asked = std::chrono::steady_clock::now();
-    auto answer = api.Get(absl::StrCat(path, "&after=", version));
+    auto answer = CutOff() ? absl::UnavailableError("cut off")
+                           : api.Get(absl::StrCat(path, "&after=", version));
     lock.lock();
     bool quick = std::chrono::steady_clock::now() - asked < std::chrono::milliseconds(100);
     if (!answer.ok() || (quick && answer->value("version", int64_t{0}) == version)) {
@@ -978,6 +987,10 @@ absl::Status Agent::Tick() {
   std::erase_if(stopping_, [](std::future<void>& f) {
     return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   });
+  if (CutOff()) {
+    return absl::UnavailableError(absl::StrCat("cut off from the server on purpose (",
+                                               options_.jobs_dir, "/simgpu/cut-off exists)"));
+  }
   ShipLogs();
   ApiClient api(options_.server, options_.token, options_.ca_file);
   auto sent = api.Post("/api/v1/agents/heartbeat", Report().ToJson());

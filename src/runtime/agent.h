@@ -139,6 +139,7 @@ class Agent {
                                               int64_t deadline_ms);
   void Loop();
   absl::Status Tick();
+  bool CutOff() const;
   // Follows the server's answer: stops, then starts, then layouts.
   void Follow(const HeartbeatAnswer& answer);
   void Launch(const AgentAssignment& assignment);

@@ -104,6 +104,7 @@ absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Pr
 
 void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
   std::string fault = absl::StrCat("node ", node.name, " stopped heartbeating");
+  json radius = {{"jobs", json::array()}, {"fenced", json::array()}};
   for (JobRecord* placed : jobs_.PlacedOn(node.name)) {
     JobRecord& job = *placed;
     const int64_t id = job.id;
@@ -119,6 +120,7 @@ void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
       for (const GrantRecord& g : r.grants) node.fenced[g.device] = id;
     }
     if (!touched) continue;
+    radius["jobs"].push_back(id);
     auto on_node = [&](const ReplicaRecord& r) { return r.node == node.name; };
     if (ReplaceReplicas(job, on_node, fault, false, true, batch)) continue;  // the others serve
     Event(batch, "scheduler", "job.lost", absl::StrCat("job/", id), fault,
@@ -133,6 +135,9 @@ void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
     }
     Touch(job, batch);
   }
+  for (const auto& [gpu, job] : node.fenced) radius["fenced"].push_back(gpu);
+  // The blast radius in one event: every job that had a replica there.
+  Event(batch, "scheduler", "node.lost", "node/" + node.name, fault, radius);
   batch.puts.push_back({"node", node.name, node.ToJson().dump()});
 }
 

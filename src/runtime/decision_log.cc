@@ -10,7 +10,8 @@ LogLevel EventLogLevel(std::string_view type) {
   static const std::set<std::string_view, std::less<>> kWarn = {
       "job.lost",           "job.reclaim-timed-out",  "node.not-ready",
       "node.declared-dead", "device.unhealthy",       "device.quarantined",
-      "device.residue",     "device.relayout-failed", "device.layout-mismatch"};
+      "device.residue",     "device.relayout-failed", "device.layout-mismatch",
+      "node.lost"};
   static const std::set<std::string_view, std::less<>> kDebug = {
       "job.submitted",       "job.waiting",         "job.started",           "job.active",
       "job.lease-renewed",   "job.reclaiming",      "job.cancel-requested",  "job.replica-started",

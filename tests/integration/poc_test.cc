@@ -256,11 +256,13 @@ TEST_F(PocRecoveryTest, EveryKindOfWorkComesBackAsItsPolicySays) {
   for (const json& j : ApiGet("/api/v1/jobs")) EXPECT_TRUE(JobEnded(j)) << j.dump(2);
 }
 
-// The partition suite on a GPU that makes MIG instances on demand: the unit lifecycle (created,
-// listed by the agent, seen by the job, deleted, and all of it again) and MIG instances governed
-// across tenants by a queue's quota. The other two tests are listed as not run, with why.
+// The partition suite on GPUs that make MIG instances on demand: the unit lifecycle (created,
+// listed by the agent, seen by the job, deleted, and all of it again), faults injected by
+// scripts/poc-dev-faults (an instance's XID, a GPU restart, the node cut off) each touching
+// exactly the jobs there, and MIG instances governed across tenants by a queue's quota. The
+// upgrade test is listed as not run, with why.
 const NodeList kPartitionNodes = {
-    {"poc-mig", "gpus:\n  - {model: A100-80GB, count: 1, mode: partition, layout: dynamic}\n"}};
+    {"poc-mig", "gpus:\n  - {model: A100-80GB, count: 2, mode: partition, layout: dynamic}\n"}};
 
 class PocPartitionTest : public PocTest {
  protected:
@@ -270,7 +272,9 @@ class PocPartitionTest : public PocTest {
 TEST_F(PocPartitionTest, InstancesAreMadeAndDeletedAndGovernedAcrossTenants) {
   const std::filesystem::path out = dir_ / "poc";
   CliRun run = Cli(absl::StrCat("poc run --suite partition --out ", out.string(),
-                                " --job-memory-mib ", kSanitized ? 1536 : 512));
+                                " --job-memory-mib ", kSanitized ? 1536 : 512,
+                                " --fault-command 'CARVE_DEV_JOBS=", (dir_ / "jobs").string(), " ",
+                                CARVE_SOURCE_DIR, "/scripts/poc-dev-faults'"));
   EXPECT_EQ(run.exit, 0) << run.out << ServerLog();
   std::map<std::string, json> records = Records(out);
   ASSERT_EQ(records.size(), 4u) << run.out;
@@ -285,10 +289,18 @@ TEST_F(PocPartitionTest, InstancesAreMadeAndDeletedAndGovernedAcrossTenants) {
   const json& pools = records["partition.across-pools"];
   EXPECT_EQ(pools["verdict"], "pass") << pools.dump(2);
   EXPECT_EQ(pools["observed"]["users"].size(), 2u) << pools.dump(2);
-  for (const char* id : {"partition.device-faults", "partition.upgrade"}) {
-    EXPECT_EQ(records[id]["verdict"], "not-run") << id;
-    EXPECT_THAT(records[id]["verdict_reason"].get<std::string>(), HasSubstr("not built")) << id;
+  // Each fault's recorded blast radius is the jobs that were on the instance, GPU or node.
+  const json& faults = records["partition.device-faults"];
+  EXPECT_EQ(faults["verdict"], "pass") << faults.dump(2);
+  ASSERT_EQ(faults["observed"]["faults"].size(), 3u) << faults.dump(2);
+  for (const json& f : faults["observed"]["faults"]) {
+    EXPECT_EQ(f["radius"], f["on_it"]) << f.dump();
+    EXPECT_FALSE(f["radius"].empty()) << f.dump();
   }
+  EXPECT_EQ(faults["observed"]["faults"][2]["radius"].size(), 2u) << faults.dump(2);
+  EXPECT_EQ(records["partition.upgrade"]["verdict"], "not-run");
+  EXPECT_THAT(records["partition.upgrade"]["verdict_reason"].get<std::string>(),
+              HasSubstr("not built"));
   // Nothing is left on the GPU.
   EXPECT_EQ(Node("poc-mig")["gpus"][0]["mig_live"], json::array()) << Node("poc-mig").dump(2);
 }
@@ -318,11 +330,13 @@ TEST(PocDevTest, TheWholeKitPassesAgainstCarveDev) {
   }
   ASSERT_TRUE(ready) << Slurp(log);
   const std::string env = absl::StrCat("CARVE_SERVER=", url, " CARVE_TOKEN=", token, " ");
-  CliRun run = RunShell(absl::StrCat(env, CARVE_BINARY, " poc run --suite all --out ",
-                                     (dir / "poc").string(), " --job-memory-mib ",
-                                     kSanitized ? 1536 : 512, " --tolerance 0.1 2>&1"));
+  CliRun run = RunShell(absl::StrCat(
+      env, CARVE_BINARY, " poc run --suite all --out ", (dir / "poc").string(),
+      " --job-memory-mib ", kSanitized ? 1536 : 512,
+      " --tolerance 0.1 --fault-command 'CARVE_DEV_JOBS=", (dir / "carve-jobs").string(), " ",
+      CARVE_SOURCE_DIR, "/scripts/poc-dev-faults' 2>&1"));
   EXPECT_EQ(run.exit, 0) << run.out << Slurp(log);
-  EXPECT_THAT(run.out, HasSubstr("9 passed, 0 failed, 2 inconclusive or not run")) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("10 passed, 0 failed, 1 inconclusive or not run")) << run.out;
   CliRun verify =
       RunShell(absl::StrCat(env, CARVE_BINARY, " poc verify ", (dir / "poc").string(), " 2>&1"));
   EXPECT_EQ(verify.exit, 0) << verify.out;

@@ -31,6 +31,9 @@ struct Options {
   int64_t job_memory_mib = 512;    // host memory of each probe job
   std::string submitted_by;        // the token's user, who submits the jobs (whoami)
   std::vector<std::string> only;   // run only these tests ("recovery.service-drain"); all if empty
+  // Injects device and node faults (partition.device-faults): run through /bin/sh as
+  // `CMD ACTION NODE [GPU_UUID [START]]`; empty: that test is not run.
+  std::string fault_command;
   // Set (by a signal handler) to stop: the running test cleans up, the rest are not run.
   const std::atomic<bool>* interrupted = nullptr;
 };

@@ -204,6 +204,29 @@ absl::StatusOr<std::string> Cluster::WaitReason(int64_t id, int64_t after_seq) {
   return why;
 }
 
+absl::StatusOr<json> Cluster::AwaitEvent(int64_t after_seq, const std::string& type,
+                                         const std::string& subject) {
+  const int64_t deadline = NowUs() + options_.timeout_s * 1'000'000;
+  int64_t after = after_seq;
+  while (true) {
+    json found;
+    absl::Status st = ForEachEvent(api_, after, [&](const json& e) {
+      after = std::max(after, e.value("seq", int64_t{0}));
+      if (e.value("type", "") != type || e.value("subject", "") != subject) return true;
+      found = e;
+      return false;
+    });
+    if (!st.ok()) return st;
+    if (!found.is_null()) return found;
+    if (Interrupted()) return absl::CancelledError("interrupted");
+    if (NowUs() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("no ", type, " event about ", subject,
+                                                      " within ", options_.timeout_s, " s"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 void Cluster::NoteNodes(const json& job, Record& record) {
   for (const json& r : job.value("replicas", json::array())) {
     std::string node = r.value("node", "");

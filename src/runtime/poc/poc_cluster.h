@@ -66,6 +66,10 @@ class Cluster {
   // The reason of the first job.waiting event of job `id` after event `after_seq` ("" when it
   // never waited): why it waited, whatever the moment it is read.
   absl::StatusOr<std::string> WaitReason(int64_t id, int64_t after_seq);
+  // Polls the events after `after_seq` until one of `type` about `subject` appears (or the kit's
+  // timeout): that event.
+  absl::StatusOr<nlohmann::json> AwaitEvent(int64_t after_seq, const std::string& type,
+                                            const std::string& subject);
   // True once the kit was asked to stop (Ctrl-C): waits end at once.
   bool Interrupted() const {
     return options_.interrupted != nullptr && options_.interrupted->load();

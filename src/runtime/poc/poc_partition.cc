@@ -1,12 +1,13 @@
-// The hardware-partition (MIG) suite. Built: the unit lifecycle on a GPU whose instances are
-// made on demand. The fault, upgrade and pool tests need what the kit does not do through the
-// API (inject device faults, change a node's versions, set up tenants), and say so.
+// The hardware-partition (MIG) suite: the unit lifecycle on a GPU whose instances are made on
+// demand, and partitions governed across pools. The fault test is in poc_partition_faults.cc;
+// the upgrade test needs a node's versions changed, which the kit cannot do, and says so.
 #include <chrono>
 #include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/model/gpu_catalog.h"
+#include "runtime/poc/poc_partition.h"
 #include "runtime/poc/poc_probe_jobs.h"
 #include "runtime/poc/poc_suites.h"
 
@@ -14,13 +15,20 @@ namespace carve::poc {
 
 using json = nlohmann::json;
 
-namespace {
+json MigProbeSpec(const Options& options, const std::string& name, const MigProfileOf& profile,
+                  const std::vector<std::string>& args) {
+  json spec = {{"name", name},
+               {"command", ProbeCommand(options, args)},
+               {"resources",
+                {{"mode", "partition"},
+                 {"profile", profile.profile},
+                 {"cpu", "100m"},
+                 {"memory", absl::StrCat(options.job_memory_mib, "Mi")}}}};
+  if (!profile.model.empty()) spec["resources"]["gpu_model"] = profile.model;
+  return spec;
+}
 
-struct MigGpu {
-  std::string node;
-  int index = 0;
-  std::string model;
-};
+namespace {
 
 // A ready, healthy, available GPU that makes MIG instances on demand and has none now.
 std::optional<MigGpu> IdleDynamicGpu(const json& nodes, const std::set<std::string>& busy) {
@@ -86,14 +94,8 @@ absl::StatusOr<std::string> AwaitLive(Cluster& c, const MigGpu& gpu, int start, 
 // One round: a job on a new instance; the record, the agent and the job agree on it, and it is
 // gone once the job ended.
 absl::Status Round(Cluster& c, Record& r, const MigGpu& gpu, const std::string& profile, int n) {
-  json spec = {{"name", absl::StrCat("poc-mig-", n)},
-               {"command", ProbeCommand(c.options(), {"--seconds", "2"})},
-               {"resources",
-                {{"mode", "partition"},
-                 {"profile", profile},
-                 {"gpu_model", gpu.model},
-                 {"cpu", "100m"},
-                 {"memory", absl::StrCat(c.options().job_memory_mib, "Mi")}}}};
+  json spec = MigProbeSpec(c.options(), absl::StrCat("poc-mig-", n), {gpu.model, profile},
+                           {"--seconds", "2"});
   auto id = c.Submit(spec, r);
   if (!id.ok()) return id.status();
   auto running = c.WaitRunning(*id);
@@ -137,13 +139,8 @@ absl::Status Round(Cluster& c, Record& r, const MigGpu& gpu, const std::string& 
   return absl::OkStatus();
 }
 
-struct MigTarget {
-  MigGpu gpu;
-  std::string profile;  // the catalog's 3g profile of its model
-};
+}  // namespace
 
-// An idle GPU that makes MIG instances on demand; nullopt, and the record inconclusive, when the
-// cluster has none.
 absl::StatusOr<std::optional<MigTarget>> FindMigTarget(Cluster& c, Record& r) {
   auto nodes = c.Nodes();
   if (!nodes.ok()) return nodes.status();
@@ -156,6 +153,8 @@ absl::StatusOr<std::optional<MigTarget>> FindMigTarget(Cluster& c, Record& r) {
   r.verdict_reason = "no idle GPU that makes MIG instances on demand (layout: dynamic)";
   return std::nullopt;
 }
+
+namespace {
 
 absl::Status UnitLifecycle(Cluster& c, Record& r) {
   auto target = FindMigTarget(c, r);
@@ -196,14 +195,9 @@ absl::StatusOr<Member> MakeMember(Cluster& c, Record& r, const std::string& tena
 
 json MigSpec(const Options& o, const std::string& name, const std::string& profile,
              int64_t seconds) {
-  return {{"name", name},
-          {"queue", "poc-mig"},
-          {"command", ProbeCommand(o, {"--seconds", std::to_string(seconds)})},
-          {"resources",
-           {{"mode", "partition"},
-            {"profile", profile},
-            {"cpu", "100m"},
-            {"memory", absl::StrCat(o.job_memory_mib, "Mi")}}}};
+  json spec = MigProbeSpec(o, name, {"", profile}, {"--seconds", std::to_string(seconds)});
+  spec["queue"] = "poc-mig";
+  return spec;
 }
 
 // What tenant b sees and may do with tenant a's work.
@@ -302,13 +296,7 @@ std::vector<TestCase> PartitionTests() {
        "proves create, allocate, delete and re-create as the agent reports them; on simulated "
        "GPUs the instances are the backend's, not NVIDIA's",
        UnitLifecycle},
-      {"device-faults", "MIG device faults",
-       "a fault in one instance, a device restart and a node failure each touch exactly the jobs "
-       "that were on it",
-       "",
-       "not built: it needs faults injected on the node (an XID in one instance, a GPU reset), "
-       "which the kit cannot do through the API",
-       nullptr},
+      DeviceFaultsTest(),
       {"upgrade", "Upgrade and maintenance",
        "unit ids, jobs and audit records stay traceable across a version change in a "
        "maintenance window",
