@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "client_common.h"
 #include "command_line.h"
+#include "httplib.h"
 #include "platform_command.h"
 #include "runtime/api_client.h"
 #include "runtime/job_spec.h"
@@ -312,12 +313,16 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
     if (!Structured(*c, job)) std::cout << "job " << *id << ": lease renewed\n";
   });
   CLI::App* nodes = app.add_subcommand("nodes", "List nodes and their GPUs");
-  nodes->callback([c] {
-    json list = Check(Client(*c).Get("/api/v1/nodes"));
+  auto pool = std::make_shared<std::string>();
+  nodes->add_option("--pool", *pool, "Only the nodes of this pool (their label pool=NAME)");
+  nodes->callback([c, pool] {
+    json list = Check(Client(*c).Get(
+        pool->empty() ? "/api/v1/nodes"
+                      : "/api/v1/nodes?pool=" + httplib::detail::encode_query_param(*pool)));
     if (Structured(*c, list)) return;
     PrintGpuSummary(list);
-    std::cout << absl::StrFormat("\n%-10s %-10s %-34s %-9s %-8s %-9s %s\n", "NODE", "STATE", "GPUS",
-                                 "GPU FREE", "CPU", "MEMORY", "REPLICAS");
+    std::cout << absl::StrFormat("\n%-10s %-10s %-10s %-34s %-9s %-8s %-9s %s\n", "NODE", "STATE",
+                                 "POOL", "GPUS", "GPU FREE", "CPU", "MEMORY", "REPLICAS");
     for (const json& n : list) {
       std::map<std::string, int> kinds;
       int free = 0;
@@ -327,8 +332,9 @@ void AddQueries(CLI::App& app, std::shared_ptr<Connection> c) {
       }
       std::vector<std::string> parts;
       for (const auto& [k, count] : kinds) parts.push_back(absl::StrCat(count, "x ", k));
-      std::cout << absl::StrFormat("%-10s %-10s %-34s %-9s %-8s %-9s %d\n", n.value("name", ""),
-                                   NodeState(n), parts.empty() ? "-" : absl::StrJoin(parts, ", "),
+      std::cout << absl::StrFormat("%-10s %-10s %-10s %-34s %-9s %-8s %-9s %d\n",
+                                   n.value("name", ""), NodeState(n), n.value("pool", "default"),
+                                   parts.empty() ? "-" : absl::StrJoin(parts, ", "),
                                    absl::StrCat(free, "/", n["gpus"].size()),
                                    absl::StrCat(n.value("cpu_milli", int64_t{0}) / 1000),
                                    absl::StrCat(n.value("memory_mib", int64_t{0}) / 1024, "Gi"),

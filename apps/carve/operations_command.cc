@@ -1,4 +1,5 @@
-// Operations on the fleet beyond cordon and drain: MIG re-layouts and service scaling.
+// Operations on the fleet beyond cordon and drain: MIG re-layouts, service scaling, maintenance,
+// nodes declared dead, node credentials revoked and node labels.
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -6,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client_common.h"
+#include "runtime/labels.h"
 
 namespace carve::app {
 
@@ -129,6 +131,54 @@ void AddRevokeNodeCredential(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+// KEY=VALUE sets a label, KEY- removes it: the `labels:` of a `kind: node` document.
+json LabelChanges(const std::vector<std::string>& args) {
+  json labels = json::object();
+  for (const std::string& arg : args) {
+    if (arg.size() > 1 && arg.back() == '-' && arg.find('=') == std::string::npos) {
+      const std::string key = arg.substr(0, arg.size() - 1);
+      if (absl::Status s = CheckLabel(key, ""); !s.ok()) Die(s);
+      labels[key] = nullptr;
+      continue;
+    }
+    auto kv = ParseLabel(arg);
+    if (!kv.ok()) {
+      Die(absl::InvalidArgumentError(
+          absl::StrCat(kv.status().message(), " (KEY- removes a label)")));
+    }
+    labels[kv->first] = kv->second;
+  }
+  return labels;
+}
+
+void AddLabel(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto node = std::make_shared<std::string>();
+  auto args = std::make_shared<std::vector<std::string>>();
+  CLI::App* label = app.add_subcommand(
+      "label",
+      "Set (KEY=VALUE) or remove (KEY-) a node's labels; kept when its agent registers again");
+  label->add_option("node", *node, "Node name")->required();
+  label->add_option("labels", *args, "KEY=VALUE or KEY- (pool=NAME puts the node in a pool)")
+      ->required();
+  label->callback([c, node, args] {
+    json doc = {{"kind", "node"}, {"name", *node}, {"labels", LabelChanges(*args)}};
+    Check(Client(*c).Post("/api/v1/apply", json::array({doc})));
+    json labelled;
+    for (json& n : Check(Client(*c).Get("/api/v1/nodes"))) {
+      if (n.value("name", "") == *node) labelled = std::move(n);
+    }
+    if (Structured(*c, labelled)) return;
+    std::vector<std::string> shown;
+    const json labels = labelled.value("labels", json::object());
+    for (const auto& [k, v] : labels.items()) {
+      shown.push_back(absl::StrCat(k, "=", v.is_string() ? v.get<std::string>() : v.dump()));
+    }
+    std::cout << "node " << *node << ": labels "
+              << (shown.empty() ? "none" : absl::StrJoin(shown, ", ")) << " (pool "
+              << labelled.value("pool", "default") << ")\n";
+  });
+}
+
 }  // namespace
 
 void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
@@ -137,6 +187,7 @@ void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
   AddRelayout(app, c);
   AddScale(app, c);
   AddMaintenance(app, c);
+  AddLabel(app, c);
 }
 
 }  // namespace carve::app

@@ -28,6 +28,7 @@
 #include "runtime/agent.h"
 #include "runtime/api_server.h"
 #include "runtime/api_socket.h"
+#include "runtime/labels.h"
 #include "runtime/log.h"
 #include "runtime/replica_monitor.h"
 #include "runtime/tenant_paths.h"
@@ -524,12 +525,10 @@ void AddAgent(CLI::App& app) {
       "--label",
       [o](const std::vector<std::string>& labels) {
         for (const std::string& label : labels) {
-          std::pair<std::string, std::string> kv = absl::StrSplit(label, absl::MaxSplits('=', 1));
-          if (kv.first.empty() || label.find('=') == std::string::npos) {
-            Die(absl::InvalidArgumentError(
-                absl::StrCat("--label \"", label, "\": write KEY=VALUE, e.g. pool=train")));
-          }
-          o->labels[kv.first] = kv.second;
+          auto kv = ParseLabel(label);
+          if (!kv.ok())
+            Die(absl::InvalidArgumentError(absl::StrCat("--label: ", kv.status().message())));
+          o->labels[kv->first] = kv->second;
         }
       },
       "KEY=VALUE node label, repeatable (pool=NAME puts the node in a queue's pool)");

@@ -350,7 +350,16 @@ void ApiServer::Routes() {
   s.Get("/api/v1/nodes", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, Verb::kRead);
     if (!who) return;
-    Reply(res, 200, VisibleNodes(control_->ListNodes(), *who));
+    json nodes = control_->ListNodes();
+    if (req.has_param("pool")) {  // the nodes of one pool (`carve nodes --pool P`)
+      const std::string pool = req.get_param_value("pool");
+      json of = json::array();
+      for (json& n : nodes) {
+        if (n.value("pool", "") == pool) of.push_back(std::move(n));
+      }
+      nodes = std::move(of);
+    }
+    Reply(res, 200, VisibleNodes(nodes, *who));
   });
   s.Post("/api/v1/apply", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, Verb::kConfigure);

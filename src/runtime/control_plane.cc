@@ -615,6 +615,7 @@ json ControlPlane::ListNodes() const {
       }
     }
     n["replicas"] = running;
+    n["pool"] = PoolOf(node.labels);
     for (json& g : n["gpus"]) {  // what `carve nodes` counts as in use and free
       auto at = held.find(g.value("index", -1));
       g["allocated_milli"] = at == held.end() ? 0 : at->second.first;

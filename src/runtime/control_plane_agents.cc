@@ -27,8 +27,8 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   json with_times = body;
   // What the control plane keeps about the node's GPUs is its own, never taken from the agent
   // (versions are the agent's report, made into a set below).
-  for (const char* kept :
-       {"relayouts", "layout_mismatch", "instance_faults", "residue", "versions"}) {
+  for (const char* kept : {"relayouts", "layout_mismatch", "instance_faults", "residue", "versions",
+                           "agent_labels", "admin_labels"}) {
     with_times.erase(kept);
   }
   with_times["registered_us"] = now_();
@@ -37,6 +37,10 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   auto node = NodeRecord::FromJson(with_times);
   if (!node.ok()) return node.status();
   if (node->name.empty()) return absl::InvalidArgumentError("name: a node needs a name");
+  for (const auto& [key, value] : node->labels) {
+    if (absl::Status s = CheckLabel(key, value); !s.ok()) return s;
+  }
+  node->agent_labels = node->labels;
   if (absl::Status s = ActsAs(who, node->name, "registers"); !s.ok()) return s;
   // The credential a joining agent made and saved before it asked (its SHA-256): bound as the
   // node's, so an agent that dies before it reads the answer still holds it (as a kubelet makes
@@ -80,6 +84,7 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
     node->residue = old->second.residue;  // until the agent's next heartbeat says otherwise
     VersionsChanged(old->second, *node, batch);
   }
+  node->labels = EffectiveLabels(node->agent_labels, node->admin_labels);
   bool known = nodes_.count(node->name) > 0;
   batch.puts.push_back({"node", node->name, node->ToJson().dump()});
   Event(batch, "agent:" + node->name, known ? "node.re-registered" : "node.registered",

@@ -18,14 +18,28 @@ absl::Status Invalid(size_t doc, const std::string& field, absl::string_view why
   return absl::InvalidArgumentError(absl::StrCat("document ", doc, ": ", field, ": ", why));
 }
 
+// `labels: {KEY: VALUE, KEY: null}`: null removes the label.
+absl::Status CheckNodeLabels(size_t doc, const json& labels) {
+  if (!labels.is_object()) return Invalid(doc, "labels", "must be a map of KEY: VALUE (or null)");
+  for (const auto& [key, value] : labels.items()) {
+    if (!value.is_string() && !value.is_null()) {
+      return Invalid(doc, "labels." + key, "must be a string, or null to remove the label");
+    }
+    absl::Status s = CheckLabel(key, value.is_string() ? value.get<std::string>() : "");
+    if (!s.ok()) return Invalid(doc, "labels", s.message());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ControlPlane::CheckNodeDoc(size_t i, const json& d) const {
   for (const auto& [k, v] : d.items()) {
-    if (k != "kind" && k != "name" && k != "gpus") {
-      return Invalid(i, k, "unknown field; known: gpus, kind, name");
+    if (k != "kind" && k != "name" && k != "gpus" && k != "labels") {
+      return Invalid(i, k, "unknown field; known: gpus, kind, labels, name");
     }
   }
+  if (absl::Status s = CheckNodeLabels(i, d.value("labels", json::object())); !s.ok()) return s;
   const json& gpus = d.value("gpus", json::array());
   bool typed = gpus.is_array();
   for (size_t k = 0; typed && k < gpus.size(); ++k) {
@@ -90,6 +104,17 @@ void ControlPlane::ApplyNodeDoc(const json& d, const Principal& who, StoreBatch&
     gpu.dynamic_layout = gpu.mode == "partition" && gpu.mig_instances.empty();
     mode_overrides_[name][gpu.index] = gpu.mode;
   }
+  const json labels = d.value("labels", json::object());
+  for (const auto& [key, value] : labels.items()) {
+    if (value.is_string()) {
+      node.admin_labels[key] = value.get<std::string>();
+    } else if (node.agent_labels.count(key) > 0) {
+      node.admin_labels[key] = std::nullopt;  // hides the agent's label
+    } else {
+      node.admin_labels.erase(key);
+    }
+  }
+  node.labels = EffectiveLabels(node.agent_labels, node.admin_labels);
   batch.puts.push_back({"node", name, node.ToJson().dump()});
   batch.puts.push_back({"node-modes", name, ModesToJson(mode_overrides_[name]).dump()});
 }

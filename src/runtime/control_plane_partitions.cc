@@ -261,6 +261,7 @@ void ControlPlane::CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatc
   fresh.relayouts = old.relayouts;
   fresh.layout_mismatch = old.layout_mismatch;
   fresh.instance_faults = old.instance_faults;
+  fresh.admin_labels = old.admin_labels;
   for (DiscoveredGpu& g : fresh.gpus) {
     if (g.index >= static_cast<int>(old.gpus.size())) continue;
     const DiscoveredGpu& was = old.gpus[g.index];

@@ -17,10 +17,7 @@ namespace {
 
 constexpr double kUsPerHour = 3'600'000'000.0;
 
-std::string Pool(const NodeRecord& n) {
-  auto it = n.labels.find("pool");
-  return it == n.labels.end() ? "default" : it->second;
-}
+std::string Pool(const NodeRecord& n) { return PoolOf(n.labels); }
 
 // One replica's hold on one device during one attempt.
 struct Held {

@@ -398,6 +398,8 @@ json NodeRecord::ToJson() const {
   for (const auto& [slot, fault] : instance_faults) faults[SlotKey(slot)] = fault.ToJson();
   json residue_json = json::object();
   for (const auto& [index, r] : residue) residue_json[std::to_string(index)] = r.ToJson();
+  json admin = json::object();
+  for (const auto& [key, value] : admin_labels) admin[key] = value ? json(*value) : json();
   return {{"name", name},
           {"instance_faults", faults},
           {"maintenance", maintenance ? maintenance->ToJson() : json()},
@@ -406,6 +408,8 @@ json NodeRecord::ToJson() const {
           {"cpu_milli", cpu_milli},
           {"memory_mib", memory_mib},
           {"labels", labels},
+          {"agent_labels", agent_labels},
+          {"admin_labels", admin},
           {"backend", backend},
           {"gpus", gpu_list},
           {"state", Name(state)},
@@ -454,7 +458,13 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     n.name = j.at("name").get<std::string>();
     n.cpu_milli = j.at("cpu_milli").get<int64_t>();
     n.memory_mib = j.at("memory_mib").get<int64_t>();
-    n.labels = j.value("labels", std::map<std::string, std::string>{});
+    n.labels = j.value("labels", Labels{});
+    n.agent_labels = j.value("agent_labels", n.labels);  // a record from before admins' labels
+    const json admin = j.value("admin_labels", json::object());
+    for (const auto& [key, value] : admin.items()) {
+      n.admin_labels[key] =
+          value.is_null() ? std::nullopt : std::optional<std::string>(value.get<std::string>());
+    }
     n.backend = j.value("backend", "");
     for (const json& g : j.value("gpus", json::array())) {
       auto gpu = GpuFromJson(g);

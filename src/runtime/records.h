@@ -11,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 #include "runtime/job_spec.h"
+#include "runtime/labels.h"
 #include "runtime/node_records.h"
 #include "runtime/states.h"
 
@@ -155,8 +156,10 @@ struct NodeRecord {
   std::string name;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
-  std::map<std::string, std::string> labels;
-  std::string backend;  // "nvml" | "simulated"
+  Labels labels;            // what placement and pools see: the agent's with the admin's edits
+  Labels agent_labels;      // as its agent registered them (`carve agent --label`)
+  LabelEdits admin_labels;  // `carve label`, `kind: node` labels: outlive re-registration
+  std::string backend;      // "nvml" | "simulated"
   std::vector<DiscoveredGpu> gpus;
   NodeRecordState state = NodeRecordState::kReady;  // dead: declared by an admin
   int64_t lost_us = 0;  // when its jobs were declared lost (0: not while it is silent)

@@ -101,7 +101,7 @@ Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const No
   n.capacity.cpu = CpuMilli(rec.cpu_milli);
   n.capacity.memory = MemMib(rec.memory_mib);
   for (const auto& [k, v] : rec.labels) n.labels[k] = v;
-  if (auto pool = rec.labels.find("pool"); pool != rec.labels.end()) n.pool = pool->second;
+  n.pool = PoolOf(rec.labels);
   for (const DiscoveredGpu& g : rec.gpus) n.devices.push_back(DeviceFromRecord(catalog, rec, g));
   return n;
 }

@@ -22,7 +22,9 @@ constexpr char kStoredNode[] = R"json({
   "name": "a100-0",
   "cpu_milli": 64000,
   "memory_mib": 512000,
-  "labels": {"pool": "train"},
+  "labels": {"pool": "train", "tier": "gold"},
+  "agent_labels": {"pool": "train", "rack": "r1"},
+  "admin_labels": {"rack": null, "tier": "gold"},
   "backend": "simulated",
   "state": "ready",
   "lost_us": 0,
@@ -122,6 +124,18 @@ TEST(NodeRecordsTest, ANodeWithoutVersionsKeepsNull) {
   ASSERT_TRUE(node.ok()) << node.status();
   EXPECT_FALSE(node->versions.has_value());
   EXPECT_EQ(node->ToJson().dump(), stored.dump());
+}
+
+// A node stored before admins could label nodes: what it has are its agent's labels.
+TEST(NodeRecordsTest, ANodeFromBeforeAdminLabelsHasItsAgentsLabels) {
+  json stored = json::parse(kStoredNode);
+  stored.erase("agent_labels");
+  stored.erase("admin_labels");
+  auto node = NodeRecord::FromJson(stored);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->agent_labels, (Labels{{"pool", "train"}, {"tier", "gold"}}));
+  EXPECT_TRUE(node->admin_labels.empty());
+  EXPECT_EQ(node->labels, node->agent_labels);
 }
 
 TEST(NodeRecordsTest, AnUnknownRelayoutPhaseIsRefusedAtLoad) {

@@ -1,0 +1,34 @@
+// Node labels: KEY=VALUE pairs that `carve agent --label`, `carve label` and a `kind: node`
+// document's `labels:` set, that queues' pools (`pool`) and placement read. An agent's labels are
+// what it registered; an admin's sit on top of them and outlive the agent's re-registration.
+#ifndef CARVE_RUNTIME_LABELS_H_
+#define CARVE_RUNTIME_LABELS_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+
+namespace carve {
+
+using Labels = std::map<std::string, std::string>;
+// An admin's labels: a value sets the label, nullopt removes the agent's label of that key.
+using LabelEdits = std::map<std::string, std::optional<std::string>>;
+
+// A key is a name of at most 63 characters (letters, digits, '-', '_', '.', beginning and
+// ending with a letter or digit), optionally after a DNS prefix and '/' ("carve.io/rack"); a
+// value is empty or such a name. The error names what was wrong.
+absl::Status CheckLabel(absl::string_view key, absl::string_view value);
+// "KEY=VALUE", checked.
+absl::StatusOr<std::pair<std::string, std::string>> ParseLabel(absl::string_view text);
+// The labels placement sees: the agent's, with the admin's edits applied.
+Labels EffectiveLabels(const Labels& agent, const LabelEdits& admin);
+// A node's pool, which queues bind to (`pool:`): its label `pool`, else "default".
+std::string PoolOf(const Labels& labels);
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_LABELS_H_

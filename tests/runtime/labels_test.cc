@@ -1,0 +1,48 @@
+#include "runtime/labels.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace carve {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(LabelsTest, KeysAndValuesFollowOneSyntax) {
+  for (const char* key : {"pool", "nvlink-domain", "carve.io/rack", "a", "A_b.c-9"}) {
+    EXPECT_TRUE(CheckLabel(key, "x").ok()) << key;
+  }
+  for (const char* key : {"", "-pool", "pool-", "po ol", "Carve.IO/rack", "/rack", "a/", "a/b/c",
+                          "pool!", std::string(64, 'k').c_str()}) {
+    absl::Status s = CheckLabel(key, "x");
+    EXPECT_FALSE(s.ok()) << key;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("label key")) << key;
+  }
+  EXPECT_TRUE(CheckLabel("pool", "").ok());
+  EXPECT_THAT(std::string(CheckLabel("rack", "two words").message()),
+              HasSubstr("label rack: value \"two words\""));
+  EXPECT_FALSE(CheckLabel("rack", std::string(64, 'v')).ok());
+}
+
+TEST(LabelsTest, ParsesKeyEqualsValue) {
+  auto kv = ParseLabel("pool=train");
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(kv->first, "pool");
+  EXPECT_EQ(kv->second, "train");
+  EXPECT_EQ(ParseLabel("pool=")->second, "");
+  EXPECT_THAT(std::string(ParseLabel("pool").status().message()), HasSubstr("write KEY=VALUE"));
+  EXPECT_FALSE(ParseLabel("=x").ok());
+  EXPECT_FALSE(ParseLabel("a=b=c").ok());  // '=' is not in a value
+}
+
+TEST(LabelsTest, AnAdminsEditsSitOnTopOfTheAgents) {
+  Labels agent = {{"pool", "b"}, {"rack", "r1"}};
+  LabelEdits admin = {{"pool", "a"}, {"rack", std::nullopt}, {"tier", "gold"}};
+  EXPECT_EQ(EffectiveLabels(agent, admin), (Labels{{"pool", "a"}, {"tier", "gold"}}));
+  EXPECT_EQ(EffectiveLabels(agent, {}), agent);
+  EXPECT_EQ(PoolOf({}), "default");
+  EXPECT_EQ(PoolOf(agent), "b");
+}
+
+}  // namespace
+}  // namespace carve
