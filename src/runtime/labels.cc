@@ -8,6 +8,7 @@ namespace {
 
 constexpr size_t kMaxName = 63;
 constexpr size_t kMaxPrefix = 253;
+constexpr absl::string_view kReservedPrefix = "carve.io";
 
 bool IsName(absl::string_view s) {
   if (s.empty() || s.size() > kMaxName) return false;
@@ -37,7 +38,12 @@ absl::Status CheckLabel(absl::string_view key, absl::string_view value) {
         "label key \"", key,
         "\": a name of at most 63 letters, digits, '-', '_' or '.', beginning and ending with a "
         "letter or digit, optionally after a lowercase DNS prefix and '/' (e.g. pool, "
-        "carve.io/rack)"));
+        "example.com/rack)"));
+  }
+  if (slash != absl::string_view::npos && key.substr(0, slash) == kReservedPrefix) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "label key \"", key, "\": the prefix ", kReservedPrefix,
+        "/ is Carve's own (the scheduler sets carve.io/node); use another prefix or none"));
   }
   if (!value.empty() && !IsName(value)) {
     return absl::InvalidArgumentError(

@@ -19,8 +19,9 @@ using Labels = std::map<std::string, std::string>;
 using LabelEdits = std::map<std::string, std::optional<std::string>>;
 
 // A key is a name of at most 63 characters (letters, digits, '-', '_', '.', beginning and
-// ending with a letter or digit), optionally after a DNS prefix and '/' ("carve.io/rack"); a
-// value is empty or such a name. The error names what was wrong.
+// ending with a letter or digit), optionally after a DNS prefix and '/' ("example.com/rack")
+// other than Carve's own (carve.io/); a value is empty or such a name. The error names what was
+// wrong.
 absl::Status CheckLabel(absl::string_view key, absl::string_view value);
 // "KEY=VALUE", checked.
 absl::StatusOr<std::pair<std::string, std::string>> ParseLabel(absl::string_view text);

@@ -135,5 +135,26 @@ TEST_F(PoolsTest, ABadLabelIsRefusedNamingItAndChangesNothing) {
   EXPECT_THAT(missing.out, HasSubstr("no registered node \"n-9\"")) << missing.out;
 }
 
+// Topology labels set with `carve label` feed compact placement: a two-replica gang that asks
+// for `topology: compact` lands in one rack, n-1 and n-3, not on the first two nodes by name.
+TEST_F(PoolsTest, RackLabelsSetByAnAdminKeepACompactGangInOneRack) {
+  for (const char* args : {"label n-1 rack=r1", "label n-2 rack=r2", "label n-3 rack=r1"}) {
+    CliRun run = Cli(args);
+    ASSERT_EQ(run.exit, 0) << run.out;
+  }
+  ApiPost("/api/v1/nodes/n-4/cordon", json::object());
+  json spec = {{"command", {"sleep", "300"}},
+               {"kind", "training"},
+               {"replicas", 2},
+               {"topology", "compact"},
+               {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}};
+  int64_t id = Submit(spec)["id"];
+  ASSERT_TRUE(Eventually([&] { return Job(id)["state"] == "running"; })) << Job(id).dump(2);
+  const json job = Job(id);
+  std::set<std::string> on;
+  for (const json& r : job["replicas"]) on.insert(r["node"].get<std::string>());
+  EXPECT_EQ(on, (std::set<std::string>{"n-1", "n-3"})) << job.dump(2);
+}
+
 }  // namespace
 }  // namespace carve::it

@@ -9,7 +9,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(LabelsTest, KeysAndValuesFollowOneSyntax) {
-  for (const char* key : {"pool", "nvlink-domain", "carve.io/rack", "a", "A_b.c-9"}) {
+  for (const char* key : {"pool", "nvlink-domain", "example.com/rack", "a", "A_b.c-9"}) {
     EXPECT_TRUE(CheckLabel(key, "x").ok()) << key;
   }
   for (const char* key : {"", "-pool", "pool-", "po ol", "Carve.IO/rack", "/rack", "a/", "a/b/c",
@@ -18,6 +18,7 @@ TEST(LabelsTest, KeysAndValuesFollowOneSyntax) {
     EXPECT_FALSE(s.ok()) << key;
     EXPECT_THAT(std::string(s.message()), HasSubstr("label key")) << key;
   }
+  EXPECT_THAT(std::string(CheckLabel("carve.io/node", "n-2").message()), HasSubstr("Carve's own"));
   EXPECT_TRUE(CheckLabel("pool", "").ok());
   EXPECT_THAT(std::string(CheckLabel("rack", "two words").message()),
               HasSubstr("label rack: value \"two words\""));
