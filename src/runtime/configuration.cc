@@ -190,6 +190,27 @@ absl::StatusOr<PriorityClassConfig> DecodeClass(const json& doc, const ExistsFn&
   return c;
 }
 
+absl::StatusOr<PoolConfig> DecodePool(const json& doc) {
+  if (absl::Status s = KnownFields(doc, {"selector"}); !s.ok()) return s;
+  const json selector = doc.value("selector", json());
+  if (!selector.is_object() || selector.empty()) {
+    return Field("selector", "is required: a map of node labels, e.g. {gpu-class: h200}");
+  }
+  PoolConfig p{{doc["name"], {}}};
+  for (const auto& [key, value] : selector.items()) {
+    if (!value.is_string()) return Field("selector." + key, "must be a string");
+    if (key == "pool") {
+      return Field("selector.pool",
+                   "a node's pool label already names its pool; select by "
+                   "other labels");
+    }
+    absl::Status s = CheckLabel(key, value.get<std::string>());
+    if (!s.ok()) return Field("selector", s.message());
+    p.selector.match[key] = value.get<std::string>();
+  }
+  return p;
+}
+
 template <typename T>
 const T* RecordOf(const ConfigObject* object) {
   return object == nullptr ? nullptr : &std::get<T>(object->record);
@@ -206,7 +227,7 @@ absl::StatusOr<ConfigObject> Wrap(absl::StatusOr<T> record, const json& doc) {
 std::string Name(IdleAction action) { return action == IdleAction::kStop ? "stop" : "flag"; }
 
 const std::string& ConfigObject::kind() const {
-  static const std::string kKinds[] = {"tenant", "project", "queue", "priority-class"};
+  static const std::string kKinds[] = {"tenant", "project", "queue", "priority-class", "pool"};
   return kKinds[record.index()];
 }
 
@@ -218,6 +239,8 @@ const std::string& ConfigObject::name() const {
           return r.spec.name;
         } else if constexpr (std::is_same_v<T, PriorityClassConfig>) {
           return r.priority_class.name;
+        } else if constexpr (std::is_same_v<T, PoolConfig>) {
+          return r.selector.name;
         } else {
           return r.name;
         }
@@ -234,13 +257,15 @@ absl::StatusOr<ConfigObject> DecodeConfig(const json& doc, const GpuCatalog& cat
   }
   std::string kind = doc.value("kind", ""), name = doc.value("name", "");
   if (std::find(std::begin(kConfigKinds), std::end(kConfigKinds), kind) == std::end(kConfigKinds))
-    return Field("kind", "\"" + kind + "\" is not tenant, project, queue, priority-class or node");
+    return Field("kind",
+                 "\"" + kind + "\" is not tenant, project, queue, priority-class, pool or node");
   if (!std::regex_match(name, kName)) {
     return Field("name", "\"" + name + "\" must be lowercase letters, digits and dashes");
   }
   if (kind == "tenant") return Wrap(DecodeTenant(doc), doc);
   if (kind == "project") return Wrap(DecodeProject(doc, exists), doc);
   if (kind == "queue") return Wrap(DecodeQueue(doc, catalog, exists), doc);
+  if (kind == "pool") return Wrap(DecodePool(doc), doc);
   return Wrap(DecodeClass(doc, exists), doc);
 }
 
@@ -316,6 +341,13 @@ std::vector<const QueueConfig*> Configuration::Queues() const {
 std::vector<QueueSpec> Configuration::QueueSpecs() const {
   std::vector<QueueSpec> out;
   for (const QueueConfig* q : Queues()) out.push_back(q->spec);
+  return out;
+}
+
+std::vector<PoolSelector> Configuration::Pools() const {
+  std::vector<PoolSelector> out;
+  Each("pool",
+       [&](const ConfigObject& o) { out.push_back(std::get<PoolConfig>(o.record).selector); });
   return out;
 }
 

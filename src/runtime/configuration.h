@@ -20,6 +20,7 @@
 #include "core/sched/queueing/order.h"
 #include "core/sched/queueing/quota.h"
 #include "nlohmann/json.hpp"
+#include "runtime/labels.h"
 
 namespace carve {
 
@@ -68,9 +69,17 @@ struct PriorityClassConfig {
   std::optional<std::vector<std::string>> tenants;  // absent: standard and exploratory for all
 };
 
+// kind: pool
+//   name: train
+//   selector: {gpu-class: h200}   # the nodes with every one of these labels (runtime/labels.h)
+// A node's own `pool` label wins over any selector; of several matching pools the first by name.
+struct PoolConfig {
+  PoolSelector selector;  // its name is the pool's
+};
+
 // One applied document, decoded.
 struct ConfigObject {
-  std::variant<TenantConfig, ProjectConfig, QueueConfig, PriorityClassConfig> record;
+  std::variant<TenantConfig, ProjectConfig, QueueConfig, PriorityClassConfig, PoolConfig> record;
   nlohmann::json doc;  // as applied: what the store keeps and `carve get` lists
   const std::string& kind() const;
   const std::string& name() const;
@@ -80,7 +89,8 @@ struct ConfigObject {
 using ExistsFn = std::function<bool(const std::string& kind, const std::string& name)>;
 
 // The kinds `carve apply` configures here (node documents are the control plane's).
-inline constexpr const char* kConfigKinds[] = {"tenant", "project", "queue", "priority-class"};
+inline constexpr const char* kConfigKinds[] = {"tenant", "project", "queue", "priority-class",
+                                               "pool"};
 
 // Decodes one document of a configuration kind; the error names the field ("quota.gpus/Z9: no
 // GPU model ..."). `exists` answers the references (a project's tenant and queues, a grant's
@@ -110,6 +120,8 @@ class Configuration {
   const PriorityClassConfig* Class(const std::string& name) const;  // applied only
   // The applied queues, for the scheduler.
   std::vector<QueueSpec> QueueSpecs() const;
+  // The applied pools' selectors, by name (PoolOf).
+  std::vector<PoolSelector> Pools() const;
   // The built-in tiers, overridden or extended by applied classes.
   std::vector<PriorityClass> Classes() const;
   // The projects of `tenant`, "default" first.

@@ -599,6 +599,7 @@ absl::StatusOr<std::string> ControlPlane::ReadLog(int64_t job, int replica, int6
 json ControlPlane::ListNodes() const {
   std::lock_guard<std::mutex> lock(mu_);
   json out = json::array();
+  const std::vector<PoolSelector> pools = config_.Pools();
   for (const auto& [name, node] : nodes_) {
     json n = node.ToJson();
     int64_t running = 0;                          // a queued job holds no replica
@@ -615,7 +616,7 @@ json ControlPlane::ListNodes() const {
       }
     }
     n["replicas"] = running;
-    n["pool"] = PoolOf(node.labels);
+    n["pool"] = PoolOf(node.labels, pools);
     for (json& g : n["gpus"]) {  // what `carve nodes` counts as in use and free
       auto at = held.find(g.value("index", -1));
       g["allocated_milli"] = at == held.end() ? 0 : at->second.first;

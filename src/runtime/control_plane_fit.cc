@@ -15,8 +15,9 @@ namespace {
 // The node as it would be with every job gone, cordons, windows, faults and enforcement outages
 // lifted: what is installed. A false refusal is worse than a missed one. Dead nodes (declared so by
 // an admin) are left out; nodes that went silent are in, as they may come back.
-Node EmptyNode(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
-  Node n = NodeFromRecord(catalog, name, rec);
+Node EmptyNode(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec,
+               const std::vector<PoolSelector>& pools) {
+  Node n = NodeFromRecord(catalog, name, rec, pools);
   n.state = NodeState::kReady;
   std::erase_if(n.taints, [](const Taint& t) { return t.key == "carve.io/maintenance"; });
   for (Device& d : n.devices) {
@@ -31,8 +32,9 @@ Node EmptyNode(const GpuCatalog& catalog, const std::string& name, const NodeRec
 
 absl::Status ControlPlane::CheckFitsEmptyCluster(const JobSpec& spec, JobRequest request) const {
   Cluster empty(catalog_);
+  const std::vector<PoolSelector> pools = config_.Pools();
   for (const auto& [name, rec] : nodes_) {
-    if (rec.state != NodeRecordState::kDead) empty.AddNode(EmptyNode(*catalog_, name, rec));
+    if (rec.state != NodeRecordState::kDead) empty.AddNode(EmptyNode(*catalog_, name, rec, pools));
   }
   if (empty.nodes().empty()) return absl::OkStatus();  // no node yet: the cluster is forming
   if (const QueueConfig* q = config_.Queue(spec.queue); q != nullptr && !q->spec.pool.empty()) {

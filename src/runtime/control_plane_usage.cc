@@ -17,8 +17,6 @@ namespace {
 
 constexpr double kUsPerHour = 3'600'000'000.0;
 
-std::string Pool(const NodeRecord& n) { return PoolOf(n.labels); }
-
 // One replica's hold on one device during one attempt.
 struct Held {
   const JobRecord* job = nullptr;
@@ -333,6 +331,7 @@ absl::Status ControlPlane::AccrueUtilization() {
     if (u.last_us == 0) u.last_us = u.persisted_us = now;
     return absl::OkStatus();
   }
+  const std::vector<PoolSelector> pools = config_.Pools();
   for (const auto& [name, node] : nodes_) {
     bool online = node.state != NodeRecordState::kNotReady;
     for (const DiscoveredGpu& g : node.gpus) {
@@ -348,7 +347,8 @@ absl::Status ControlPlane::AccrueUtilization() {
         per_us.busy = std::min(100, g.utilization_pct) / 100.0;
         per_us.busy_reported = 1;
       }
-      u.Accrue({Pool(node), id.ok() ? catalog_->model(*id).name : g.model}, u.last_us, now, per_us);
+      u.Accrue({PoolOf(node.labels, pools), id.ok() ? catalog_->model(*id).name : g.model},
+               u.last_us, now, per_us);
     }
   }
   u.last_us = now;
@@ -498,7 +498,8 @@ absl::StatusOr<json> ControlPlane::Utilization(int64_t since_us, int64_t until_u
          it != utilization_.buckets.end() && it->first < r.to; ++it) {
       for (const auto& [key, cell] : it->second) r.AddCells(it->first, key, cell);
     }
-    for (const auto& [name, node] : nodes_) pools[name] = Pool(node);
+    const std::vector<PoolSelector> selectors = config_.Pools();
+    for (const auto& [name, node] : nodes_) pools[name] = PoolOf(node.labels, selectors);
     for (const auto& [id, job] : jobs_.all()) {
       if (job.replicas.empty()) continue;
       live.emplace(id, job.attempt);

@@ -18,14 +18,16 @@
 #include "core/sched/queueing/cycle.h"
 #include "core/sched/queueing/explain.h"
 #include "nlohmann/json.hpp"
+#include "runtime/labels.h"
 
 namespace carve {
 
 struct NodeRecord;
 
-// A node as the core sees it, from its record: state, maintenance, labels, devices, static MIG
-// instances (scheduler_cycle.cc).
-Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec);
+// A node as the core sees it, from its record: state, maintenance, labels and pool (its label,
+// else the first of `pools` it matches), devices, static MIG instances (scheduler_cycle.cc).
+Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec,
+                    const std::vector<PoolSelector>& pools = {});
 
 // What one placed job holds, as a cycle read it from the job's record at `revision` (0: bound by
 // the last cycle, read from its record again by the next).

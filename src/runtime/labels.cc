@@ -1,5 +1,7 @@
 #include "runtime/labels.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
@@ -78,9 +80,16 @@ Labels EffectiveLabels(const Labels& agent, const LabelEdits& admin) {
   return out;
 }
 
-std::string PoolOf(const Labels& labels) {
-  auto it = labels.find("pool");
-  return it == labels.end() ? "default" : it->second;
+std::string PoolOf(const Labels& labels, const std::vector<PoolSelector>& pools) {
+  if (auto it = labels.find("pool"); it != labels.end()) return it->second;
+  for (const PoolSelector& pool : pools) {
+    const bool matches = std::all_of(pool.match.begin(), pool.match.end(), [&](const auto& kv) {
+      auto it = labels.find(kv.first);
+      return it != labels.end() && it->second == kv.second;
+    });
+    if (matches) return pool.name;
+  }
+  return "default";
 }
 
 }  // namespace carve

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
@@ -27,8 +28,15 @@ absl::Status CheckLabel(absl::string_view key, absl::string_view value);
 absl::StatusOr<std::pair<std::string, std::string>> ParseLabel(absl::string_view text);
 // The labels placement sees: the agent's, with the admin's edits applied.
 Labels EffectiveLabels(const Labels& agent, const LabelEdits& admin);
-// A node's pool, which queues bind to (`pool:`): its label `pool`, else "default".
-std::string PoolOf(const Labels& labels);
+// A pool defined by a label selector (`kind: pool`): the nodes that carry every label of it.
+struct PoolSelector {
+  std::string name;
+  Labels match;
+};
+
+// A node's pool, which queues bind to (`pool:`): its label `pool`; else the first pool, by name,
+// whose selector its labels match; else "default".
+std::string PoolOf(const Labels& labels, const std::vector<PoolSelector>& pools = {});
 
 }  // namespace carve
 

@@ -59,9 +59,10 @@ Device DeviceFromRecord(const GpuCatalog& catalog, const NodeRecord& rec, const 
 }
 
 // The node as a bind must find it: its record, faulty instances blocked, no job's holdings.
-Node BaseNode(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
+Node BaseNode(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec,
+              const std::vector<PoolSelector>& pools) {
   Cluster one(&catalog);
-  NodeId id = one.AddNode(NodeFromRecord(catalog, name, rec));
+  NodeId id = one.AddNode(NodeFromRecord(catalog, name, rec, pools));
   BlockFaultyInstances(catalog, rec, one.mutable_node(id));
   return one.node(id);
 }
@@ -86,7 +87,8 @@ std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
 
 }  // namespace
 
-Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec) {
+Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec,
+                    const std::vector<PoolSelector>& pools) {
   Node n;
   n.name = name;
   const std::optional<MaintenanceWindow>& window = rec.maintenance;
@@ -101,7 +103,7 @@ Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const No
   n.capacity.cpu = CpuMilli(rec.cpu_milli);
   n.capacity.memory = MemMib(rec.memory_mib);
   for (const auto& [k, v] : rec.labels) n.labels[k] = v;
-  n.pool = PoolOf(rec.labels);
+  n.pool = PoolOf(rec.labels, pools);
   for (const DiscoveredGpu& g : rec.gpus) n.devices.push_back(DeviceFromRecord(catalog, rec, g));
   return n;
 }
@@ -184,8 +186,9 @@ absl::StatusOr<int> ControlPlane::ScheduleOnce() {
 absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePlan& plan,
                                      StoreBatch& batch) {
   Cluster nodes(catalog_);
+  const std::vector<PoolSelector> pools = config_.Pools();
   for (const auto& [name, rec] : nodes_) {
-    plan.ids[name] = nodes.AddNode(NodeFromRecord(*catalog_, name, rec));
+    plan.ids[name] = nodes.AddNode(NodeFromRecord(*catalog_, name, rec, pools));
   }
   plan.base = nodes;
   for (const auto& [name, rec] : nodes_) {
@@ -389,10 +392,12 @@ bool ControlPlane::Unchanged(const CyclePlan& plan, int64_t job) const {
 
 bool ControlPlane::NodesUnchanged(const CyclePlan& plan,
                                   const std::vector<ReplicaPlacement>& where) const {
+  const std::vector<PoolSelector> pools = config_.Pools();
   for (const ReplicaPlacement& p : where) {
     const Node& planned = plan.base.node(p.node);
     auto rec = nodes_.find(planned.name);
-    if (rec == nodes_.end() || !(BaseNode(*catalog_, planned.name, rec->second) == planned)) {
+    if (rec == nodes_.end() ||
+        !(BaseNode(*catalog_, planned.name, rec->second, pools) == planned)) {
       return false;
     }
   }

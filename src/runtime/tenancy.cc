@@ -212,7 +212,7 @@ json VisibleNodes(const json& nodes, const Principal& who) {
 }
 
 json VisibleObjects(const std::string& kind, const json& objects, const Principal& who) {
-  if (who.role == Role::kAdmin || kind == "queue") return objects;
+  if (who.role == Role::kAdmin || kind == "queue" || kind == "pool") return objects;
   json out = json::array();
   for (const json& o : objects) {
     std::string tenant = kind == "tenant" ? o.value("name", "") : o.value("tenant", "default");

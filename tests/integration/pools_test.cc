@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -154,6 +156,27 @@ TEST_F(PoolsTest, RackLabelsSetByAnAdminKeepACompactGangInOneRack) {
   std::set<std::string> on;
   for (const json& r : job["replicas"]) on.insert(r["node"].get<std::string>());
   EXPECT_EQ(on, (std::set<std::string>{"n-1", "n-3"})) << job.dump(2);
+}
+
+// A pool defined by a label selector (`kind: pool`): the nodes with tier=gold and no pool label
+// of their own are in it, and a queue bound to it places its job there.
+TEST_F(PoolsTest, APoolDefinedByALabelSelectorHoldsTheNodesThatMatch) {
+  ASSERT_EQ(Cli("label n-3 tier=gold").exit, 0);
+  ASSERT_EQ(Cli("label n-4 tier=gold").exit, 0);  // its agent's pool=b label wins
+  const std::filesystem::path file = dir_ / "gold.yaml";
+  std::ofstream(file) << "kind: pool\nname: gold\nselector: {tier: gold}\n---\n"
+                      << "kind: queue\nname: qg\npool: gold\n";
+  CliRun applied = Cli("apply -f " + file.string());
+  ASSERT_EQ(applied.exit, 0) << applied.out << ServerLog();
+  EXPECT_EQ(PoolNodes("gold"), (std::set<std::string>{"n-3"}));
+  EXPECT_EQ(PoolNodes("b"), (std::set<std::string>{"n-4"}));
+  CliRun listed = Cli("get pools");
+  EXPECT_THAT(listed.out, HasSubstr("gold                 selector {\"tier\":\"gold\"}"))
+      << listed.out;
+  int64_t id = SubmitTo("qg");
+  ASSERT_TRUE(Eventually([&] { return Job(id)["state"] == "running"; }))
+      << Job(id).dump(2) << ServerLog();
+  EXPECT_EQ(Job(id)["replicas"][0]["node"], "n-3");
 }
 
 }  // namespace

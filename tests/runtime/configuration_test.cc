@@ -82,8 +82,16 @@ TEST(ConfigurationTest, EveryRefusalNamesTheField) {
             "priority: must be an integer in [-1000000, 1000000]");
   EXPECT_THAT(error({{"kind", "queue"}, {"name", "Team_A"}}),
               HasSubstr("name: \"Team_A\" must be lowercase letters, digits and dashes"));
-  EXPECT_THAT(error({{"kind", "pool"}, {"name", "p"}}),
-              HasSubstr("kind: \"pool\" is not tenant, project, queue, priority-class or node"));
+  EXPECT_THAT(error({{"kind", "cluster"}, {"name", "p"}}),
+              HasSubstr("kind: \"cluster\" is not tenant, project, queue, priority-class, pool "
+                        "or node"));
+  EXPECT_THAT(error({{"kind", "pool"}, {"name", "p"}}), HasSubstr("selector: is required"));
+  EXPECT_EQ(error({{"kind", "pool"}, {"name", "p"}, {"selector", {{"pool", "a"}}}}),
+            "selector.pool: a node's pool label already names its pool; select by other labels");
+  EXPECT_EQ(error({{"kind", "pool"}, {"name", "p"}, {"selector", {{"tier", 3}}}}),
+            "selector.tier: must be a string");
+  EXPECT_THAT(error({{"kind", "pool"}, {"name", "p"}, {"selector", {{"tier", "two words"}}}}),
+              HasSubstr("selector: label tier: value \"two words\""));
 }
 
 class ConfigurationRestartTest : public ControlPlaneFixture {
@@ -129,7 +137,8 @@ TEST_F(ConfigurationRestartTest, EveryKindAppliedIsTheSameAfterARestart) {
                             {"name", "team-a"},
                             {"quota", {{"gpus", 4}}},
                             {"tenants", {"acme"}},
-                            {"idle_after", "1h"}}});
+                            {"idle_after", "1h"}},
+                           {{"kind", "pool"}, {"name", "gold"}, {"selector", {{"tier", "gold"}}}}});
   ASSERT_TRUE(cp_->Apply(docs, kAdmin).ok());
   Principal member{"ana", Role::kMember, "acme", "vision", "t-ana"};
   json spec = {{"name", "train"},

@@ -45,5 +45,15 @@ TEST(LabelsTest, AnAdminsEditsSitOnTopOfTheAgents) {
   EXPECT_EQ(PoolOf(agent), "b");
 }
 
+TEST(LabelsTest, ANodesPoolLabelWinsThenTheFirstSelectorItMatches) {
+  const std::vector<PoolSelector> pools = {{"gold", {{"tier", "gold"}}},
+                                           {"west", {{"rack", "r1"}, {"region", "west"}}}};
+  EXPECT_EQ(PoolOf({{"tier", "gold"}, {"rack", "r1"}, {"region", "west"}}, pools), "gold");
+  EXPECT_EQ(PoolOf({{"rack", "r1"}, {"region", "west"}}, pools), "west");
+  EXPECT_EQ(PoolOf({{"rack", "r1"}}, pools), "default");  // every label of the selector
+  EXPECT_EQ(PoolOf({{"tier", "silver"}}, pools), "default");
+  EXPECT_EQ(PoolOf({{"pool", "a"}, {"tier", "gold"}}, pools), "a");
+}
+
 }  // namespace
 }  // namespace carve
