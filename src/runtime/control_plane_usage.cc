@@ -333,16 +333,13 @@ absl::Status ControlPlane::AccrueUtilization() {
   }
   const std::vector<PoolSelector> pools = config_.Pools();
   for (const auto& [name, node] : nodes_) {
-    bool online = node.state != NodeRecordState::kNotReady;
+    const bool online = node.Online();
     for (const DiscoveredGpu& g : node.gpus) {
       auto id = catalog_->Find(g.model);
       UtilizationCell per_us;
       per_us.installed = 1;
       per_us.online = online ? 1 : 0;
-      bool usable = online && node.cordoned_by.empty() && !node.cordoned_gpus.count(g.index) &&
-                    !node.fenced.count(g.index) && !node.quarantined.count(g.index) &&
-                    g.health == "healthy";
-      per_us.schedulable = usable ? 1 : 0;
+      per_us.schedulable = node.Schedulable(g) ? 1 : 0;
       if (online && g.utilization_pct >= 0) {  // the agent's latest activity sample
         per_us.busy = std::min(100, g.utilization_pct) / 100.0;
         per_us.busy_reported = 1;

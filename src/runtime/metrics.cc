@@ -67,18 +67,15 @@ std::string ControlPlane::Metrics(const Principal& who) const {
     now = now_();
     drift = last_cycle_.cluster_drift;
     reclaims = done_reclaims_;
+    const std::vector<PoolSelector> pools = config_.Pools();
     for (const auto& [name, node] : nodes_) {
-      auto pool = node.labels.count("pool") ? node.labels.at("pool") : "default";
+      const std::string pool = PoolOf(node.labels, pools);
       for (const DiscoveredGpu& g : node.gpus) {
         auto id = catalog_->Find(g.model);
         std::string model = id.ok() ? catalog_->model(*id).name : g.model;
-        bool online = node.state != NodeRecordState::kNotReady;
-        bool usable = online && node.cordoned_by.empty() && !node.cordoned_gpus.count(g.index) &&
-                      !node.fenced.count(g.index) && !node.quarantined.count(g.index) &&
-                      g.health == "healthy";
         ++gpus[{pool, model, "installed"}];
-        if (online) ++gpus[{pool, model, "online"}];
-        if (usable) ++gpus[{pool, model, "schedulable"}];
+        if (node.Online()) ++gpus[{pool, model, "online"}];
+        if (node.Schedulable(g)) ++gpus[{pool, model, "schedulable"}];
         if (node.quarantined.count(g.index)) ++gpus[{pool, model, "quarantined"}];
       }
     }

@@ -372,6 +372,14 @@ std::string NodeRecord::GpuState(int index) const {
   return "available";
 }
 
+bool NodeRecord::Online() const { return state == NodeRecordState::kReady; }
+
+bool NodeRecord::Schedulable(const DiscoveredGpu& gpu) const {
+  const bool window = maintenance && maintenance->phase == WindowPhase::kActive;
+  return Online() && cordoned_by.empty() && !window && GpuState(gpu.index) == "available" &&
+         gpu.health == "healthy";
+}
+
 json NodeRecord::ToJson() const {
   json quarantine = json::object();
   for (const auto& [index, why] : quarantined) quarantine[std::to_string(index)] = why;

@@ -187,6 +187,12 @@ struct NodeRecord {
   // The GPU's state for scheduling and display: available, cordoned, draining, reconfiguring,
   // quarantined or fenced.
   std::string GpuState(int index) const;
+  // The utilization denominators (docs/utilization.md). Online: heartbeating (not silent, not
+  // declared dead). Schedulable: online and able to take new work now: no cordon or drain of the
+  // node or the GPU, no active maintenance window, no MIG re-layout under way, not fenced or
+  // quarantined, healthy.
+  bool Online() const;
+  bool Schedulable(const DiscoveredGpu& gpu) const;
 
   nlohmann::json ToJson() const;
   // Refuses (DataLoss, naming the node) a relayout phase, residue or any other part this server

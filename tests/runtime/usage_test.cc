@@ -15,6 +15,7 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kT0 = 1'800'000'000'000'000;  // a whole minute
 constexpr int64_t kMin = 60'000'000;
@@ -64,7 +65,7 @@ class UsageTest : public ::testing::Test {
     store_ = *OpenSqliteStore((dir_ / "carve.db").string());
     ControlPlane::Options options;
     options.log_dir = (dir_ / "logs").string();
-    options.node_timeout_us = 3600 * 1'000'000LL;
+    options.node_timeout_us = node_timeout_us_;
     cp_ = *ControlPlane::Open(store_.get(), &catalog_, options, [this] { return now_; });
   }
 
@@ -116,9 +117,71 @@ class UsageTest : public ::testing::Test {
   GpuCatalog catalog_ = GpuCatalog::BuiltIn();
   std::filesystem::path dir_;
   int64_t now_ = kT0;
+  int64_t node_timeout_us_ = 3600 * 1'000'000LL;
   std::unique_ptr<Store> store_;
   std::unique_ptr<ControlPlane> cp_;
 };
+
+// What the denominators leave out, minute by minute. n1 (2 H200, an A100) heartbeats; n2 (one
+// H200) falls silent. Minute 1: the A100 is under a MIG re-layout, n2 is not ready. Minute 2: n1
+// is in an active maintenance window, and n2 was declared dead. Before, a declared-dead node
+// counted as online and schedulable, and a window or a re-layout as schedulable.
+TEST_F(UsageTest, DenominatorsLeaveOutMaintenanceRelayoutsAndDeadNodes) {
+  node_timeout_us_ = 30'000'000;
+  Open();
+  ASSERT_TRUE(cp_->AccrueUtilization().ok());  // the ledger starts at kT0 again
+  auto n2 = cp_->Register({{"name", "n2"},
+                           {"cpu_milli", 64000},
+                           {"memory_mib", 262144},
+                           {"backend", "simulated"},
+                           {"labels", {{"pool", "train"}}},
+                           {"gpus",
+                            {{{"index", 0},
+                              {"uuid", "GPU-n2"},
+                              {"model", "H200"},
+                              {"memory_mib", 143771},
+                              {"mode", "exclusive"}}}}},
+                          kAdmin);
+  ASSERT_TRUE(n2.ok()) << n2.status();
+  auto relayout = cp_->Relayout("n1", 2, {{"layout", {"3g.40gb@0"}}}, kAdmin);
+  ASSERT_TRUE(relayout.ok()) << relayout.status();
+  auto beat = [&] { ASSERT_TRUE(cp_->Heartbeat({{"node", "n1"}}, kAgent).ok()); };
+  now_ = kT0 + kMin;
+  beat();
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());  // n2 silent for a minute: not ready
+  ASSERT_TRUE(cp_->AccrueUtilization().ok());
+  ASSERT_TRUE(cp_->DeclareDead("n2", kAdmin).ok());
+  auto window = cp_->Maintenance("n1", {{"starts_in", "0s"}, {"lasts", "1h"}}, kAdmin);
+  ASSERT_TRUE(window.ok()) << window.status();
+  now_ = kT0 + 2 * kMin;
+  beat();
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());  // the window starts
+  ASSERT_EQ(cp_->ListNodes()[0]["maintenance"]["phase"], "active");
+  ASSERT_TRUE(cp_->AccrueUtilization().ok());
+
+  json per_minute = *cp_->Utilization(kT0, kT0 + 2 * kMin, kMin);
+  ASSERT_EQ(per_minute["series"].size(), 2u);
+  const double h = 3600;
+  auto hours = [&](int minute, const char* model) {
+    return Row(per_minute["series"][minute], "train", model)["gpu_hours"];
+  };
+  // Minute 1: n2 not ready; the A100 under its re-layout.
+  EXPECT_DOUBLE_EQ(hours(0, "H200-141GB")["installed"].get<double>(), 180 / h);
+  EXPECT_DOUBLE_EQ(hours(0, "H200-141GB")["online"].get<double>(), 120 / h);
+  EXPECT_DOUBLE_EQ(hours(0, "H200-141GB")["schedulable"].get<double>(), 120 / h);
+  EXPECT_DOUBLE_EQ(hours(0, "A100-80GB")["online"].get<double>(), 60 / h);
+  EXPECT_DOUBLE_EQ(hours(0, "A100-80GB")["schedulable"].get<double>(), 0);
+  // Minute 2: n2 declared dead (not online); n1 in its window (nothing schedulable).
+  EXPECT_DOUBLE_EQ(hours(1, "H200-141GB")["installed"].get<double>(), 180 / h);
+  EXPECT_DOUBLE_EQ(hours(1, "H200-141GB")["online"].get<double>(), 120 / h);
+  EXPECT_DOUBLE_EQ(hours(1, "H200-141GB")["schedulable"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(hours(1, "A100-80GB")["schedulable"].get<double>(), 0);
+  // The gauges say the same now.
+  const std::string metrics = cp_->Metrics(kAdmin);
+  EXPECT_THAT(metrics,
+              HasSubstr("carve_gpus{model=\"H200-141GB\",pool=\"train\",state=\"online\"} 2"));
+  EXPECT_THAT(metrics, Not(HasSubstr("state=\"schedulable\"")));
+}
 
 // Two minutes: a whole H200 for job A (acme, succeeds after one minute), a 3g.40gb MIG instance
 // of the A100 for job B (globex, fails after two); H200 GPU 1 cordoned in the second minute; the
