@@ -137,7 +137,7 @@ json LabelChanges(const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     if (arg.size() > 1 && arg.back() == '-' && arg.find('=') == std::string::npos) {
       const std::string key = arg.substr(0, arg.size() - 1);
-      if (absl::Status s = CheckLabel(key, ""); !s.ok()) Die(s);
+      if (absl::Status s = CheckLabelKey(key); !s.ok()) Die(s);
       labels[key] = nullptr;
       continue;
     }

@@ -179,6 +179,22 @@ absl::Status Agent::Start(int64_t deadline_ms) {
   baselines_->TakeMissing(*devices_, gpus_);
   versions_ = devices_->Versions();
   StartMps();
+  json body = RegistrationBody();
+  for (const std::string& broken : options_.broken) {
+    LogWarn("node ", options_.node, ": broken on purpose (--break ", broken,
+            "): for the acceptance kit's tests only; its records cannot be trusted");
+  }
+  if (absl::Status s = Join(body, deadline_ms); !s.ok()) return s;
+  exits_ = std::make_unique<ExitWatch>([this](int64_t) { Wake(); });
+  LoadState();
+  SweepGroups();
+  PublishLive();
+  thread_ = std::thread([this] { Loop(); });
+  wait_thread_ = std::thread([this] { WaitLoop(); });
+  return absl::OkStatus();
+}
+
+json Agent::RegistrationBody() const {
   json body = {{"name", options_.node},
                {"cpu_milli", options_.cpu_milli},
                {"memory_mib", options_.memory_mib},
@@ -192,18 +208,26 @@ absl::Status Agent::Start(int64_t deadline_ms) {
                  {"nvml", versions_.nvml}}},
                {"gpus", json::array()}};
   for (const DiscoveredGpu& g : gpus_) body["gpus"].push_back(GpuToJson(g));
-  for (const std::string& broken : options_.broken) {
-    LogWarn("node ", options_.node, ": broken on purpose (--break ", broken,
-            "): for the acceptance kit's tests only; its records cannot be trusted");
-  }
   if (options_.broken.count("versions")) body.erase("versions");
-  if (absl::Status s = Join(body, deadline_ms); !s.ok()) return s;
-  exits_ = std::make_unique<ExitWatch>([this](int64_t) { Wake(); });
-  LoadState();
-  SweepGroups();
-  PublishLive();
-  thread_ = std::thread([this] { Loop(); });
-  wait_thread_ = std::thread([this] { WaitLoop(); });
+  return body;
+}
+
+// A simulated node whose driver version changed (an upgrade, scripts/poc-dev-faults) registers
+// again, as a real agent restarted under a new driver does; the server records the change
+// (node.versions-changed). A real driver does not change under a running agent.
+absl::Status Agent::RegisterAgainIfUpgraded() {
+  if (devices_->name() != "simulated") return absl::OkStatus();
+  DriverVersions now = devices_->Versions();
+  if (now.driver == versions_.driver) return absl::OkStatus();
+  const std::string was = versions_.driver;
+  versions_ = now;
+  auto r = RegisterWith(options_.token, RegistrationBody(), 5000);
+  if (!r.ok()) {
+    versions_.driver = was;  // tried again at the next heartbeat
+    return r.status();
+  }
+  LogInfo("node ", options_.node, ": registered again under driver ", now.driver, " (was ", was,
+          ")");
   return absl::OkStatus();
 }
 
@@ -991,6 +1015,7 @@ absl::Status Agent::Tick() {
     return absl::UnavailableError(absl::StrCat("cut off from the server on purpose (",
                                                options_.jobs_dir, "/simgpu/cut-off exists)"));
   }
+  if (absl::Status s = RegisterAgainIfUpgraded(); !s.ok()) return s;
   ShipLogs();
   ApiClient api(options_.server, options_.token, options_.ca_file);
   auto sent = api.Post("/api/v1/agents/heartbeat", Report().ToJson());

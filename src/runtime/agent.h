@@ -139,6 +139,8 @@ class Agent {
                                               int64_t deadline_ms);
   void Loop();
   absl::Status Tick();
+  nlohmann::json RegistrationBody() const;
+  absl::Status RegisterAgainIfUpgraded();
   bool CutOff() const;
   // Follows the server's answer: stops, then starts, then layouts.
   void Follow(const HeartbeatAnswer& answer);

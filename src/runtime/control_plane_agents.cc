@@ -37,6 +37,10 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   auto node = NodeRecord::FromJson(with_times);
   if (!node.ok()) return node.status();
   if (node->name.empty()) return absl::InvalidArgumentError("name: a node needs a name");
+  if (node->labels.size() > kMaxLabels) {
+    return absl::InvalidArgumentError(absl::StrCat("labels: ", node->labels.size(),
+                                                   " labels; a node carries at most ", kMaxLabels));
+  }
   for (const auto& [key, value] : node->labels) {
     if (absl::Status s = CheckLabel(key, value); !s.ok()) return s;
   }

@@ -145,8 +145,14 @@ bool ControlPlane::Displace(JobRecord& job, const std::string& cause, StoreBatch
   if (IsFinal(job.state) || job.state == JobState::kQueued || job.state == JobState::kReclaiming) {
     return false;
   }
+  // Handed to an agent, a replica may run, reported or not (as CancelUnstarted judges): its
+  // attempt ends with the agent's report. Requeued at once, the job could be placed on the same
+  // node again, and the old process's exit and reclaim were applied to the new replica (it
+  // failed a job that never ran and quarantined a GPU it never used; red team, 2026-12-04).
   bool started = false;
-  for (const ReplicaRecord& r : job.replicas) started |= r.state != ReplicaState::kPending;
+  for (const ReplicaRecord& r : job.replicas) {
+    started |= r.state != ReplicaState::kPending || r.assigned_us > 0;
+  }
   Event(batch, "scheduler", "job.displaced", absl::StrCat("job/", job.id), cause);
   if (!started) {
     Recover(job, cause, cause, batch);  // nothing ran yet: queue it again at once

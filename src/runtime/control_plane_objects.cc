@@ -25,7 +25,8 @@ absl::Status CheckNodeLabels(size_t doc, const json& labels) {
     if (!value.is_string() && !value.is_null()) {
       return Invalid(doc, "labels." + key, "must be a string, or null to remove the label");
     }
-    absl::Status s = CheckLabel(key, value.is_string() ? value.get<std::string>() : "");
+    absl::Status s =
+        value.is_string() ? CheckLabel(key, value.get<std::string>()) : CheckLabelKey(key);
     if (!s.ok()) return Invalid(doc, "labels", s.message());
   }
   return absl::OkStatus();
@@ -40,6 +41,21 @@ absl::Status ControlPlane::CheckNodeDoc(size_t i, const json& d) const {
     }
   }
   if (absl::Status s = CheckNodeLabels(i, d.value("labels", json::object())); !s.ok()) return s;
+  if (d.contains("labels")) {  // at most kMaxLabels once applied over what the node has
+    auto node = nodes_.find(d.value("name", ""));
+    if (node != nodes_.end()) {
+      LabelEdits edits = node->second.admin_labels;
+      for (const auto& [key, value] : d["labels"].items()) {
+        edits[key] =
+            value.is_string() ? std::optional<std::string>(value.get<std::string>()) : std::nullopt;
+      }
+      const size_t n = EffectiveLabels(node->second.agent_labels, edits).size();
+      if (n > kMaxLabels) {
+        return Invalid(i, "labels",
+                       absl::StrCat("the node would carry ", n, " labels; at most ", kMaxLabels));
+      }
+    }
+  }
   const json& gpus = d.value("gpus", json::array());
   bool typed = gpus.is_array();
   for (size_t k = 0; typed && k < gpus.size(); ++k) {

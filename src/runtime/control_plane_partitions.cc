@@ -262,6 +262,9 @@ void ControlPlane::CarryOver(const NodeRecord& old, NodeRecord& fresh, StoreBatc
   fresh.layout_mismatch = old.layout_mismatch;
   fresh.instance_faults = old.instance_faults;
   fresh.admin_labels = old.admin_labels;
+  // An agent restarted inside its node's maintenance window (after a driver upgrade, say) leaves
+  // the window as it was: it was dropped, and the node was back in service mid-maintenance.
+  fresh.maintenance = old.maintenance;
   for (DiscoveredGpu& g : fresh.gpus) {
     if (g.index >= static_cast<int>(old.gpus.size())) continue;
     const DiscoveredGpu& was = old.gpus[g.index];

@@ -32,7 +32,7 @@ bool IsPrefix(absl::string_view s) {
 
 }  // namespace
 
-absl::Status CheckLabel(absl::string_view key, absl::string_view value) {
+absl::Status CheckLabelKey(absl::string_view key) {
   const size_t slash = key.find('/');
   const absl::string_view name = slash == absl::string_view::npos ? key : key.substr(slash + 1);
   if ((slash != absl::string_view::npos && !IsPrefix(key.substr(0, slash))) || !IsName(name)) {
@@ -46,6 +46,15 @@ absl::Status CheckLabel(absl::string_view key, absl::string_view value) {
     return absl::InvalidArgumentError(absl::StrCat(
         "label key \"", key, "\": the prefix ", kReservedPrefix,
         "/ is Carve's own (the scheduler sets carve.io/node); use another prefix or none"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLabel(absl::string_view key, absl::string_view value) {
+  if (absl::Status s = CheckLabelKey(key); !s.ok()) return s;
+  if (key == "pool" && value.empty()) {
+    return absl::InvalidArgumentError(
+        "label pool: a pool needs a name (remove the label to put the node in the default pool)");
   }
   if (!value.empty() && !IsName(value)) {
     return absl::InvalidArgumentError(

@@ -24,6 +24,11 @@ using LabelEdits = std::map<std::string, std::optional<std::string>>;
 // other than Carve's own (carve.io/); a value is empty or such a name. The error names what was
 // wrong.
 absl::Status CheckLabel(absl::string_view key, absl::string_view value);
+// The key alone (a label being removed).
+absl::Status CheckLabelKey(absl::string_view key);
+// The most labels one node carries (an agent's, and those with an admin's on top): each is
+// copied into every scheduling cycle and node listing.
+inline constexpr size_t kMaxLabels = 64;
 // "KEY=VALUE", checked.
 absl::StatusOr<std::pair<std::string, std::string>> ParseLabel(absl::string_view text);
 // The labels placement sees: the agent's, with the admin's edits applied.

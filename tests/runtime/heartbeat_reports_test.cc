@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
 #include "runtime/control_plane_fixture.h"
 
@@ -62,6 +63,48 @@ TEST_F(HeartbeatReportsTest, AnExitThatRequeuesADrainedJobAppliesNothingMoreOfIt
   EXPECT_EQ(requeued["state"], "queued") << requeued.dump(1);
   EXPECT_EQ(requeued["attempt"], 1);
   EXPECT_TRUE(requeued["replicas"].empty()) << requeued.dump(1);
+}
+
+// A device fault displaces a job whose replica was handed to the agent but not yet reported
+// running. It was requeued at once (nothing had "started"), placed on the same node again, and
+// the agent's report of the old process (stopped, with its reclaim) was applied to the new
+// attempt's replica: the job failed without running and a GPU it never used was quarantined. Now
+// the attempt ends with the agent's report, and only then does the job run again.
+TEST_F(HeartbeatReportsTest, AHandedReplicaDisplacedByAFaultEndsWithItsOwnReport) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRequeued());
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  auto handed = cp_->Heartbeat({{"node", "w1"}}, kAdmin);  // the assignment goes to the agent
+  ASSERT_TRUE(handed.ok()) << handed.status();
+  ASSERT_EQ((*handed)["assignments"].size(), 1u) << handed->dump();
+  auto fault = cp_->Heartbeat(
+      {{"node", "w1"},
+       {"gpus", {{{"index", 0}, {"health", "unhealthy"}, {"health_reason", "XID 79"}}}}},
+      kAdmin);
+  ASSERT_TRUE(fault.ok()) << fault.status();
+  json stopping = *cp_->GetJob(job_);
+  EXPECT_EQ(stopping["attempt"], 0) << stopping.dump(1);
+  EXPECT_THAT(stopping.value("displaced", ""), testing::HasSubstr("XID 79"));
+  ASSERT_EQ(stopping["replicas"].size(), 1u);
+  // The agent had started it: told to stop, it reports the exit and its reclaim.
+  auto running = Beat({{"state", "running"}});
+  ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_EQ((*running)["stop"].size(), 1u) << running->dump();
+  ASSERT_TRUE(Beat({{"state", "exited"}, {"signal", 15}, {"reclaim", VerifiedReclaim(1)}}).ok());
+  json requeued = *cp_->GetJob(job_);
+  EXPECT_EQ(requeued["state"], "queued") << requeued.dump(1);
+  EXPECT_EQ(requeued["attempt"], 1);
+  EXPECT_EQ(requeued["attempts"][0]["reclaim"][0]["status"], "verified") << requeued.dump(1);
+  EXPECT_TRUE(cp_->ListNodes()[0]["quarantined"].empty()) << cp_->ListNodes()[0].dump(1);
+}
+
+// An agent that registers again inside its node's maintenance window (restarted after a driver
+// upgrade) leaves the window in place; it was dropped and the node took work again at once.
+TEST_F(HeartbeatReportsTest, ARegistrationInsideAMaintenanceWindowKeepsIt) {
+  ASSERT_TRUE(cp_->Maintenance("w1", {{"starts_in", "0s"}, {"lasts", "1h"}}, kAdmin).ok());
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());  // the window starts
+  ASSERT_EQ(cp_->ListNodes()[0]["maintenance"]["phase"], "active");
+  RegisterH200Node("w1", 1, kAdmin);
+  EXPECT_EQ(cp_->ListNodes()[0]["maintenance"]["phase"], "active") << cp_->ListNodes()[0].dump(1);
 }
 
 // The heartbeat is decoded before anything changes: a report the server cannot read is refused
@@ -130,7 +173,18 @@ TEST_F(HeartbeatReportsTest, ARegistrationsStringsAreBounded) {
   ASSERT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
   EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("name"));
   node["name"] = "w9";
+  // At most 64 labels (330,000 took the server from 120 MB to 500 MB, copied into every cycle).
+  for (int i = 0; i < 65; ++i) node["labels"][absl::StrCat("k", i)] = "v";
+  refused = cp_->Register(node, kAdmin);
+  ASSERT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("65 labels; a node carries at most 64"));
+  node["labels"].erase("k64");
   EXPECT_TRUE(cp_->Register(node, kAdmin).ok());
+  auto over = cp_->Apply(
+      json::array({{{"kind", "node"}, {"name", "w9"}, {"labels", {{"one-more", "x"}}}}}), kAdmin);
+  EXPECT_THAT(over.status().message(),
+              ::testing::HasSubstr("document 0: labels: the node would carry 65 labels"));
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ TEST(LabelsTest, KeysAndValuesFollowOneSyntax) {
     EXPECT_THAT(std::string(s.message()), HasSubstr("label key")) << key;
   }
   EXPECT_THAT(std::string(CheckLabel("carve.io/node", "n-2").message()), HasSubstr("Carve's own"));
-  EXPECT_TRUE(CheckLabel("pool", "").ok());
+  EXPECT_THAT(std::string(CheckLabel("pool", "").message()), HasSubstr("a pool needs a name"));
+  EXPECT_TRUE(CheckLabel("tier", "").ok());
   EXPECT_THAT(std::string(CheckLabel("rack", "two words").message()),
               HasSubstr("label rack: value \"two words\""));
   EXPECT_FALSE(CheckLabel("rack", std::string(64, 'v')).ok());
@@ -30,7 +31,8 @@ TEST(LabelsTest, ParsesKeyEqualsValue) {
   ASSERT_TRUE(kv.ok());
   EXPECT_EQ(kv->first, "pool");
   EXPECT_EQ(kv->second, "train");
-  EXPECT_EQ(ParseLabel("pool=")->second, "");
+  EXPECT_EQ(ParseLabel("tier=")->second, "");
+  EXPECT_FALSE(ParseLabel("pool=").ok());
   EXPECT_THAT(std::string(ParseLabel("pool").status().message()), HasSubstr("write KEY=VALUE"));
   EXPECT_FALSE(ParseLabel("=x").ok());
   EXPECT_FALSE(ParseLabel("a=b=c").ok());  // '=' is not in a value

@@ -79,9 +79,16 @@ class SimulatedBackend : public DeviceBackend {
     return used;
   }
 
+  // The driver version: DIR/driver-version (an upgrade while the agent runs, as
+  // scripts/poc-dev-faults writes it), else CARVE_SIM_DRIVER_VERSION, else "simulated".
   DriverVersions Versions() override {
-    const char* driver = std::getenv("CARVE_SIM_DRIVER_VERSION");
-    return {driver != nullptr && *driver != '\0' ? driver : "simulated", "simulated", "simulated"};
+    std::string file;
+    if (!state_dir_.empty()) std::getline(std::ifstream(state_dir_ + "/driver-version"), file);
+    const char* env = std::getenv("CARVE_SIM_DRIVER_VERSION");
+    const std::string driver = !file.empty()                    ? file
+                               : env != nullptr && *env != '\0' ? std::string(env)
+                                                                : "simulated";
+    return {driver, "simulated", "simulated"};
   }
 
   absl::StatusOr<std::string> CreateMigInstance(int index, const std::string& profile,

@@ -1,6 +1,6 @@
 // The hardware-partition (MIG) suite: the unit lifecycle on a GPU whose instances are made on
-// demand, and partitions governed across pools. The fault test is in poc_partition_faults.cc;
-// the upgrade test needs a node's versions changed, which the kit cannot do, and says so.
+// demand, and partitions governed across pools. The fault and upgrade tests, which need the
+// operator's --fault-command, are in poc_partition_faults.cc and poc_partition_upgrade.cc.
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -297,11 +297,7 @@ std::vector<TestCase> PartitionTests() {
        "GPUs the instances are the backend's, not NVIDIA's",
        UnitLifecycle},
       DeviceFaultsTest(),
-      {"upgrade", "Upgrade and maintenance",
-       "unit ids, jobs and audit records stay traceable across a version change in a "
-       "maintenance window",
-       "", "not built: it needs a node's driver or agent version changed inside the window",
-       nullptr},
+      UpgradeTest(),
       {"across-pools", "Partitions across pools",
        "MIG instances are governed like whole GPUs: two tenants and a queue (tenant a only, a "
        "quota of one instance of the profile) are applied, with a member and token each; a's "

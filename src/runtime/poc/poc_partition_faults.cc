@@ -27,47 +27,41 @@ std::string Quoted(const std::string& arg) {
   return out + "'";
 }
 
-// The fault command, and the faults it injected that are not undone yet.
-class Injector {
- public:
-  Injector(Cluster& c, Record& r) : c_(c), r_(r) {}
-  ~Injector() {
-    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) (void)Run(*it);
-  }
+}  // namespace
 
-  // Runs `CMD ACTION ARGS...`; `undo` (an action with the same ARGS) is run at the end if the
-  // test did not run it itself.
-  absl::Status Inject(const std::string& action, const std::string& undo,
-                      const std::vector<std::string>& args) {
-    absl::Status st = Run(Line(action, args));
-    if (st.ok()) undo_.push_back(Line(undo, args));
-    return st;
-  }
-  absl::Status Undo(const std::string& action, const std::vector<std::string>& args) {
-    std::string line = Line(action, args);
-    std::erase(undo_, line);
-    return Run(line);
-  }
+Injector::~Injector() {
+  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) (void)Run(*it);
+}
 
- private:
-  std::string Line(const std::string& action, const std::vector<std::string>& args) const {
-    std::string line = absl::StrCat(c_.options().fault_command, " ", action);
-    for (const std::string& a : args) absl::StrAppend(&line, " ", Quoted(a));
-    return line;
-  }
-  absl::Status Run(const std::string& line) {
-    c_.progress() << "  fault command: " << line << "\n" << std::flush;
-    r_.observed["fault_commands"].push_back(line);
-    const int rc = std::system(line.c_str());
-    if (rc == 0) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat("the fault command `", line, "` failed (wait status ", rc, ")"));
-  }
+absl::Status Injector::Inject(const std::string& action, const std::string& undo,
+                              const std::vector<std::string>& args) {
+  absl::Status st = Run(Line(action, args));
+  if (st.ok()) undo_.push_back(Line(undo, args));
+  return st;
+}
 
-  Cluster& c_;
-  Record& r_;
-  std::vector<std::string> undo_;
-};
+absl::Status Injector::Undo(const std::string& action, const std::vector<std::string>& args) {
+  std::string line = Line(action, args);
+  std::erase(undo_, line);
+  return Run(line);
+}
+
+std::string Injector::Line(const std::string& action, const std::vector<std::string>& args) const {
+  std::string line = absl::StrCat(c_.options().fault_command, " ", action);
+  for (const std::string& a : args) absl::StrAppend(&line, " ", Quoted(a));
+  return line;
+}
+
+absl::Status Injector::Run(const std::string& line) {
+  c_.progress() << "  fault command: " << line << "\n" << std::flush;
+  r_.observed["fault_commands"].push_back(line);
+  const int rc = std::system(line.c_str());
+  if (rc == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("the fault command `", line, "` failed (wait status ", rc, ")"));
+}
+
+namespace {
 
 // Ids of the jobs with a pending or running replica on `node` (on GPU `gpu`, on the instance at
 // `start`; -1: any).

@@ -37,6 +37,7 @@ TestCase ReclamationTest();              // poc_software_faults.cc
 std::vector<TestCase> RecoveryTests();   // poc_recovery.cc
 std::vector<TestCase> PartitionTests();  // poc_partition.cc
 TestCase DeviceFaultsTest();             // poc_partition_faults.cc
+TestCase UpgradeTest();                  // poc_partition_upgrade.cc
 
 // A record for a test that is not run (not built, or the kit was interrupted), saying why.
 Record NotRun(Cluster& cluster, const std::string& suite, const TestCase& test,
