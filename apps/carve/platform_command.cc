@@ -436,6 +436,9 @@ void AddDev(CLI::App& app) {
       o.cpu_milli = n.cpu_milli;
       o.memory_mib = n.memory_gib * 1024;
       o.heartbeat_ms = 300;
+      // The agents live in the server's process (no server restart without them): each stops
+      // its replicas once cut off as long as a node takes to be not-ready.
+      o.fence_after_ms = s->node_timeout_ms;
       o.max_log_bytes = LogLimit(s->max_log_bytes);
       auto agent = std::make_unique<Agent>(o, *std::move(devices), MakePosixLauncher("carve"));
       if (auto st = agent->Start(); !st.ok()) Die(st);
@@ -521,6 +524,14 @@ void AddAgent(CLI::App& app) {
   agent->add_option("--memory", *memory, "Memory this node offers")->capture_default_str();
   agent->add_option("--data", o->data_dir, "Agent data directory")->capture_default_str();
   agent->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period")->capture_default_str();
+  agent
+      ->add_option("--fence-after-ms", o->fence_after_ms,
+                   "Stop every replica on this node after this long without an answer from the "
+                   "server, so that a cut-off node never runs a job beside its next attempt; the "
+                   "server then declares them lost only after this and the stop grace (0: never; "
+                   "a server down this long also stops them)")
+      ->check(CLI::Range(int64_t{0}, kMaxFenceAfterMs))
+      ->capture_default_str();
   agent->add_option_function<std::vector<std::string>>(
       "--label",
       [o](const std::vector<std::string>& labels) {

@@ -74,6 +74,12 @@ int64_t NowUs() {
       .count();
 }
 
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // What the job record shows: limits, identity, devices.
 std::string EnforcementText(const Enforcement& e) {
   std::string text = e.detail.empty() ? e.mechanism : e.detail;
@@ -189,8 +195,10 @@ absl::Status Agent::Start(int64_t deadline_ms) {
   LoadState();
   SweepGroups();
   PublishLive();
+  heard_ms_ = SteadyMs();
   thread_ = std::thread([this] { Loop(); });
   wait_thread_ = std::thread([this] { WaitLoop(); });
+  if (options_.fence_after_ms > 0) fence_thread_ = std::thread([this] { FenceLoop(); });
   return absl::OkStatus();
 }
 
@@ -209,6 +217,10 @@ json Agent::RegistrationBody() const {
                {"gpus", json::array()}};
   for (const DiscoveredGpu& g : gpus_) body["gpus"].push_back(GpuToJson(g));
   if (options_.broken.count("versions")) body.erase("versions");
+  if (options_.fence_after_ms > 0) {
+    body["self_fence"] = {{"after_ms", options_.fence_after_ms},
+                          {"grace_ms", options_.stop_grace_ms}};
+  }
   return body;
 }
 
@@ -304,6 +316,7 @@ void Agent::Stop(bool kill_replicas) {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (wait_thread_.joinable()) wait_thread_.join();
+  if (fence_thread_.joinable()) fence_thread_.join();
   if (kill_replicas) {
     for (auto& [key, r] : replicas_) {
       if (r.launched && !r.exit) StopLogged(r.handle, options_.stop_grace_ms);
@@ -338,6 +351,39 @@ void Agent::Loop() {
                  [this] { return stop_ || work_; });
     work_ = false;
   }
+}
+
+void Agent::FenceLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    Fence();
+    lock.lock();
+  }
+}
+
+void Agent::Fence() {
+  const int64_t silent = SteadyMs() - heard_ms_.load();
+  if (silent < options_.fence_after_ms) return;
+  std::vector<ProcessHandle> stop;
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    for (const auto& [key, l] : live_) {
+      if (fenced_.emplace(key, NowUs()).second) stop.push_back(l.handle);
+    }
+  }
+  if (stop.empty()) return;
+  LogWarn("node ", options_.node, ": no answer from the server for ", silent,
+          " ms (--fence-after-ms ", options_.fence_after_ms, "): stopping its ", stop.size(),
+          " replica(s) before the server runs them elsewhere");
+  std::vector<std::future<void>> stopping;
+  for (const ProcessHandle& h : stop) {
+    stopping.push_back(
+        std::async(std::launch::async, [this, h] { StopLogged(h, options_.stop_grace_ms); }));
+  }
+  for (auto& f : stopping) f.wait();
 }
 
 // Placements and stops reach the node as they are decided, not at its next heartbeat: the wait
@@ -890,6 +936,10 @@ ReplicaReport Agent::ReportOf(const Replica& r) const {
   report.gpu_isolation = r.gpu_isolation;
   if (r.log_truncated) report.log_truncated_at = options_.max_log_bytes;
   report.log_disk = r.log_disk;
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    if (auto f = fenced_.find({r.job, r.index}); f != fenced_.end()) report.fenced_us = f->second;
+  }
   if (!r.exit) return report;
   if (!r.reclaim.is_null()) {
     report.reclaim = r.reclaim;
@@ -1001,6 +1051,7 @@ absl::Status Agent::Tick() {
   PublishMpsDaemons();
   PollAndEnforce();
   SampleDevices();
+  VerifyMpsClients();
   for (auto& [key, r] : replicas_) {
     if (r.reclaim.is_null() && r.reclaiming.valid() &&
         r.reclaiming.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
@@ -1018,6 +1069,7 @@ absl::Status Agent::Tick() {
   if (absl::Status s = RegisterAgainIfUpgraded(); !s.ok()) return s;
   ShipLogs();
   ApiClient api(options_.server, options_.token, options_.ca_file);
+  const int64_t sent_ms = SteadyMs();
   auto sent = api.Post("/api/v1/agents/heartbeat", Report().ToJson());
   if (!sent.ok()) return sent.status();
   absl::StatusOr<HeartbeatAnswer> answer = HeartbeatAnswer::FromJson(*sent);
@@ -1025,6 +1077,7 @@ absl::Status Agent::Tick() {
     return absl::InvalidArgumentError(
         absl::StrCat("the server's answer: ", answer.status().message()));
   }
+  heard_ms_ = sent_ms;
   // The server has the exits it was just told about: forget those replicas once their output is
   // shipped too.
   for (auto it = replicas_.begin(); it != replicas_.end();) {
@@ -1033,6 +1086,10 @@ absl::Status Agent::Tick() {
     bool shipped =
         ec || std::min(static_cast<int64_t>(size), options_.max_log_bytes) <= it->second.shipped;
     bool done = it->second.exit && !it->second.reclaim.is_null() && shipped;
+    if (done) {
+      std::lock_guard<std::mutex> live(live_mu_);
+      fenced_.erase(it->first);
+    }
     it = done ? replicas_.erase(it) : std::next(it);
   }
   Follow(*answer);

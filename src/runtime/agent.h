@@ -62,6 +62,13 @@ class Agent {
     // Processes and threads one replica may have (pids.max); 0: no limit.
     int64_t job_pids_max = 16384;
     int64_t stop_grace_ms = 3000;
+    // Self-fencing: after this long without an answer to its heartbeats (counted from when it
+    // sent the last answered one) the agent stops every replica it runs (SIGTERM, SIGKILL after
+    // stop_grace_ms), so that a node cut off from the server never runs a job beside the attempt
+    // the server starts elsewhere. It says so at registration, and the server then declares the
+    // replicas lost only after this and the grace. 0: never (a server down that long would stop
+    // every job, so it is the operator's choice).
+    int64_t fence_after_ms = 0;
     int64_t memory_tolerance_mib = 64;  // device memory a reclaimed replica may leave behind
     // How long a reclaim check waits for residue to go (a driver tearing a context down, a
     // replica launched meanwhile) before it records what it sees.
@@ -121,6 +128,7 @@ class Agent {
     int64_t ended_us = 0;
     std::vector<GrantRecord> grants;
     nlohmann::json gpu_isolation;  // shares: what enforced the caps (mps_supervisor.h)
+    int64_t mps_checked_us = 0;    // when VerifyMpsClients last looked (0: never)
     nlohmann::json reclaim;        // the reclaim record, once the command has ended
     // What its devices showed while it ran, sampled once a second (SampleDevices): the most
     // device memory its processes held (-1: never read), and busy time of its whole GPUs.
@@ -216,6 +224,16 @@ class Agent {
   std::pair<int64_t, int64_t> ShareCaps(const GrantRecord& grant) const;
   // The replica's record of what enforced its shares' caps (null without shares).
   nlohmann::json GpuIsolation(const AgentAssignment& assignment) const;
+  // A share's caps apply only to a process that is an MPS client, and CUDA runs without MPS,
+  // silently, when it cannot reach the daemon. Once a second per running share until it is
+  // decided: a process of the replica in an MPS server's client list confirms the record
+  // (`client`); one holding memory on the GPU outside every client list makes it say the caps
+  // were bypassed (enforced: none). Real GPUs only: the simulated twin runs no MPS servers.
+  void VerifyMpsClients();
+  // One record of `r`'s gpu_isolation; `clients` and `listed` are read once per GPU per call.
+  void VerifyMpsRecord(const Replica& r, nlohmann::json& record,
+                       std::map<int, std::set<int64_t>>& clients,
+                       std::map<int, absl::StatusOr<std::vector<DeviceProcess>>>& listed);
 
   Options options_;
   std::unique_ptr<DeviceBackend> devices_;
@@ -241,6 +259,15 @@ class Agent {
   // Waits on the server for work (GET /agents/wait) and wakes the loop for a heartbeat at once.
   void WaitLoop();
   std::thread wait_thread_;
+  // Self-fencing (options.fence_after_ms): checks the silence every 100 ms on its own thread, so
+  // that a heartbeat stuck on a hung server does not delay it.
+  void FenceLoop();
+  void Fence();
+  std::thread fence_thread_;
+  // Steady-clock ms when the last heartbeat that got an answer was sent.
+  std::atomic<int64_t> heard_ms_{0};
+  // Replicas the agent stopped itself -> when (wall clock µs); guarded by live_mu_.
+  std::map<std::pair<int64_t, int>, int64_t> fenced_;
   // Heartbeat now: the server has work for this node, a replica ended, or a reclaim record is
   // made. Thread-safe.
   void Wake();

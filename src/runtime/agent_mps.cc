@@ -2,11 +2,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/agent.h"
 #include "runtime/control_plane.h"
+#include "runtime/log.h"
 #include "runtime/records.h"
 
 namespace carve {
@@ -69,6 +71,61 @@ json Agent::GpuIsolation(const AgentAssignment& a) const {
     out.push_back(mps_->Record(g.device, mem, pct, a.isolation == "best-effort"));
   }
   return out.size() == 1 ? out[0] : out;
+}
+
+void Agent::VerifyMpsClients() {
+  if (!mps_ || devices_->name() == "simulated") return;
+  constexpr int64_t kEveryUs = 1'000'000;
+  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  std::map<int, std::set<int64_t>> clients;
+  std::map<int, absl::StatusOr<std::vector<DeviceProcess>>> listed;
+  for (auto& [key, r] : replicas_) {
+    if (!r.launched || r.exit || r.gpu_isolation.is_null() || now - r.mps_checked_us < kEveryUs) {
+      continue;
+    }
+    r.mps_checked_us = now;
+    if (r.gpu_isolation.is_array()) {
+      for (json& record : r.gpu_isolation) VerifyMpsRecord(r, record, clients, listed);
+    } else {
+      VerifyMpsRecord(r, r.gpu_isolation, clients, listed);
+    }
+  }
+}
+
+void Agent::VerifyMpsRecord(const Replica& r, json& record,
+                            std::map<int, std::set<int64_t>>& clients,
+                            std::map<int, absl::StatusOr<std::vector<DeviceProcess>>>& listed) {
+  if (record.value("enforced", "") != "mps" || record.contains("client")) return;
+  const int gpu = record.value("gpu", -1);
+  auto known = clients.find(gpu);
+  if (known == clients.end()) known = clients.emplace(gpu, mps_->Clients(gpu)).first;
+  for (int64_t pid : known->second) {
+    if (!launcher_->Owns(r.handle, pid)) continue;
+    record["client"] = {
+        {"pid", pid},
+        {"checked", absl::StrCat("process ", pid, " of the replica is a client of GPU ", gpu,
+                                 "'s MPS server (get_client_list): its caps apply")}};
+    return;
+  }
+  auto it = listed.find(gpu);
+  if (it == listed.end()) it = listed.emplace(gpu, devices_->Processes(gpu)).first;
+  if (!it->second.ok()) return;
+  for (const DeviceProcess& p : *it->second) {
+    if (p.memory_mib <= 0 || !launcher_->Owns(r.handle, p.pid)) continue;
+    record["enforced"] = "none";
+    record["bypassed"] = {{"pid", p.pid}, {"memory_mib", p.memory_mib}};
+    record["why"] = absl::StrCat(
+        "process ", p.pid, " of the replica holds ", p.memory_mib, " MiB on GPU ", gpu,
+        " and no MPS server lists it as a client: CUDA ran without MPS and the caps did not apply");
+    if (record.contains("limits")) {
+      record["requested_not_enforced"] = record["limits"];
+      record.erase("limits");
+    }
+    LogWarn("job ", r.job, " replica ", r.index, ": ", record["why"].get<std::string>());
+    return;
+  }
 }
 
 }  // namespace carve

@@ -324,6 +324,7 @@ json ReplicaReport::ToJson() const {
   if (!gpu_isolation.is_null()) j["gpu_isolation"] = gpu_isolation;
   if (log_truncated_at > 0) j["log_truncated_at"] = log_truncated_at;
   if (!log_disk.empty()) j["log_disk"] = log_disk;
+  if (fenced_us) j["fenced_us"] = *fenced_us;
   if (reclaim) {
     j["reclaim"] = *reclaim;
     j["oom_killed"] = oom_killed;
@@ -347,6 +348,7 @@ absl::StatusOr<ReplicaReport> ReplicaReport::FromJson(const json& j, const std::
         .Read("enforcement", r.enforcement)
         .Read("log_truncated_at", r.log_truncated_at)
         .Read("log_disk", r.log_disk)
+        .Read("fenced_us", r.fenced_us)
         .Read("oom_killed", r.oom_killed);
     if (const json* isolation = in.Find("gpu_isolation")) r.gpu_isolation = *isolation;
     ReplicaEnd end;

@@ -32,6 +32,11 @@ absl::string_view HealthName(DeviceHealth health);
 std::optional<DeviceHealth> ParseHealth(absl::string_view name);
 
 // How a replica's command ended: sent with every report once it has.
+// Bounds of an agent's self-fencing promise at registration (self_fence: {after_ms, grace_ms}):
+// it delays the loss of its jobs, so it may not hold them for longer than this.
+inline constexpr int64_t kMaxFenceAfterMs = 3'600'000;
+inline constexpr int64_t kMaxFenceGraceMs = 600'000;
+
 struct ReplicaEnd {
   std::optional<int64_t> ended_us;  // none: when the server reads the report
   bool timed_out = false;
@@ -56,6 +61,9 @@ struct ReplicaReport {
   // kept as the agent made it: {status, checks: [{name, ok, observed, device?, ...}], ...}.
   std::optional<nlohmann::json> reclaim;
   bool oom_killed = false;  // sent with the reclaim record
+  // When the agent stopped it itself, having heard nothing from the server for its
+  // --fence-after-ms (the node's clock); none: it did not.
+  std::optional<int64_t> fenced_us;
 
   nlohmann::json ToJson() const;
   static absl::StatusOr<ReplicaReport> FromJson(const nlohmann::json& j, const std::string& at);

@@ -301,8 +301,14 @@ class ControlPlane {
   // the node's disk use is bounded (replica record log_disk).
   void ApplyLogReport(JobRecord& job, int replica, const ReplicaReport& report,
                       const std::string& node, StoreBatch& batch);
-  // Silent nodes: not-ready after node_timeout, their jobs lost lost_after later.
+  // Silent nodes: not-ready after node_timeout, their jobs lost lost_after later (or, when its
+  // agent fences itself, once it has surely stopped them: SilenceBeforeLoss).
   void Liveness(int64_t now, StoreBatch& batch);
+  int64_t SilenceBeforeLoss(const NodeRecord& node) const;
+  // A returning node whose agent stopped replicas itself while cut off: node.fenced-itself, with
+  // when it stopped each and whether that was before the server declared them lost (`lost_us`).
+  void FencedItself(const NodeRecord& node, int64_t lost_us, const HeartbeatRequest& beat,
+                    StoreBatch& batch);
   // The node stopped heartbeating: its jobs are lost, and recovered by their policy.
   void NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch);
   // Stops a running job because of the platform (`cause`); when its evidence is in it runs again

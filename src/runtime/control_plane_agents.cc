@@ -3,6 +3,7 @@
 #include <chrono>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"
@@ -57,6 +58,13 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   }
   if (node->cpu_milli <= 0 || node->memory_mib <= 0) {
     return absl::InvalidArgumentError("cpu_milli and memory_mib must be positive");
+  }
+  // The agent's promise delays the loss of its jobs: bounded, so a node cannot hold them for days.
+  if (node->fence_after_ms < 0 || node->fence_after_ms > kMaxFenceAfterMs ||
+      node->fence_grace_ms < 0 || node->fence_grace_ms > kMaxFenceGraceMs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "self_fence: after_ms must be 0 to ", kMaxFenceAfterMs, " and grace_ms 0 to ",
+        kMaxFenceGraceMs, " (got ", node->fence_after_ms, " and ", node->fence_grace_ms, ")"));
   }
   for (const DiscoveredGpu& g : node->gpus) {
     auto model = catalog_->Find(g.model);
@@ -176,6 +184,19 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const ReplicaReport& repor
       job.reason = "running on " + node;
       Event(batch, "agent:" + node, "job.started", subject, job.reason,
             {{"replica", r}, {"pid", rep.pid}, {"enforcement", rep.enforcement}});
+    }
+    Touch(job, batch);
+  }
+  // What enforced a share's caps, as the agent last checked it: an MPS client seen, or a process
+  // found on the GPU outside MPS, whose caps then never applied.
+  if (!report.gpu_isolation.is_null() && rep.state != ReplicaState::kPending &&
+      report.gpu_isolation != rep.gpu_isolation) {
+    rep.gpu_isolation = report.gpu_isolation;
+    if (absl::StrContains(rep.gpu_isolation.dump(), "\"bypassed\"")) {
+      Event(
+          batch, "agent:" + node, "job.share-not-enforced", subject,
+          absl::StrCat("replica ", r, " used its GPU outside MPS: its share's caps did not apply"),
+          {{"replica", r}, {"gpu_isolation", rep.gpu_isolation}});
     }
     Touch(job, batch);
   }
@@ -387,6 +408,7 @@ absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& 
   node->second.last_heartbeat_us = now_();
   if (node->second.state == NodeRecordState::kNotReady ||
       node->second.state == NodeRecordState::kDead) {
+    FencedItself(node->second, node->second.lost_us, beat, batch);
     node->second.state = NodeRecordState::kReady;
     node->second.lost_us = 0;
     batch.puts.push_back({"node", name, node->second.ToJson().dump()});
@@ -431,6 +453,14 @@ absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& 
       continue;
     }
     JobRecord& job = *live;
+    // Stopped by its own agent while cut off from the server (self-fencing), before the server
+    // declared it lost: the platform's doing, so its recovery policy runs it again.
+    if (report.fenced_us && job.replicas[r].state == ReplicaState::kRunning) {
+      DisplaceOn(job, name, -1, -1,
+                 absl::StrCat("node ", name, " heard nothing from the server for ",
+                              node->second.fence_after_ms, " ms and its agent stopped it"),
+                 false, batch);
+    }
     ApplyReport(job, r, report, name, batch);
     // An exit that ended a displaced attempt requeued the job (Recover clears its replicas):
     // the replica's record is gone, and the rest of its report has nothing left to apply to.

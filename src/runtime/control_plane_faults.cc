@@ -54,6 +54,26 @@ void ControlPlane::Recover(JobRecord& job, std::string cause, std::string fault_
         job.reason, {{"attempt", job.attempt}, {"policy", policy}, {"cause", fault_ref}});
 }
 
+namespace {
+
+// The margin between an agent's promise to have stopped its replicas and the loss of its jobs:
+// the agent counts its silence from when it sent its last answered heartbeat (before the server
+// read it), and stops each replica within its grace; this covers its fence check's period and a
+// loaded machine.
+constexpr int64_t kFenceMarginUs = 1'000'000;
+
+}  // namespace
+
+int64_t ControlPlane::SilenceBeforeLoss(const NodeRecord& node) const {
+  int64_t silence = options_.node_timeout_us + options_.lost_after_us;
+  if (node.fence_after_ms > 0) {
+    // New attempts start only once the agent has surely stopped the old ones.
+    silence =
+        std::max(silence, (node.fence_after_ms + node.fence_grace_ms) * 1000 + kFenceMarginUs);
+  }
+  return silence;
+}
+
 void ControlPlane::Liveness(int64_t now, StoreBatch& batch) {
   for (auto& [name, node] : nodes_) {
     int64_t silent = now - node.last_heartbeat_us;
@@ -62,15 +82,35 @@ void ControlPlane::Liveness(int64_t now, StoreBatch& batch) {
       batch.puts.push_back({"node", name, node.ToJson().dump()});
       Event(batch, "scheduler", "node.not-ready", "node/" + name,
             absl::StrCat("no heartbeat for ", silent / 1000, " ms; its jobs are lost after ",
-                         (options_.node_timeout_us + options_.lost_after_us) / 1000,
-                         " ms of silence"));
+                         SilenceBeforeLoss(node) / 1000, " ms of silence"));
     }
     if (node.state == NodeRecordState::kNotReady && node.lost_us == 0 &&
-        silent > options_.node_timeout_us + options_.lost_after_us) {
+        silent > SilenceBeforeLoss(node)) {
       node.lost_us = now;
       NodeLost(node, now, batch);
     }
   }
+}
+
+void ControlPlane::FencedItself(const NodeRecord& node, int64_t lost_us,
+                                const HeartbeatRequest& beat, StoreBatch& batch) {
+  json replicas = json::array();
+  bool before = true;
+  for (const ReplicaReport& r : beat.replicas) {
+    if (!r.fenced_us) continue;
+    replicas.push_back({{"job", r.job}, {"replica", r.replica}, {"fenced_us", *r.fenced_us}});
+    before = before && (lost_us == 0 || *r.fenced_us < lost_us);
+  }
+  if (replicas.empty()) return;
+  std::string reason = absl::StrCat(
+      "its agent stopped ", replicas.size(), " replica(s) itself after ", node.fence_after_ms,
+      " ms without an answer, ",
+      lost_us == 0 ? "before their jobs were declared lost"
+      : before     ? "before the server declared them lost and ran them elsewhere"
+                   : "but not all before the server declared them lost (compared on the node's "
+                     "and the server's clocks)");
+  Event(batch, "agent:" + node.name, "node.fenced-itself", "node/" + node.name, reason,
+        {{"replicas", replicas}, {"lost_us", lost_us}, {"before_lost", before}});
 }
 
 absl::StatusOr<json> ControlPlane::DeclareDead(const std::string& name, const Principal& who) {
@@ -136,6 +176,17 @@ void ControlPlane::NodeLost(NodeRecord& node, int64_t now, StoreBatch& batch) {
     Touch(job, batch);
   }
   for (const auto& [gpu, job] : node.fenced) radius["fenced"].push_back(gpu);
+  // The agent's promise, not yet its word: whether it kept it is known when it returns
+  // (node.fenced-itself); until then its devices stay fenced.
+  if (node.fence_after_ms > 0) {
+    radius["self_fence"] = {{"after_ms", node.fence_after_ms}, {"grace_ms", node.fence_grace_ms}};
+    absl::StrAppend(&fault, "; its agent promised to stop them itself after ", node.fence_after_ms,
+                    " ms without an answer (unconfirmed until it returns)");
+  } else {
+    absl::StrAppend(&fault,
+                    "; its processes may still run there (its agent does not fence "
+                    "itself: carve agent --fence-after-ms)");
+  }
   // The blast radius in one event: every job that had a replica there.
   Event(batch, "scheduler", "node.lost", "node/" + node.name, fault, radius);
   batch.puts.push_back({"node", node.name, node.ToJson().dump()});

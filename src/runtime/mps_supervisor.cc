@@ -47,12 +47,13 @@ bool ProcessAlive(pid_t pid) {
   return !(paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z');
 }
 
-// A directory every job's uid may enter (the MPS pipes live there): mode 0755.
-absl::Status MakeDir(const std::string& dir) {
+// A directory every job's uid may enter (`mode` 0755), or also write in (01777: the pipe and log
+// directories, where the MPS server the daemon starts as each client's uid makes its files).
+absl::Status MakeDir(const std::string& dir, mode_t mode) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
-  if (::chmod(dir.c_str(), 0755) != 0) {
+  if (::chmod(dir.c_str(), mode) != 0) {
     return absl::InternalError(absl::StrCat(dir, ": chmod: ", std::strerror(errno)));
   }
   return absl::OkStatus();
@@ -224,8 +225,13 @@ bool MpsSupervisor::Alive(const Daemon& d) const {
 
 absl::Status MpsSupervisor::Launch(Daemon& d) {
   if (options_.control.empty()) return absl::FailedPreconditionError("no MPS control program");
-  for (const std::string& dir : {options_.root, d.pipe_dir, d.log_dir}) {
-    if (absl::Status s = MakeDir(dir); !s.ok()) return s;
+  // Every level on the way too: made under the agent's umask, <root>/<gpu> was 0700 and no
+  // tenant's client could reach the pipe below it (an H200, 2026-12-04).
+  for (const std::string& dir : {options_.root, absl::StrCat(options_.root, "/", d.gpu)}) {
+    if (absl::Status s = MakeDir(dir, 0755); !s.ok()) return s;
+  }
+  for (const std::string& dir : {d.pipe_dir, d.log_dir}) {
+    if (absl::Status s = MakeDir(dir, 01777); !s.ok()) return s;
   }
   if (options_.simulated) {  // the simulated daemon lives as long as the agent that supervises it
     std::ofstream(d.pipe_dir + "/supervisor.pid") << ::getpid() << "\n";
@@ -238,6 +244,8 @@ absl::Status MpsSupervisor::Launch(Daemon& d) {
   env["CUDA_VISIBLE_DEVICES"] = d.uuid;
   env["CUDA_MPS_PIPE_DIRECTORY"] = d.pipe_dir;
   env["CUDA_MPS_LOG_DIRECTORY"] = d.log_dir;
+  // The daemon keeps the agent's umask (077): it makes its `control` socket 0666 itself, and
+  // `control_privileged` (quit, default limits) then stays root's.
   std::vector<std::string> argv = options_.control;
   argv.push_back("-d");
   auto [code, output] = RunCommand(argv, env, "", 10000);
@@ -307,6 +315,22 @@ std::string MpsSupervisor::RunControl(const Daemon& d, const std::string& comman
   auto [code, output] = RunCommand(options_.control, env, command + "\n", 3000);
   std::string text(absl::StripAsciiWhitespace(output));
   return code == 0 ? text : absl::StrCat("error (exit ", code, "): ", text);
+}
+
+std::set<int64_t> MpsSupervisor::Clients(int gpu) const {
+  std::set<int64_t> out;
+  const Daemon* d = Find(gpu);
+  if (d == nullptr || d->state != DaemonState::kRunning || options_.simulated) return out;
+  for (absl::string_view server : absl::StrSplit(RunControl(*d, "get_server_list"), '\n')) {
+    int64_t pid = 0;
+    if (!absl::SimpleAtoi(server, &pid) || pid <= 0) continue;
+    for (absl::string_view client :
+         absl::StrSplit(RunControl(*d, absl::StrCat("get_client_list ", pid)), '\n')) {
+      int64_t c = 0;
+      if (absl::SimpleAtoi(client, &c) && c > 0) out.insert(c);
+    }
+  }
+  return out;
 }
 
 const MpsSupervisor::Daemon* MpsSupervisor::Find(int gpu) const {

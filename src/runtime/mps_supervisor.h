@@ -71,6 +71,9 @@ class MpsSupervisor {
   // What was enforced for a share on `gpu`, with how it was checked, for the replica's record.
   nlohmann::json Record(int gpu, int64_t memory_mib, int64_t thread_pct, bool best_effort) const;
   const Daemon* Find(int gpu) const;
+  // The pids the MPS servers of `gpu`'s daemon list as their clients (get_server_list, then
+  // get_client_list of each): empty on simulated GPUs, whose twin runs no servers.
+  std::set<int64_t> Clients(int gpu) const;
 
  private:
   absl::Status Launch(Daemon& d);

@@ -424,6 +424,9 @@ json NodeRecord::ToJson() const {
           {"lost_us", lost_us},
           {"registered_us", registered_us},
           {"last_heartbeat_us", last_heartbeat_us},
+          {"self_fence", fence_after_ms > 0
+                             ? json{{"after_ms", fence_after_ms}, {"grace_ms", fence_grace_ms}}
+                             : json()},
           {"quarantined", quarantine},
           {"fenced", fence},
           {"cordoned_by", cordoned_by},
@@ -489,6 +492,10 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
     n.lost_us = j.value("lost_us", int64_t{0});
     n.registered_us = j.value("registered_us", int64_t{0});
     n.last_heartbeat_us = j.value("last_heartbeat_us", int64_t{0});
+    if (const json fence = j.value("self_fence", json()); fence.is_object()) {
+      n.fence_after_ms = fence.at("after_ms").get<int64_t>();
+      n.fence_grace_ms = fence.value("grace_ms", int64_t{0});
+    }
     n.cordoned_by = j.value("cordoned_by", "");
     const json cordoned = j.value("cordoned_gpus", json::object());
     for (const auto& [index, who] : cordoned.items()) {

@@ -165,6 +165,11 @@ struct NodeRecord {
   int64_t lost_us = 0;  // when its jobs were declared lost (0: not while it is silent)
   int64_t registered_us = 0;
   int64_t last_heartbeat_us = 0;
+  // What its agent promised at registration (`carve agent --fence-after-ms`): after this long
+  // without an answer to its heartbeats it stops its replicas itself, each within
+  // `fence_grace_ms` (0: it does not, and the replicas of a lost node may run on).
+  int64_t fence_after_ms = 0;
+  int64_t fence_grace_ms = 0;
   std::map<int, std::string> quarantined;    // GPU index -> why (a failed reclaim check)
   std::string cordoned_by;                   // no new work while set ("admin", "admin (drain)")
   std::map<int, std::string> cordoned_gpus;  // GPU index -> who: no new work on that GPU

@@ -2,6 +2,9 @@
 // contract as nvidia-cuda-mps-control): the agent starts and supervises one daemon per shared
 // GPU, a share's caps reach the client and are enforced, the record says what enforced them, a
 // dead daemon is a device fault, and one GPU serves one tenant's shares at a time.
+#include <fstream>
+
+#include "absl/strings/match.h"
 #include "integration/harness.h"
 
 namespace {
@@ -63,6 +66,26 @@ TEST_F(MpsTest, ShareRunsAsAnMpsClientAndItsRecordSaysWhatEnforcedItsCaps) {
   EXPECT_EQ(record["limits"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "50");
   std::string pipe = record["daemon"]["pipe_dir"];
   EXPECT_THAT(Logs(job["id"]), HasSubstr(absl::StrCat("pipe=", pipe, " limit=0=8192M threads=50")));
+}
+
+// Every tenant's uid must reach the daemon's pipe: made under the agent's umask (077), the GPU's
+// directory above it was 0700, a tenant's CUDA could not connect and ran without MPS, silently,
+// its caps not applied (found on an H200, 2026-12-04). The pipe and log directories are writable
+// by every uid (sticky, as /tmp): the daemon starts each uid's MPS server there.
+TEST_F(MpsTest, EveryTenantsUidCanReachTheDaemon) {
+  json done = WaitFinal(Shared("50%", "8Gi", "true")["id"]);
+  const json record = done["replicas"][0]["gpu_isolation"];
+  using std::filesystem::perms;
+  const std::string pipe = record["daemon"]["pipe_dir"];
+  const std::string gpu = pipe.substr(0, pipe.rfind('/'));
+  for (const std::string& dir : {pipe, gpu + "/log"}) {
+    EXPECT_EQ(std::filesystem::status(dir).permissions(), perms::all | perms::sticky_bit) << dir;
+  }
+  // And every directory on the way there may be entered by any uid.
+  for (std::string dir = gpu; dir.size() > 1; dir = dir.substr(0, dir.rfind('/'))) {
+    EXPECT_NE(std::filesystem::status(dir).permissions() & perms::others_exec, perms::none) << dir;
+    if (dir.rfind('/') == 0) break;
+  }
 }
 
 // No memory request is no license to take the whole GPU: the share's memory follows its compute.

@@ -241,16 +241,27 @@ const NodeList kRecoveryNodes = {{"poc-a", "gpus:\n  - {model: H200, count: 2, m
 class PocRecoveryTest : public PocTest {
  protected:
   const NodeList& Nodes() const override { return kRecoveryNodes; }
+  // Cut off, an agent stops its replicas after 3 s; their jobs are lost 7 s after the last word.
+  std::vector<std::string> AgentFlags(int /*i*/) const override {
+    return {"--fence-after-ms", "3000"};
+  }
 };
 
+// ... and training comes back after its node is cut off (scripts/poc-dev-faults node-down), the
+// old attempt stopped by its own agent before the loss.
 TEST_F(PocRecoveryTest, EveryKindOfWorkComesBackAsItsPolicySays) {
   const std::filesystem::path out = dir_ / "poc";
   CliRun run = Cli(absl::StrCat("poc run --suite recovery --out ", out.string(),
-                                " --job-memory-mib ", kSanitized ? 1536 : 512));
+                                " --job-memory-mib ", kSanitized ? 1536 : 512,
+                                " --fault-command 'CARVE_DEV_JOBS=", (dir_ / "jobs").string(), " ",
+                                CARVE_SOURCE_DIR, "/scripts/poc-dev-faults'"));
   EXPECT_EQ(run.exit, 0) << run.out << ServerLog();
   std::map<std::string, json> records = Records(out);
-  ASSERT_EQ(records.size(), 3u) << run.out;
+  ASSERT_EQ(records.size(), 4u) << run.out;
   for (const auto& [id, r] : records) EXPECT_EQ(r["verdict"], "pass") << r.dump(2);
+  const json& loss = records["recovery.node-loss"];
+  EXPECT_GT(loss["observed"].value("fenced_event", 0), loss["observed"].value("lost_event", 0))
+      << loss.dump(2);
   // The drained nodes were given back.
   for (const json& n : ApiGet("/api/v1/nodes")) EXPECT_EQ(n["cordoned_by"], "") << n.dump(2);
   for (const json& j : ApiGet("/api/v1/jobs")) EXPECT_TRUE(JobEnded(j)) << j.dump(2);
@@ -302,7 +313,7 @@ TEST_F(PocPartitionTest, InstancesAreMadeAndDeletedAndGovernedAcrossTenants) {
   // The driver upgraded inside a maintenance window: the job before keeps the old set, the job
   // after runs under the new one, and the node is left as it was found.
   const json& upgrade = records["partition.upgrade"];
-  EXPECT_EQ(upgrade["verdict"], "pass") << upgrade.dump(2);
+  ASSERT_EQ(upgrade["verdict"], "pass") << upgrade.dump(2);
   EXPECT_NE(upgrade["observed"]["versions"]["before"], upgrade["observed"]["versions"]["after"]);
   EXPECT_EQ(Node("poc-mig")["versions"]["driver"], "simulated") << Node("poc-mig").dump(2);
   // Nothing is left on the GPU.
@@ -340,7 +351,7 @@ TEST(PocDevTest, TheWholeKitPassesAgainstCarveDev) {
       " --tolerance 0.1 --fault-command 'CARVE_DEV_JOBS=", (dir / "carve-jobs").string(), " ",
       CARVE_SOURCE_DIR, "/scripts/poc-dev-faults' 2>&1"));
   EXPECT_EQ(run.exit, 0) << run.out << Slurp(log);
-  EXPECT_THAT(run.out, HasSubstr("11 passed, 0 failed, 0 inconclusive or not run")) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("12 passed, 0 failed, 0 inconclusive or not run")) << run.out;
   CliRun verify =
       RunShell(absl::StrCat(env, CARVE_BINARY, " poc verify ", (dir / "poc").string(), " 2>&1"));
   EXPECT_EQ(verify.exit, 0) << verify.out;

@@ -141,16 +141,39 @@ absl::Status Round(Cluster& c, Record& r, const MigGpu& gpu, const std::string& 
 
 }  // namespace
 
+namespace {
+
+// Whether the cluster has a GPU that makes MIG instances on demand at all, idle or not.
+bool AnyDynamicGpu(const json& nodes) {
+  for (const json& n : nodes) {
+    for (const json& g : n.value("gpus", json::array())) {
+      if (g.value("mode", "") == "partition" && g.value("dynamic_layout", false)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<MigTarget>> FindMigTarget(Cluster& c, Record& r) {
-  auto nodes = c.Nodes();
-  if (!nodes.ok()) return nodes.status();
-  auto busy = c.BusyGpus();
-  if (!busy.ok()) return busy.status();
-  std::optional<MigGpu> gpu = IdleDynamicGpu(*nodes, *busy);
-  const std::string profile = gpu ? MiddleProfile(gpu->model) : "";
-  if (gpu && !profile.empty()) return MigTarget{*gpu, profile};
+  // A GPU the test before used may still be settling (its instances being deleted, a restart,
+  // its node registering again): wait for one, up to the kit's timeout, while there is any.
+  const int64_t deadline = NowUs() + c.options().timeout_s * 1'000'000;
+  while (!c.Interrupted()) {
+    auto nodes = c.Nodes();
+    if (!nodes.ok()) return nodes.status();
+    auto busy = c.BusyGpus();
+    if (!busy.ok()) return busy.status();
+    std::optional<MigGpu> gpu = IdleDynamicGpu(*nodes, *busy);
+    const std::string profile = gpu ? MiddleProfile(gpu->model) : "";
+    if (gpu && !profile.empty()) return MigTarget{*gpu, profile};
+    if (!AnyDynamicGpu(*nodes) || NowUs() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   r.verdict = Verdict::kInconclusive;
-  r.verdict_reason = "no idle GPU that makes MIG instances on demand (layout: dynamic)";
+  r.verdict_reason =
+      absl::StrCat("no idle GPU that makes MIG instances on demand (layout: dynamic), within ",
+                   c.options().timeout_s, " s");
   return std::nullopt;
 }
 

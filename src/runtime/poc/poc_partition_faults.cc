@@ -4,6 +4,7 @@
 // that were there just before. Every fault injected is undone, whatever the test's outcome.
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -18,48 +19,6 @@
 namespace carve::poc {
 
 using json = nlohmann::json;
-
-namespace {
-
-std::string Quoted(const std::string& arg) {
-  std::string out = "'";
-  for (char ch : arg) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
-}  // namespace
-
-Injector::~Injector() {
-  for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) (void)Run(*it);
-}
-
-absl::Status Injector::Inject(const std::string& action, const std::string& undo,
-                              const std::vector<std::string>& args) {
-  absl::Status st = Run(Line(action, args));
-  if (st.ok()) undo_.push_back(Line(undo, args));
-  return st;
-}
-
-absl::Status Injector::Undo(const std::string& action, const std::vector<std::string>& args) {
-  std::string line = Line(action, args);
-  std::erase(undo_, line);
-  return Run(line);
-}
-
-std::string Injector::Line(const std::string& action, const std::vector<std::string>& args) const {
-  std::string line = absl::StrCat(c_.options().fault_command, " ", action);
-  for (const std::string& a : args) absl::StrAppend(&line, " ", Quoted(a));
-  return line;
-}
-
-absl::Status Injector::Run(const std::string& line) {
-  c_.progress() << "  fault command: " << line << "\n" << std::flush;
-  r_.observed["fault_commands"].push_back(line);
-  const int rc = std::system(line.c_str());
-  if (rc == 0) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("the fault command `", line, "` failed (wait status ", rc, ")"));
-}
 
 namespace {
 
@@ -133,9 +92,17 @@ absl::StatusOr<json> Blast(Cluster& c, Record& r, Injector& inject, const Fault&
   return event;
 }
 
-// Waits until every job in `ids` runs again (after `attempt` at least, when given).
-absl::Status AllRunning(Cluster& c, const std::vector<int64_t>& ids, int attempt = 0) {
+// Job id -> attempt.
+using Attempts = std::map<int64_t, int>;
+
+// Waits until every job in `ids` runs, each on attempt `at_least[id]` or later (0 when not
+// given): how they run. A job a fault moved is judged only on its next attempt: until the agent
+// reports the old one's end it still reads running, and the next may land on the same device.
+absl::StatusOr<Attempts> AllRunning(Cluster& c, const std::vector<int64_t>& ids,
+                                    const Attempts& at_least = {}) {
+  Attempts out;
   for (int64_t id : ids) {
+    const int attempt = at_least.count(id) ? at_least.at(id) : 0;
     auto job = c.WaitUntil(
         id,
         [&](const json& j) {
@@ -148,8 +115,15 @@ absl::Status AllRunning(Cluster& c, const std::vector<int64_t>& ids, int attempt
       return absl::FailedPreconditionError(absl::StrCat(
           "job ", id, " ended: ", job->value("state", ""), ": ", job->value("reason", "")));
     }
+    out[id] = job->value("attempt", 0);
   }
-  return absl::OkStatus();
+  return out;
+}
+
+// The attempts each job must reach after a fault whose blast radius is `moved`.
+Attempts After(Attempts seen, const std::set<int64_t>& moved) {
+  for (auto& [id, attempt] : seen) attempt += moved.count(id) ? 1 : 0;
+  return seen;
 }
 
 struct Placed {
@@ -204,7 +178,9 @@ std::string Seen(const absl::StatusOr<json>& event) {
 }
 
 // 1. A fault inside the instance of job `a`: only `a` moves; job `b` keeps its first attempt.
-absl::Status InstanceFault(Cluster& c, Record& r, Injector& inject, int64_t a, int64_t b) {
+// Each fault answers with its recorded blast radius.
+absl::StatusOr<std::set<int64_t>> InstanceFault(Cluster& c, Record& r, Injector& inject, int64_t a,
+                                                int64_t b) {
   auto at = Where(c, r, a);
   if (!at.ok()) return at.status();
   const Fault f{"instance fault",
@@ -227,11 +203,12 @@ absl::Status InstanceFault(Cluster& c, Record& r, Injector& inject, int64_t a, i
       neighbour->value("state", "") == "running" && neighbour->value("attempt", -1) == 0,
       absl::StrCat("job ", b, " running on attempt 0"),
       absl::StrCat(neighbour->value("state", ""), " on attempt ", neighbour->value("attempt", -1)));
-  return absl::OkStatus();
+  return Radius(*event);
 }
 
 // 2. A device restart under job `b`: every job on that GPU moves, and the GPU comes back.
-absl::Status DeviceRestart(Cluster& c, Record& r, Injector& inject, int64_t b) {
+absl::StatusOr<std::set<int64_t>> DeviceRestart(Cluster& c, Record& r, Injector& inject,
+                                                int64_t b) {
   auto at = Where(c, r, b);
   if (!at.ok()) return at.status();
   const std::string subject = absl::StrCat("node/", at->node, "/gpu/", at->gpu);
@@ -250,7 +227,7 @@ absl::Status DeviceRestart(Cluster& c, Record& r, Injector& inject, int64_t b) {
   auto healthy = c.AwaitEvent(event->value("seq", int64_t{0}), "device.healthy", subject);
   Expect(r, "device restart: healthy again", healthy.ok(), "device.healthy once it restarted",
          Seen(healthy));
-  return absl::OkStatus();
+  return Radius(*event);
 }
 
 // 3. The node of job `a` fails (cut off from the server): every job there is lost, and the
@@ -270,13 +247,7 @@ absl::Status NodeFailure(Cluster& c, Record& r, Injector& inject, int64_t a) {
 }
 
 absl::Status DeviceFaults(Cluster& c, Record& r) {
-  if (c.options().fault_command.empty()) {
-    r.verdict = Verdict::kNotRun;
-    r.verdict_reason =
-        "no --fault-command: the kit cannot inject device or node faults through the API "
-        "(carve dev: --fault-command scripts/poc-dev-faults)";
-    return absl::OkStatus();
-  }
+  if (!HasFaultCommand(c, r, "inject device or node faults")) return absl::OkStatus();
   auto target = FindMigTarget(c, r);
   if (!target.ok() || !*target) return target.status();
   const MigProfileOf profile{(*target)->gpu.model, (*target)->profile};
@@ -289,11 +260,13 @@ absl::Status DeviceFaults(Cluster& c, Record& r) {
     ids.push_back(*id);
   }
   Injector inject(c, r);  // undoes what is left injected when the test ends
-  if (absl::Status st = AllRunning(c, ids); !st.ok()) return st;
-  if (absl::Status st = InstanceFault(c, r, inject, ids[0], ids[1]); !st.ok()) return st;
-  if (absl::Status st = AllRunning(c, ids); !st.ok()) return st;
-  if (absl::Status st = DeviceRestart(c, r, inject, ids[1]); !st.ok()) return st;
-  if (absl::Status st = AllRunning(c, ids); !st.ok()) return st;
+  auto seen = AllRunning(c, ids);
+  if (!seen.ok()) return seen.status();
+  auto moved = InstanceFault(c, r, inject, ids[0], ids[1]);
+  if (!moved.ok()) return moved.status();
+  if (seen = AllRunning(c, ids, After(*seen, *moved)); !seen.ok()) return seen.status();
+  if (moved = DeviceRestart(c, r, inject, ids[1]); !moved.ok()) return moved.status();
+  if (seen = AllRunning(c, ids, After(*seen, *moved)); !seen.ok()) return seen.status();
   return NodeFailure(c, r, inject, ids[0]);
 }
 

@@ -79,13 +79,7 @@ absl::StatusOr<json> UpgradeInWindow(Cluster& c, Record& r, Injector& inject,
 }
 
 absl::Status Upgrade(Cluster& c, Record& r) {
-  if (c.options().fault_command.empty()) {
-    r.verdict = Verdict::kNotRun;
-    r.verdict_reason =
-        "no --fault-command: the kit cannot change a node's versions through the API "
-        "(carve dev: --fault-command scripts/poc-dev-faults)";
-    return absl::OkStatus();
-  }
+  if (!HasFaultCommand(c, r, "change a node's versions")) return absl::OkStatus();
   auto target = FindMigTarget(c, r);
   if (!target.ok() || !*target) return target.status();
   const MigProfileOf profile{(*target)->gpu.model, (*target)->profile};

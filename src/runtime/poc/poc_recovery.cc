@@ -15,6 +15,67 @@ namespace carve::poc {
 
 using json = nlohmann::json;
 
+absl::Status AwaitCheckpointed(Cluster& c, int64_t id, size_t seconds) {
+  for (int i = 0;; ++i) {
+    auto log = c.Probe(id);
+    if (!log.ok()) return log.status();
+    if (log->seconds.size() >= seconds) return absl::OkStatus();
+    if (c.Interrupted()) return absl::CancelledError("interrupted");
+    if (i >= 10 * c.options().timeout_s) {
+      return absl::DeadlineExceededError(absl::StrCat("job ", id, " did not checkpoint ", seconds,
+                                                      " seconds within ", c.options().timeout_s,
+                                                      " s"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+namespace {
+
+void ExpectResumed(Record& r, const ProbeLog& log, int total, bool late_output_dropped) {
+  const int64_t from =
+      log.resumed.size() == 2 ? log.resumed[1].value("from_second", int64_t{0}) : 0;
+  Expect(r, "it resumes from its checkpoint", log.resumed.size() == 2 && from >= 2,
+         "the second attempt resumes at second 2 or later",
+         absl::StrCat(log.resumed.size(), " start(s), the last from second ", from));
+  std::set<int64_t> seconds(log.seconds.begin(), log.seconds.end());
+  const size_t logged = seconds.size();
+  // The checkpoint holds what the old attempt did after its output stopped reaching the server.
+  if (late_output_dropped) {
+    for (int64_t s = 1; s <= from; ++s) seconds.insert(s);
+  }
+  Expect(
+      r, "no second is lost",
+      static_cast<int>(seconds.size()) == total && *seconds.rbegin() == total,
+      absl::StrCat("seconds 1..", total, " computed",
+                   late_output_dropped ? " (logged, or in the checkpoint resumed from)" : ""),
+      absl::StrCat(logged, " distinct seconds logged (", log.seconds.size(), " lines)",
+                   late_output_dropped ? absl::StrCat(", 1..", from, " in the checkpoint") : ""));
+  r.observed["resumed_from"] = from;
+  r.observed["seconds_computed"] = log.seconds;
+}
+
+}  // namespace
+
+absl::Status ExpectResumedAfterMove(Cluster& c, Record& r, int64_t id, int total,
+                                    const MoveCause& by, bool late_output_dropped) {
+  auto done = c.WaitFinal(id);
+  if (!done.ok()) return done.status();
+  Cluster::NoteNodes(*done, r);
+  auto log = c.Probe(id);
+  if (!log.ok()) return log.status();
+  const json attempts = done->value("attempts", json::array());
+  const std::string cause = attempts.empty() ? "" : attempts[0].value("cause", "");
+  Expect(r, "it succeeds", done->value("state", "") == "succeeded", "succeeded",
+         done->value("state", ""));
+  Expect(r, absl::StrCat("moved once, by ", by.what),
+         attempts.size() == 1 && cause.find(by.cause_has) != std::string::npos,
+         absl::StrCat("one earlier attempt, ended by ", by.what),
+         absl::StrCat(attempts.size(), " earlier attempt(s): ", cause));
+  ExpectResumed(r, *log, total, late_output_dropped);
+  return absl::OkStatus();
+}
+
 namespace {
 
 // Drains a node for the length of a scope, then gives it back.
@@ -152,20 +213,7 @@ absl::Status TrainingCheckpoint(Cluster& c, Record& r) {
   spec["kind"] = "training";
   auto id = c.Submit(spec, r);
   if (!id.ok()) return id.status();
-  auto running = c.WaitRunning(*id);
-  if (!running.ok()) return running.status();
-  // Wait for two checkpointed seconds, then move it.
-  for (int i = 0;; ++i) {
-    auto log = c.Probe(*id);
-    if (!log.ok()) return log.status();
-    if (log->seconds.size() >= 2) break;
-    if (c.Interrupted()) return absl::CancelledError("interrupted");
-    if (i >= 10 * o.timeout_s) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("job ", *id, " did not checkpoint two seconds within ", o.timeout_s, " s"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  if (absl::Status st = AwaitCheckpointed(c, *id, 2); !st.ok()) return st;
   auto job = c.Job(*id);
   if (!job.ok()) return job.status();
   auto drained = NodeToDrain(c, r, *job);
@@ -179,32 +227,8 @@ absl::Status TrainingCheckpoint(Cluster& c, Record& r) {
         "on its next attempt");
     if (!moved.ok()) return moved.status();
   }  // uncordoned: with no other node for it, it runs there again
-  auto done = c.WaitFinal(*id);
-  if (!done.ok()) return done.status();
-  Cluster::NoteNodes(*done, r);
-  auto log = c.Probe(*id);
-  if (!log.ok()) return log.status();
-  const json attempts = done->value("attempts", json::array());
-  const std::string cause = attempts.empty() ? "" : attempts[0].value("cause", "");
-  Expect(r, "it succeeds", done->value("state", "") == "succeeded", "succeeded",
-         done->value("state", ""));
-  Expect(r, "moved once, by the drain",
-         attempts.size() == 1 && cause.find("drain") != std::string::npos,
-         "one earlier attempt, ended by the drain",
-         absl::StrCat(attempts.size(), " earlier attempt(s): ", cause));
-  const int64_t from =
-      log->resumed.size() == 2 ? log->resumed[1].value("from_second", int64_t{0}) : 0;
-  Expect(r, "it resumes from its checkpoint", log->resumed.size() == 2 && from >= 2,
-         "the second attempt resumes at second 2 or later",
-         absl::StrCat(log->resumed.size(), " start(s), the last from second ", from));
-  std::set<int64_t> seconds(log->seconds.begin(), log->seconds.end());
-  Expect(r, "no second is lost", seconds.size() == kSeconds && *seconds.rbegin() == kSeconds,
-         absl::StrCat("seconds 1..", kSeconds, " computed"),
-         absl::StrCat(seconds.size(), " distinct seconds, ", log->seconds.size(), " in all"));
   r.observed["drained"] = node;
-  r.observed["resumed_from"] = from;
-  r.observed["seconds_computed"] = log->seconds;
-  return absl::OkStatus();
+  return ExpectResumedAfterMove(c, r, *id, kSeconds, {"the drain", "drain"}, false);
 }
 
 absl::Status ExperimentRequeue(Cluster& c, Record& r) {
@@ -314,6 +338,7 @@ std::vector<TestCase> RecoveryTests() {
        "inconclusive when every whole-GPU model is on several nodes or on busy ones (the urgent "
        "job would need no preemption)",
        ExperimentRequeue},
+      NodeLossTest(),
   };
 }
 

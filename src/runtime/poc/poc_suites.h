@@ -38,6 +38,7 @@ std::vector<TestCase> RecoveryTests();   // poc_recovery.cc
 std::vector<TestCase> PartitionTests();  // poc_partition.cc
 TestCase DeviceFaultsTest();             // poc_partition_faults.cc
 TestCase UpgradeTest();                  // poc_partition_upgrade.cc
+TestCase NodeLossTest();                 // poc_recovery_loss.cc
 
 // A record for a test that is not run (not built, or the kit was interrupted), saying why.
 Record NotRun(Cluster& cluster, const std::string& suite, const TestCase& test,
@@ -49,6 +50,20 @@ Record RunTest(Cluster& cluster, const std::string& suite, const TestCase& test)
 // The checks tests share.
 void Expect(Record& r, const std::string& name, bool ok, const std::string& expected,
             const std::string& observed);
+// Waits until probe job `id` has computed (and checkpointed) `seconds` seconds (poc_recovery.cc).
+absl::Status AwaitCheckpointed(Cluster& c, int64_t id, size_t seconds);
+// What moved a job: in words ("the drain"), and what its first attempt's cause says ("drain").
+struct MoveCause {
+  std::string what;
+  std::string cause_has;
+};
+// Waits for probe job `id` (run --checkpoint for `total` seconds) to end, and checks that it
+// succeeded, was moved once `by` that cause, resumed at second 2 or later, and computed every
+// second 1..total. `late_output_dropped`: the first attempt's output stopped reaching the server
+// (its node was cut off; the server drops an earlier attempt's late output), so the seconds up to
+// the one resumed from count as computed.
+absl::Status ExpectResumedAfterMove(Cluster& c, Record& r, int64_t id, int total,
+                                    const MoveCause& by, bool late_output_dropped);
 
 }  // namespace carve::poc
 
