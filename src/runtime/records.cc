@@ -408,31 +408,33 @@ json NodeRecord::ToJson() const {
   for (const auto& [index, r] : residue) residue_json[std::to_string(index)] = r.ToJson();
   json admin = json::object();
   for (const auto& [key, value] : admin_labels) admin[key] = value ? json(*value) : json();
-  return {{"name", name},
-          {"instance_faults", faults},
-          {"maintenance", maintenance ? maintenance->ToJson() : json()},
-          {"relayouts", relayout},
-          {"layout_mismatch", mismatch},
-          {"cpu_milli", cpu_milli},
-          {"memory_mib", memory_mib},
-          {"labels", labels},
-          {"agent_labels", agent_labels},
-          {"admin_labels", admin},
-          {"backend", backend},
-          {"gpus", gpu_list},
-          {"state", Name(state)},
-          {"lost_us", lost_us},
-          {"registered_us", registered_us},
-          {"last_heartbeat_us", last_heartbeat_us},
-          {"self_fence", fence_after_ms > 0
-                             ? json{{"after_ms", fence_after_ms}, {"grace_ms", fence_grace_ms}}
-                             : json()},
-          {"quarantined", quarantine},
-          {"fenced", fence},
-          {"cordoned_by", cordoned_by},
-          {"cordoned_gpus", cordoned},
-          {"versions", versions ? versions->ToJson() : json()},
-          {"residue", residue_json}};
+  json out = {{"name", name},
+              {"instance_faults", faults},
+              {"maintenance", maintenance ? maintenance->ToJson() : json()},
+              {"relayouts", relayout},
+              {"layout_mismatch", mismatch},
+              {"cpu_milli", cpu_milli},
+              {"memory_mib", memory_mib},
+              {"labels", labels},
+              {"agent_labels", agent_labels},
+              {"admin_labels", admin},
+              {"backend", backend},
+              {"gpus", gpu_list},
+              {"state", Name(state)},
+              {"lost_us", lost_us},
+              {"registered_us", registered_us},
+              {"last_heartbeat_us", last_heartbeat_us},
+              {"quarantined", quarantine},
+              {"fenced", fence},
+              {"cordoned_by", cordoned_by},
+              {"cordoned_gpus", cordoned},
+              {"versions", versions ? versions->ToJson() : json()},
+              {"residue", residue_json}};
+  // Written only when the agent promised it: records from before keep their bytes.
+  if (fence_after_ms > 0) {
+    out["self_fence"] = {{"after_ms", fence_after_ms}, {"grace_ms", fence_grace_ms}};
+  }
+  return out;
 }
 
 json MaintenanceWindow::ToJson() const {

@@ -393,7 +393,7 @@ TEST_F(PocCordonTest, ANodeWithAnOperatorsCordonIsNotDrainedAndKeepsIt) {
       Cli(absl::StrCat("poc run --suite recovery --only recovery.training-checkpoint", " --out ",
                        out.string(), " --job-memory-mib ", kSanitized ? 1536 : 512));
   std::map<std::string, json> records = Records(out);
-  ASSERT_EQ(records.size(), 3u) << run.out;
+  ASSERT_EQ(records.size(), 4u) << run.out;
   const json& r = records["recovery.training-checkpoint"];
   EXPECT_EQ(r["verdict"], "inconclusive") << r.dump(2);
   EXPECT_THAT(r["verdict_reason"].get<std::string>(), HasSubstr("operator's cordon"));

@@ -2,6 +2,8 @@
 // --fault-command node-down NODE); its jobs are declared lost, the job resumes from its checkpoint
 // as a new attempt, and the node's agent, fencing itself, had stopped the old attempt before
 // that (node.fenced-itself when the node returns), so two attempts never wrote one checkpoint.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/poc/poc_injector.h"
 #include "runtime/poc/poc_probe_jobs.h"
@@ -13,7 +15,20 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr int kSeconds = 8;
+// The probe's seconds: it must still run when its agent fences it (two seconds before the cut,
+// then the longest self-fence of any node and its grace) and go on after the loss.
+absl::StatusOr<int> ProbeSeconds(Cluster& c) {
+  auto nodes = c.Nodes();
+  if (!nodes.ok()) return nodes.status();
+  int64_t longest_ms = 0;
+  for (const json& n : *nodes) {
+    const json fence = n.value("self_fence", json());
+    if (!fence.is_object()) continue;
+    longest_ms = std::max(
+        longest_ms, fence.value("after_ms", int64_t{0}) + fence.value("grace_ms", int64_t{0}));
+  }
+  return static_cast<int>(2 + (longest_ms + 999) / 1000 + 6);
+}
 
 // Why cutting `node` off would not show what the test needs ("" when it would): other work
 // on it, or an agent that does not fence itself.
@@ -51,8 +66,10 @@ void ExpectFenced(Record& r, const json& event, int64_t id) {
 
 absl::Status NodeLoss(Cluster& c, Record& r) {
   if (!HasFaultCommand(c, r, "cut a node off from the server")) return absl::OkStatus();
+  auto seconds = ProbeSeconds(c);
+  if (!seconds.ok()) return seconds.status();
   json spec = WholeGpuSpec(c.options(), "poc-node-loss", "", 1,
-                           {"--seconds", std::to_string(kSeconds), "--checkpoint"});
+                           {"--seconds", std::to_string(*seconds), "--checkpoint"});
   spec["kind"] = "training";
   auto id = c.Submit(spec, r);
   if (!id.ok()) return id.status();
@@ -86,7 +103,7 @@ absl::Status NodeLoss(Cluster& c, Record& r) {
   r.observed["cut_off"] = node;
   r.observed["lost_event"] = lost->value("seq", int64_t{0});
   r.observed["fenced_event"] = fenced->value("seq", int64_t{0});
-  return ExpectResumedAfterMove(c, r, *id, kSeconds, {"the node's loss", "stopped heartbeating"},
+  return ExpectResumedAfterMove(c, r, *id, *seconds, {"the node's loss", "stopped heartbeating"},
                                 true);
 }
 
@@ -95,10 +112,12 @@ absl::Status NodeLoss(Cluster& c, Record& r) {
 TestCase NodeLossTest() {
   return {"node-loss",
           "Training comes back after its node is lost",
-          "a training job (one whole GPU) that checkpoints each second has its node cut off from "
-          "the server after two seconds (--fault-command node-down NODE): the server declares it "
+          "a training job (one whole GPU) that checkpoints each second, long enough to outlive "
+          "its node's self-fence, has its node cut off from the server after two seconds "
+          "(--fault-command node-down NODE): the server declares it "
           "lost (node.lost), it runs again as attempt 1 with the loss as the cause, resumes from "
-          "its checkpoint, loses no second and succeeds; when the node returns, its agent says it "
+          "its checkpoint, loses no second (logged, or in the checkpoint it resumed from) and "
+          "succeeds; when the node returns, its agent says it "
           "stopped the old attempt itself before the loss (node.fenced-itself, before_lost), so "
           "the two attempts never ran at once",
           "an old attempt not stopped: start agents with --fence-after-ms (docs/reliability.md); "
