@@ -590,6 +590,11 @@ void AddAgent(CLI::App& app) {
           Die(absl::InvalidArgumentError(absl::StrCat(
               "--uid-range \"", *uid_range, "\": write FIRST-LAST, e.g. 200000-265535 (never 0)")));
         }
+        if (o->fence_after_ms > 0 && o->fence_after_ms < 4 * o->heartbeat_ms) {
+          Die(absl::InvalidArgumentError(absl::StrCat(
+              "--fence-after-ms ", o->fence_after_ms, ": at least 4 heartbeats (--heartbeat-ms ",
+              o->heartbeat_ms, "), or one slow answer would stop every job on the node")));
+        }
         ::umask(077);
         std::ifstream in(*token_file);
         if (!(in >> o->token)) Die(absl::NotFoundError(*token_file + ": cannot read the token"));

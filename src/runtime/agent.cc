@@ -371,7 +371,10 @@ void Agent::Fence() {
   {
     std::lock_guard<std::mutex> lock(live_mu_);
     for (const auto& [key, l] : live_) {
-      if (fenced_.emplace(key, NowUs()).second) stop.push_back(l.handle);
+      // A replica that ended by itself (its reclaim still running) was not stopped by the fence.
+      if (fenced_.count(key) || !launcher_->Alive(l.handle)) continue;
+      fenced_.emplace(key, NowUs());
+      stop.push_back(l.handle);
     }
   }
   if (stop.empty()) return;
@@ -529,6 +532,9 @@ void Agent::Launch(const AgentAssignment& a) {
   Replica r;
   r.job = a.job;
   r.index = a.replica;
+  r.attempt = a.attempt;
+  // An earlier attempt of the same replica still kept (its end not yet taken by the server):
+  // the new one starts once it is forgotten; the server sends the assignment again meanwhile.
   if (replicas_.count({r.job, r.index})) return;
   // Logs and status files stay in the agent's private directory (the job gets descriptors);
   // work and checkpoint directories are the tenant user's, in the jobs directory.
@@ -929,6 +935,7 @@ ReplicaReport Agent::ReportOf(const Replica& r) const {
   ReplicaReport report;
   report.job = r.job;
   report.replica = r.index;
+  report.attempt = r.attempt;
   report.state = r.exit ? ReplicaState::kExited : ReplicaState::kRunning;
   report.pid = r.handle.pid;
   report.started_us = r.started_us;
@@ -1078,6 +1085,13 @@ absl::Status Agent::Tick() {
         absl::StrCat("the server's answer: ", answer.status().message()));
   }
   heard_ms_ = sent_ms;
+  // An answer slower than the fence is too late to start work on: the server may have given up
+  // on this node meanwhile and run those jobs elsewhere. Its stops are still followed.
+  if (options_.fence_after_ms > 0 && SteadyMs() - sent_ms >= options_.fence_after_ms) {
+    LogWarn("node ", options_.node, ": the server's answer took ", SteadyMs() - sent_ms,
+            " ms (--fence-after-ms ", options_.fence_after_ms, "): its new work is not started");
+    answer->assignments.clear();
+  }
   // The server has the exits it was just told about: forget those replicas once their output is
   // shipped too.
   for (auto it = replicas_.begin(); it != replicas_.end();) {
@@ -1139,6 +1153,7 @@ void Agent::SaveState() const {
     for (const GrantRecord& g : r.grants) grants.push_back(GrantToJson(g));
     reps.push_back({{"job", r.job},
                     {"replica", r.index},
+                    {"attempt", r.attempt},
                     {"pid", r.handle.pid},
                     {"group_path", r.handle.group_path},
                     {"mechanism", r.handle.enforcement.mechanism},
@@ -1194,6 +1209,7 @@ void Agent::LoadState() {
     Replica r;
     r.job = j.value("job", int64_t{0});
     r.index = j.value("replica", 0);
+    r.attempt = j.value("attempt", 0);
     r.handle.pid = j.value("pid", 0);
     r.handle.group_path = j.value("group_path", "");
     r.handle.enforcement = {j.value("mechanism", ""), j.value("detail", ""),

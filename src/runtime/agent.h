@@ -110,6 +110,7 @@ class Agent {
   struct Replica {
     int64_t job = 0;
     int index = 0;
+    int attempt = 0;  // the job's attempt it was started for
     ProcessHandle handle;
     std::string log_path;
     std::string status_path;     // where the group leader records how the command ended
@@ -225,14 +226,15 @@ class Agent {
   // The replica's record of what enforced its shares' caps (null without shares).
   nlohmann::json GpuIsolation(const AgentAssignment& assignment) const;
   // A share's caps apply only to a process that is an MPS client, and CUDA runs without MPS,
-  // silently, when it cannot reach the daemon. Once a second per running share until it is
-  // decided: a process of the replica in an MPS server's client list confirms the record
-  // (`client`); one holding memory on the GPU outside every client list makes it say the caps
-  // were bypassed (enforced: none). Real GPUs only: the simulated twin runs no MPS servers.
+  // silently, when it cannot reach the daemon. Once a second per running share until
+  // it ends: a process of the replica in an MPS server's client list confirms the record
+  // (`client`); any one holding memory on the GPU outside every client list makes it say the
+  // caps were bypassed (enforced: none). Lists that cannot be read conclude nothing. Real GPUs
+  // only: the simulated twin runs no MPS servers.
   void VerifyMpsClients();
   // One record of `r`'s gpu_isolation; `clients` and `listed` are read once per GPU per call.
   void VerifyMpsRecord(const Replica& r, nlohmann::json& record,
-                       std::map<int, std::set<int64_t>>& clients,
+                       std::map<int, absl::StatusOr<std::set<int64_t>>>& clients,
                        std::map<int, absl::StatusOr<std::vector<DeviceProcess>>>& listed);
 
   Options options_;

@@ -79,7 +79,7 @@ void Agent::VerifyMpsClients() {
   const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  std::map<int, std::set<int64_t>> clients;
+  std::map<int, absl::StatusOr<std::set<int64_t>>> clients;
   std::map<int, absl::StatusOr<std::vector<DeviceProcess>>> listed;
   for (auto& [key, r] : replicas_) {
     if (!r.launched || r.exit || r.gpu_isolation.is_null() || now - r.mps_checked_us < kEveryUs) {
@@ -95,25 +95,30 @@ void Agent::VerifyMpsClients() {
 }
 
 void Agent::VerifyMpsRecord(const Replica& r, json& record,
-                            std::map<int, std::set<int64_t>>& clients,
+                            std::map<int, absl::StatusOr<std::set<int64_t>>>& clients,
                             std::map<int, absl::StatusOr<std::vector<DeviceProcess>>>& listed) {
-  if (record.value("enforced", "") != "mps" || record.contains("client")) return;
+  if (record.value("enforced", "") != "mps") return;  // none already, or simulated
   const int gpu = record.value("gpu", -1);
-  auto known = clients.find(gpu);
-  if (known == clients.end()) known = clients.emplace(gpu, mps_->Clients(gpu)).first;
-  for (int64_t pid : known->second) {
-    if (!launcher_->Owns(r.handle, pid)) continue;
-    record["client"] = {
-        {"pid", pid},
-        {"checked", absl::StrCat("process ", pid, " of the replica is a client of GPU ", gpu,
-                                 "'s MPS server (get_client_list): its caps apply")}};
-    return;
-  }
+  // The device's processes first, then the clients: a process that connects in between is then
+  // a client, never one that bypassed MPS.
   auto it = listed.find(gpu);
   if (it == listed.end()) it = listed.emplace(gpu, devices_->Processes(gpu)).first;
-  if (!it->second.ok()) return;
+  auto known = clients.find(gpu);
+  if (known == clients.end()) known = clients.emplace(gpu, mps_->Clients(gpu)).first;
+  if (!it->second.ok() || !known->second.ok()) return;  // not read: nothing is concluded
   for (const DeviceProcess& p : *it->second) {
     if (p.memory_mib <= 0 || !launcher_->Owns(r.handle, p.pid)) continue;
+    if (known->second->count(p.pid)) {
+      if (!record.contains("client")) {
+        record["client"] = {
+            {"pid", p.pid},
+            {"checked", absl::StrCat("process ", p.pid, " of the replica is a client of GPU ", gpu,
+                                     "'s MPS server (get_client_list): the limits in its "
+                                     "environment apply to it")}};
+      }
+      continue;
+    }
+    // Every process of the replica on the GPU is checked while it runs, not only the first.
     record["enforced"] = "none";
     record["bypassed"] = {{"pid", p.pid}, {"memory_mib", p.memory_mib}};
     record["why"] = absl::StrCat(

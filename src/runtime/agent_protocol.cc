@@ -320,6 +320,7 @@ std::optional<DeviceHealth> ParseHealth(absl::string_view name) {
 json ReplicaReport::ToJson() const {
   json j = {{"job", job}, {"replica", replica}, {"pid", pid}, {"enforcement", enforcement}};
   if (state) j["state"] = std::string(Name(*state));
+  if (attempt) j["attempt"] = *attempt;
   if (started_us) j["started_us"] = *started_us;
   if (!gpu_isolation.is_null()) j["gpu_isolation"] = gpu_isolation;
   if (log_truncated_at > 0) j["log_truncated_at"] = log_truncated_at;
@@ -342,6 +343,7 @@ absl::StatusOr<ReplicaReport> ReplicaReport::FromJson(const json& j, const std::
   return ReadObject<ReplicaReport>(j, at, [](Reader& in, ReplicaReport& r) {
     in.Read("job", r.job)
         .Read("replica", r.replica)
+        .Read("attempt", r.attempt)
         .Named("state", r.state, ParseReplicaState, "state")
         .Read("pid", r.pid)
         .Read("started_us", r.started_us)

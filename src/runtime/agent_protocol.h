@@ -49,6 +49,9 @@ struct ReplicaEnd {
 struct ReplicaReport {
   int64_t job = -1;
   int replica = -1;
+  // The job's attempt the replica was started for (none: an agent from before attempts were
+  // reported). A report of another attempt than the job's is not the replica's on record.
+  std::optional<int> attempt;
   std::optional<ReplicaState> state;  // none: not said (nothing changes)
   int64_t pid = 0;
   std::optional<int64_t> started_us;  // none: when the server reads the report

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/control_plane.h"
@@ -12,6 +11,21 @@
 #include "runtime/tenant_paths.h"
 
 namespace carve {
+
+namespace {
+
+// Whether a share's isolation record (one object, or a list of them) says a process bypassed MPS.
+bool Bypassed(const nlohmann::json& isolation) {
+  if (isolation.is_array()) {
+    for (const nlohmann::json& one : isolation) {
+      if (Bypassed(one)) return true;
+    }
+    return false;
+  }
+  return isolation.is_object() && isolation.contains("bypassed");
+}
+
+}  // namespace
 
 using json = nlohmann::json;
 
@@ -189,10 +203,11 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const ReplicaReport& repor
   }
   // What enforced a share's caps, as the agent last checked it: an MPS client seen, or a process
   // found on the GPU outside MPS, whose caps then never applied.
+  // Once a bypass is on record a later report cannot take it back.
   if (!report.gpu_isolation.is_null() && rep.state != ReplicaState::kPending &&
-      report.gpu_isolation != rep.gpu_isolation) {
+      report.gpu_isolation != rep.gpu_isolation && !Bypassed(rep.gpu_isolation)) {
     rep.gpu_isolation = report.gpu_isolation;
-    if (absl::StrContains(rep.gpu_isolation.dump(), "\"bypassed\"")) {
+    if (Bypassed(rep.gpu_isolation)) {
       Event(
           batch, "agent:" + node, "job.share-not-enforced", subject,
           absl::StrCat("replica ", r, " used its GPU outside MPS: its share's caps did not apply"),
@@ -446,8 +461,12 @@ absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& 
     const bool running = report.state == ReplicaState::kRunning;
     reported.insert({id, r});
     JobRecord* live = jobs_.Find(id);
+    // A report of an earlier attempt (its node was lost and the job runs again, here or
+    // elsewhere) is not about the replica on record: applied to it, the old process's end ended
+    // the new attempt before it started.
     bool ours = live != nullptr && r >= 0 && r < static_cast<int>(live->replicas.size()) &&
-                live->replicas[r].node == name;
+                live->replicas[r].node == name &&
+                (!report.attempt || *report.attempt == live->attempt);
     if (!ours) {
       if (running) answer.stop.push_back({id, r, std::nullopt});
       continue;
@@ -455,7 +474,10 @@ absl::StatusOr<HeartbeatAnswer> ControlPlane::Heartbeat(const HeartbeatRequest& 
     JobRecord& job = *live;
     // Stopped by its own agent while cut off from the server (self-fencing), before the server
     // declared it lost: the platform's doing, so its recovery policy runs it again.
-    if (report.fenced_us && job.replicas[r].state == ReplicaState::kRunning) {
+    const ReplicaRecord& on_record = job.replicas[r];
+    const bool handed = on_record.state == ReplicaState::kRunning ||
+                        (on_record.state == ReplicaState::kPending && on_record.assigned_us > 0);
+    if (report.fenced_us && handed && job.displaced.empty() && on_record.retire.empty()) {
       DisplaceOn(job, name, -1, -1,
                  absl::StrCat("node ", name, " heard nothing from the server for ",
                               node->second.fence_after_ms, " ms and its agent stopped it"),

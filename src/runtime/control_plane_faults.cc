@@ -58,9 +58,9 @@ namespace {
 
 // The margin between an agent's promise to have stopped its replicas and the loss of its jobs:
 // the agent counts its silence from when it sent its last answered heartbeat (before the server
-// read it), and stops each replica within its grace; this covers its fence check's period and a
-// loaded machine.
-constexpr int64_t kFenceMarginUs = 1'000'000;
+// read it), and stops each replica within its grace; this covers its fence check's period (100
+// ms), the wait after SIGKILL for the group to empty (2 s) and a loaded machine.
+constexpr int64_t kFenceMarginUs = 3'000'000;
 
 }  // namespace
 
@@ -103,12 +103,13 @@ void ControlPlane::FencedItself(const NodeRecord& node, int64_t lost_us,
   }
   if (replicas.empty()) return;
   std::string reason = absl::StrCat(
-      "its agent stopped ", replicas.size(), " replica(s) itself after ", node.fence_after_ms,
-      " ms without an answer, ",
+      "its agent says it began stopping ", replicas.size(), " replica(s) itself after ",
+      node.fence_after_ms, " ms without an answer, ",
       lost_us == 0 ? "before their jobs were declared lost"
-      : before     ? "before the server declared them lost and ran them elsewhere"
-                   : "but not all before the server declared them lost (compared on the node's "
-                     "and the server's clocks)");
+      : before     ? "before the server declared them lost (by the node's clock against the "
+                     "server's)"
+                   : "but not all before the server declared them lost (by the node's clock "
+                     "against the server's)");
   Event(batch, "agent:" + node.name, "node.fenced-itself", "node/" + node.name, reason,
         {{"replicas", replicas}, {"lost_us", lost_us}, {"before_lost", before}});
 }

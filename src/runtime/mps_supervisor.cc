@@ -18,6 +18,7 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -220,7 +221,11 @@ pid_t MpsSupervisor::ReadPid(const Daemon& d) const {
 }
 
 bool MpsSupervisor::Alive(const Daemon& d) const {
-  return d.pid > 0 && ProcessAlive(d.pid) && ReadPid(d) == d.pid;
+  // The pid file is in a directory every uid may write: a pid counts only when its process runs
+  // as the agent's own user (a tenant could plant another's, to be adopted, or killed as root).
+  struct stat st {};
+  return d.pid > 0 && ProcessAlive(d.pid) && ReadPid(d) == d.pid &&
+         ::stat(absl::StrCat("/proc/", d.pid).c_str(), &st) == 0 && st.st_uid == ::geteuid();
 }
 
 absl::Status MpsSupervisor::Launch(Daemon& d) {
@@ -317,15 +322,29 @@ std::string MpsSupervisor::RunControl(const Daemon& d, const std::string& comman
   return code == 0 ? text : absl::StrCat("error (exit ", code, "): ", text);
 }
 
-std::set<int64_t> MpsSupervisor::Clients(int gpu) const {
+absl::StatusOr<std::set<int64_t>> MpsSupervisor::Clients(int gpu) const {
   std::set<int64_t> out;
   const Daemon* d = Find(gpu);
-  if (d == nullptr || d->state != DaemonState::kRunning || options_.simulated) return out;
-  for (absl::string_view server : absl::StrSplit(RunControl(*d, "get_server_list"), '\n')) {
+  if (d == nullptr || d->state != DaemonState::kRunning || options_.simulated) {
+    return absl::FailedPreconditionError(absl::StrCat("no MPS daemon runs for GPU ", gpu));
+  }
+  // A list that could not be read is an error, never an empty list (which would read as "no
+  // client", and a replica's process as one that bypassed MPS).
+  auto lines = [&](const std::string& command) -> absl::StatusOr<std::vector<std::string>> {
+    const std::string text = RunControl(*d, command);
+    if (absl::StartsWith(text, "error")) {
+      return absl::UnavailableError(absl::StrCat(command, ": ", text));
+    }
+    return absl::StrSplit(text, '\n', absl::SkipEmpty());
+  };
+  auto servers = lines("get_server_list");
+  if (!servers.ok()) return servers.status();
+  for (const std::string& server : *servers) {
     int64_t pid = 0;
     if (!absl::SimpleAtoi(server, &pid) || pid <= 0) continue;
-    for (absl::string_view client :
-         absl::StrSplit(RunControl(*d, absl::StrCat("get_client_list ", pid)), '\n')) {
+    auto clients = lines(absl::StrCat("get_client_list ", pid));
+    if (!clients.ok()) return clients.status();
+    for (const std::string& client : *clients) {
       int64_t c = 0;
       if (absl::SimpleAtoi(client, &c) && c > 0) out.insert(c);
     }

@@ -72,8 +72,9 @@ class MpsSupervisor {
   nlohmann::json Record(int gpu, int64_t memory_mib, int64_t thread_pct, bool best_effort) const;
   const Daemon* Find(int gpu) const;
   // The pids the MPS servers of `gpu`'s daemon list as their clients (get_server_list, then
-  // get_client_list of each): empty on simulated GPUs, whose twin runs no servers.
-  std::set<int64_t> Clients(int gpu) const;
+  // get_client_list of each); an error when a list cannot be read or no daemon runs (simulated
+  // GPUs: the twin runs no servers).
+  absl::StatusOr<std::set<int64_t>> Clients(int gpu) const;
 
  private:
   absl::Status Launch(Daemon& d);

@@ -102,6 +102,44 @@ TEST_F(FenceTest, ACutOffNodeStopsItsReplicasBeforeTheirJobsRunElsewhere) {
   EXPECT_TRUE(Eventually([&] { return Node("gpu-b")["fenced"].empty(); })) << Node("gpu-b").dump(2);
 }
 
+// Without self-fencing a lost node's process runs on; when the node returns the server stops it,
+// and the job's next attempt, placed on that same node (the only one with room), must run as its
+// own: the old process's reports name attempt 0. Matched by (job, replica, node) alone, the old
+// process's end was applied to the new attempt, which then "ended" before it started.
+class NodeReturnTest : public FenceTest {
+ protected:
+  void SetUp() override { PlatformTest::SetUp(); }
+};
+
+TEST_F(NodeReturnTest, AJobLostWithItsNodeRunsAgainThereAsItsOwnAttempt) {
+  Post("/api/v1/nodes/gpu-a/cordon?gpu=0");
+  Post("/api/v1/nodes/gpu-a/cordon?gpu=1");
+  const int64_t id = Submit({{"command",
+                              {"sh", "-c",
+                               "if [ \"$CARVE_ATTEMPT\" = 0 ]; then sleep 600; "
+                               "else echo attempt $CARVE_ATTEMPT; fi"}},
+                             {"recovery", {{"policy", "requeue"}}},
+                             {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}})["id"];
+  json job;
+  ASSERT_TRUE(Eventually([&] {
+    job = Job(id);
+    return job["state"] == "running" && job["replicas"][0].value("pid", 0) > 0;
+  })) << job.dump(2);
+  ASSERT_EQ(job["replicas"][0]["node"], "gpu-b");
+  const int64_t old_pid = job["replicas"][0]["pid"];
+  std::ofstream(CutOffFile("gpu-b").string()) << "";
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("node.lost").empty(); })) << ServerLog();
+  EXPECT_TRUE(Running(old_pid)) << "no self-fencing here: the old process runs on";
+  std::filesystem::remove(CutOffFile("gpu-b"));
+  json done = WaitFinal(id, 60);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
+  EXPECT_EQ(done["attempt"], 1) << done.dump(2);
+  EXPECT_EQ(done["replicas"][0]["node"], "gpu-b");
+  EXPECT_NE(done["replicas"][0]["pid"], old_pid) << done.dump(2);
+  EXPECT_THAT(Logs(id), HasSubstr("attempt 1"));
+  EXPECT_TRUE(Eventually([&] { return !Running(old_pid); })) << "the server stops the old one";
+}
+
 // The promise delays the loss of a node's jobs, so it is bounded (an hour, and a 10 min grace).
 TEST_F(FenceTest, ARegistrationOutsideTheBoundsOfSelfFencingIsRefused) {
   for (const json& fence :

@@ -30,8 +30,9 @@ absl::Status Injector::Inject(const std::string& action, const std::string& undo
 
 absl::Status Injector::Undo(const std::string& action, const std::vector<std::string>& args) {
   std::string line = Line(action, args);
-  std::erase(undo_, line);
-  return Run(line);
+  absl::Status st = Run(line);
+  if (st.ok()) std::erase(undo_, line);  // a failed undo is tried again at the end
+  return st;
 }
 
 std::string Injector::Line(const std::string& action, const std::vector<std::string>& args) const {
