@@ -54,6 +54,15 @@ absl::Status MakeDir(const std::string& dir, mode_t mode) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
+  // The default lies under /tmp at a name anyone can compute: a symlink or another user's
+  // directory planted there would get the modes below (and the daemon's pipes) from the agent.
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir,
+        ": not a directory of the agent's own user (a symlink or another user's: remove it, "
+        "or choose --mps-dir)"));
+  }
   if (::chmod(dir.c_str(), mode) != 0) {
     return absl::InternalError(absl::StrCat(dir, ": chmod: ", std::strerror(errno)));
   }

@@ -88,6 +88,35 @@ TEST_F(MpsTest, EveryTenantsUidCanReachTheDaemon) {
   }
 }
 
+// The MPS directory's default is a name anyone can compute under /tmp: one planted there as a
+// symlink is refused, naming it, and the GPU's shares run without caps only if best-effort.
+class MpsPlantedDirTest : public MpsTest {
+ protected:
+  void SetUp() override {
+    planted_ =
+        std::filesystem::path(::testing::TempDir()) / absl::StrCat("carve-planted-", getpid());
+    std::filesystem::remove_all(planted_);
+    std::filesystem::create_directories(planted_ / "target");
+    std::filesystem::create_directory_symlink(planted_ / "target", planted_ / "mps");
+    agent_args_ = {"--mps-dir", (planted_ / "mps").string()};
+    MpsTest::SetUp();
+  }
+  void TearDown() override {
+    MpsTest::TearDown();
+    std::filesystem::remove_all(planted_);
+  }
+  std::filesystem::path planted_;
+};
+
+TEST_F(MpsPlantedDirTest, ASymlinkPlantedAsTheMpsDirectoryIsRefused) {
+  const std::string enforcement = Node("share-0")["gpus"][0]["share_enforcement"];
+  EXPECT_THAT(enforcement, HasSubstr("not a directory of the agent's own user")) << enforcement;
+  EXPECT_EQ(std::filesystem::status(planted_ / "target").permissions() &
+                std::filesystem::perms::others_write,
+            std::filesystem::perms::none)
+      << "the planted target was made writable by every uid";
+}
+
 // No memory request is no license to take the whole GPU: the share's memory follows its compute.
 TEST_F(MpsTest, ShareWithoutMemoryRequestIsCappedAnyway) {
   json job = Shared("25%", "", "echo limit=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
