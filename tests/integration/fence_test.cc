@@ -36,20 +36,23 @@ class FenceTest : public PlatformTest {
     return dir_ / "jobs" / node / "simgpu" / "cut-off";
   }
 
-  // A one-H200 job with `policy` placed on gpu-b (gpu-a's H200s cordoned meanwhile): its record.
-  json RunOnB(const std::string& policy) {
+  // A one-H200 job running `command` (recovery requeue) placed on gpu-b, gpu-a's H200s cordoned
+  // meanwhile (and after, with `keep_a_cordoned`): its record once it runs.
+  json RunOnB(const json& command, bool keep_a_cordoned = false) {
     Post("/api/v1/nodes/gpu-a/cordon?gpu=0");
     Post("/api/v1/nodes/gpu-a/cordon?gpu=1");
-    int64_t id = Submit({{"command", {"sleep", "600"}},
-                         {"recovery", {{"policy", policy}}},
+    int64_t id = Submit({{"command", command},
+                         {"recovery", {{"policy", "requeue"}}},
                          {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}})["id"];
     json job;
     EXPECT_TRUE(Eventually([&] {
       job = Job(id);
       return job["state"] == "running" && job["replicas"][0].value("pid", 0) > 0;
     })) << job.dump(2);
-    Post("/api/v1/nodes/gpu-a/uncordon?gpu=0");
-    Post("/api/v1/nodes/gpu-a/uncordon?gpu=1");
+    if (!keep_a_cordoned) {
+      Post("/api/v1/nodes/gpu-a/uncordon?gpu=0");
+      Post("/api/v1/nodes/gpu-a/uncordon?gpu=1");
+    }
     EXPECT_EQ(job["replicas"][0]["node"], "gpu-b") << job.dump(2);
     return job;
   }
@@ -58,7 +61,7 @@ class FenceTest : public PlatformTest {
 };
 
 TEST_F(FenceTest, ACutOffNodeStopsItsReplicasBeforeTheirJobsRunElsewhere) {
-  json before = RunOnB("requeue");
+  json before = RunOnB(json::array({"sleep", "600"}));
   const int64_t id = before["id"];
   const int64_t pid = before["replicas"][0]["pid"];
   ASSERT_TRUE(Running(pid));
@@ -112,20 +115,11 @@ class NodeReturnTest : public FenceTest {
 };
 
 TEST_F(NodeReturnTest, AJobLostWithItsNodeRunsAgainThereAsItsOwnAttempt) {
-  Post("/api/v1/nodes/gpu-a/cordon?gpu=0");
-  Post("/api/v1/nodes/gpu-a/cordon?gpu=1");
-  const int64_t id = Submit({{"command",
-                              {"sh", "-c",
-                               "if [ \"$CARVE_ATTEMPT\" = 0 ]; then sleep 600; "
-                               "else echo attempt $CARVE_ATTEMPT; fi"}},
-                             {"recovery", {{"policy", "requeue"}}},
-                             {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}})["id"];
-  json job;
-  ASSERT_TRUE(Eventually([&] {
-    job = Job(id);
-    return job["state"] == "running" && job["replicas"][0].value("pid", 0) > 0;
-  })) << job.dump(2);
-  ASSERT_EQ(job["replicas"][0]["node"], "gpu-b");
+  json job = RunOnB(json::array({"sh", "-c",
+                                 "if [ \"$CARVE_ATTEMPT\" = 0 ]; then sleep 600; "
+                                 "else echo attempt $CARVE_ATTEMPT; fi"}),
+                    true);
+  const int64_t id = job["id"];
   const int64_t old_pid = job["replicas"][0]["pid"];
   std::ofstream(CutOffFile("gpu-b").string()) << "";
   ASSERT_TRUE(Eventually([&] { return !EventsOf("node.lost").empty(); })) << ServerLog();
