@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace carve {
 namespace {
 
@@ -12,8 +15,10 @@ TEST(LabelsTest, KeysAndValuesFollowOneSyntax) {
   for (const char* key : {"pool", "nvlink-domain", "example.com/rack", "a", "A_b.c-9"}) {
     EXPECT_TRUE(CheckLabel(key, "x").ok()) << key;
   }
-  for (const char* key : {"", "-pool", "pool-", "po ol", "Carve.IO/rack", "/rack", "a/", "a/b/c",
-                          "pool!", std::string(64, 'k').c_str()}) {
+  const std::string too_long(64, 'k');
+  for (const std::string& key : std::vector<std::string>{"", "-pool", "pool-", "po ol",
+                                                         "Carve.IO/rack", "/rack", "a/", "a/b/c",
+                                                         "pool!", too_long}) {
     absl::Status s = CheckLabel(key, "x");
     EXPECT_FALSE(s.ok()) << key;
     EXPECT_THAT(std::string(s.message()), HasSubstr("label key")) << key;
