@@ -129,7 +129,6 @@ class Agent {
     int64_t ended_us = 0;
     std::vector<GrantRecord> grants;
     nlohmann::json gpu_isolation;  // shares: what enforced the caps (mps_supervisor.h)
-    int64_t mps_checked_us = 0;    // when VerifyMpsClients last looked (0: never)
     nlohmann::json reclaim;        // the reclaim record, once the command has ended
     // What its devices showed while it ran, sampled once a second (SampleDevices): the most
     // device memory its processes held (-1: never read), and busy time of its whole GPUs.
@@ -226,16 +225,23 @@ class Agent {
   // The replica's record of what enforced its shares' caps (null without shares).
   nlohmann::json GpuIsolation(const AgentAssignment& assignment) const;
   // A share's caps apply only to a process that is an MPS client, and CUDA runs without MPS,
-  // silently, when it cannot reach the daemon. Once a second per running share until
-  // it ends: a process of the replica in an MPS server's client list confirms the record
-  // (`client`); any one holding memory on the GPU outside every client list makes it say the
-  // caps were bypassed (enforced: none). Lists that cannot be read conclude nothing. Real GPUs
-  // only: the simulated twin runs no MPS servers.
+  // silently, when it cannot reach the daemon. About once a second while shares run: a process
+  // of the replica in an MPS server's client list confirms the record (`client`); any one
+  // holding memory on the GPU outside every client list makes it say the caps were bypassed
+  // (enforced: none). Lists that cannot be read conclude nothing. Real GPUs only: the simulated
+  // twin runs no MPS servers. The device's processes are listed here, on the loop thread; the
+  // client lists (a control command each, up to 3 s) are read on a thread of their own and
+  // judged at a later tick, so that a slow or hung MPS control never delays a heartbeat (which
+  // could make the server declare the node lost, or the agent fence itself).
   void VerifyMpsClients();
-  // One record of `r`'s gpu_isolation; `clients` and `listed` are read once per GPU per call.
-  void VerifyMpsRecord(const Replica& r, nlohmann::json& record,
-                       std::map<int, absl::StatusOr<std::set<int64_t>>>& clients,
-                       std::map<int, absl::StatusOr<std::vector<DeviceProcess>>>& listed);
+  struct MpsCheck {  // one round: the processes listed first, then the clients
+    std::map<int, absl::StatusOr<std::vector<DeviceProcess>>> listed;
+    std::map<int, absl::StatusOr<std::set<int64_t>>> clients;
+  };
+  // Starts a round over the GPUs of running shares whose records still say `mps`.
+  void StartMpsCheck();
+  // One record of `r`'s gpu_isolation against a finished round.
+  void VerifyMpsRecord(const Replica& r, nlohmann::json& record, const MpsCheck& check);
 
   Options options_;
   std::unique_ptr<DeviceBackend> devices_;
@@ -256,7 +262,9 @@ class Agent {
   std::unique_ptr<DeviceBaselines> baselines_;
   std::map<std::string, int64_t> tenant_uids_;  // allocated from the uid range
   std::unique_ptr<MpsSupervisor> mps_;
-  std::set<int64_t> mps_daemons_;  // guarded by live_mu_: their MPS servers are not residue
+  std::set<int64_t> mps_daemons_;    // guarded by live_mu_: their MPS servers are not residue
+  std::future<MpsCheck> mps_check_;  // the round of VerifyMpsClients in progress
+  int64_t mps_check_started_us_ = 0;
   std::thread thread_;
   // Waits on the server for work (GET /agents/wait) and wakes the loop for a heartbeat at once.
   void WaitLoop();

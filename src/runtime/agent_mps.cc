@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
+#include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/agent.h"
@@ -73,38 +76,72 @@ json Agent::GpuIsolation(const AgentAssignment& a) const {
   return out.size() == 1 ? out[0] : out;
 }
 
+namespace {
+
+// Calls `f` on each of the replica's share records (one object, or an array for several GPUs).
+template <typename F>
+void ForEachShareRecord(json& isolation, F f) {
+  if (isolation.is_array()) {
+    for (json& record : isolation) f(record);
+  } else if (isolation.is_object()) {
+    f(isolation);
+  }
+}
+
+}  // namespace
+
 void Agent::VerifyMpsClients() {
   if (!mps_ || devices_->name() == "simulated") return;
+  if (mps_check_.valid()) {
+    // Still reading: this heartbeat goes on without it.
+    if (mps_check_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+    const MpsCheck check = mps_check_.get();
+    for (auto& [key, r] : replicas_) {
+      if (!r.launched || r.exit) continue;
+      ForEachShareRecord(r.gpu_isolation, [&](json& record) { VerifyMpsRecord(r, record, check); });
+    }
+  }
+  StartMpsCheck();
+}
+
+void Agent::StartMpsCheck() {
   constexpr int64_t kEveryUs = 1'000'000;
   const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  std::map<int, absl::StatusOr<std::set<int64_t>>> clients;
-  std::map<int, absl::StatusOr<std::vector<DeviceProcess>>> listed;
+  if (now - mps_check_started_us_ < kEveryUs) return;
+  std::set<int> gpus;
   for (auto& [key, r] : replicas_) {
-    if (!r.launched || r.exit || r.gpu_isolation.is_null() || now - r.mps_checked_us < kEveryUs) {
-      continue;
-    }
-    r.mps_checked_us = now;
-    if (r.gpu_isolation.is_array()) {
-      for (json& record : r.gpu_isolation) VerifyMpsRecord(r, record, clients, listed);
-    } else {
-      VerifyMpsRecord(r, r.gpu_isolation, clients, listed);
-    }
+    if (!r.launched || r.exit) continue;
+    ForEachShareRecord(r.gpu_isolation, [&](json& record) {
+      if (record.value("enforced", "") == "mps") gpus.insert(record.value("gpu", -1));
+    });
   }
-}
-
-void Agent::VerifyMpsRecord(const Replica& r, json& record,
-                            std::map<int, absl::StatusOr<std::set<int64_t>>>& clients,
-                            std::map<int, absl::StatusOr<std::vector<DeviceProcess>>>& listed) {
-  if (record.value("enforced", "") != "mps") return;  // none already, or simulated
-  const int gpu = record.value("gpu", -1);
+  if (gpus.empty()) return;
+  mps_check_started_us_ = now;
   // The device's processes first, then the clients: a process that connects in between is then
   // a client, never one that bypassed MPS.
-  auto it = listed.find(gpu);
-  if (it == listed.end()) it = listed.emplace(gpu, devices_->Processes(gpu)).first;
-  auto known = clients.find(gpu);
-  if (known == clients.end()) known = clients.emplace(gpu, mps_->Clients(gpu)).first;
+  MpsCheck check;
+  std::vector<MpsSupervisor::ClientQuery> queries;
+  for (int gpu : gpus) {
+    check.listed.emplace(gpu, devices_->Processes(gpu));
+    queries.push_back(mps_->QueryClients(gpu));
+  }
+  mps_check_ = std::async(std::launch::async,
+                          [check = std::move(check), queries = std::move(queries)]() mutable {
+                            for (const MpsSupervisor::ClientQuery& q : queries) {
+                              check.clients.emplace(q.gpu, MpsSupervisor::Clients(q));
+                            }
+                            return std::move(check);
+                          });
+}
+
+void Agent::VerifyMpsRecord(const Replica& r, json& record, const MpsCheck& check) {
+  if (record.value("enforced", "") != "mps") return;  // none already, or simulated
+  const int gpu = record.value("gpu", -1);
+  auto it = check.listed.find(gpu);
+  auto known = check.clients.find(gpu);
+  if (it == check.listed.end() || known == check.clients.end()) return;  // not in this round
   if (!it->second.ok() || !known->second.ok()) return;  // not read: nothing is concluded
   for (const DeviceProcess& p : *it->second) {
     if (p.memory_mib <= 0 || !launcher_->Owns(r.handle, p.pid)) continue;

@@ -1,10 +1,15 @@
-// REST routes for tenancy (users, tokens), audit, usage, utilization and /metrics.
+// REST routes for tenancy (users, tokens), audit, usage, utilization, /metrics and kept
+// acceptance reports.
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "httplib.h"
 #include "runtime/api_http.h"
 #include "runtime/api_server.h"
 #include "runtime/csv.h"
+#include "runtime/poc/poc.h"
 
 namespace carve {
 
@@ -146,6 +151,7 @@ void ApiServer::TenancyRoutes() {
     Respond(res, control_->Utilization(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0),
                                        *step));
   });
+  PocReportRoutes();
   s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
     auto who = Authed(req, res, Verb::kReport);
     if (!who) return;
@@ -166,6 +172,49 @@ void ApiServer::TenancyRoutes() {
     }
     res.set_content(text, "text/plain; version=0.0.4");
   });
+}
+
+// Acceptance reports kept by the server (poc_reports.h): admins keep, list and read them.
+void ApiServer::PocReportRoutes() {
+  httplib::Server& s = *http_;
+  auto admin_call = [this](auto fn) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      auto who = Authed(req, res, Verb::kInspect);
+      if (who) fn(req, res, *who);
+    };
+  };
+  s.Post("/api/v1/poc/reports",
+         admin_call([this](const auto& req, auto& res, const Principal& who) {
+           auto body = Body(req);
+           Respond(res, body.ok() ? control_->KeepPocReport(*body, who) : body.status(), 201);
+         }));
+  s.Get("/api/v1/poc/reports", admin_call([this](const auto& req, auto& res, const Principal& who) {
+          auto limit = NonNegativeParam(req, "limit", 50);
+          if (!limit.ok()) return ReplyError(res, limit.status());
+          Respond(res, control_->PocReports(std::clamp<int64_t>(*limit, 1, 1000), who));
+        }));
+  s.Get(R"(/api/v1/poc/reports/(\d+))",
+        admin_call([this](const auto& req, auto& res, const Principal& who) {
+          auto id = IdParam(req);
+          Respond(res, id.ok() ? control_->PocReport(*id, who) : id.status());
+        }));
+  // The report page `carve poc run` wrote, rendered again from the kept records.
+  s.Get(R"(/api/v1/poc/reports/(\d+)/report\.html)",
+        admin_call([this](const auto& req, auto& res, const Principal& who) {
+          auto id = IdParam(req);
+          auto kept = id.ok() ? control_->PocReport(*id, who) : id.status();
+          if (!kept.ok()) return ReplyError(res, kept.status());
+          std::vector<poc::Record> records;
+          for (const json& r : (*kept)["records"]) {
+            auto record = poc::RecordFromJson(r);
+            if (!record.ok())
+              return ReplyError(res, absl::DataLossError(record.status().message()));
+            records.push_back(*std::move(record));
+          }
+          res.set_header("Content-Disposition",
+                         absl::StrCat("attachment; filename=\"carve-poc-", *id, ".html\""));
+          res.set_content(poc::RenderReport((*kept)["meta"], records), "text/html; charset=utf-8");
+        }));
 }
 
 }  // namespace carve

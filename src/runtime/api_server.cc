@@ -381,6 +381,15 @@ void ApiServer::Routes() {
     if (!who) return;
     Reply(res, 200, control_->QueueStatus(*who));
   });
+  // Their quota, use, borrowing and lending over time (queue_history.h).
+  s.Get("/api/v1/queues/history", [=, this](const httplib::Request& req, httplib::Response& res) {
+    auto who = authed(req, res, Verb::kRead);
+    if (!who) return;
+    auto step = NonNegativeParam(req, "step_us", 0);
+    if (!step.ok()) return ReplyError(res, step.status());
+    Respond(res, control_->QueueHistory(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0),
+                                        *step, *who));
+  });
   s.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, Verb::kOperate);

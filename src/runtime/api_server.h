@@ -56,8 +56,9 @@ class ApiServer {
 
  private:
   void Routes();
-  void TenancyRoutes();  // users, tokens, audit, usage, utilization, metrics
-  void UiRoutes();       // the dashboard under /ui/ (api_routes_ui.cc)
+  void TenancyRoutes();    // users, tokens, audit, usage, utilization, metrics
+  void PocReportRoutes();  // kept acceptance reports (api_routes_tenancy.cc)
+  void UiRoutes();         // the dashboard under /ui/ (api_routes_ui.cc)
   void ListJobs(const httplib::Request& req, httplib::Response& res, const Principal& who);
   void ScheduleLoop();
   // Runs a scheduling cycle now rather than at the next interval (a submission, a replica's

@@ -30,6 +30,7 @@
 #include "runtime/job_filter.h"
 #include "runtime/job_table.h"
 #include "runtime/journal.h"
+#include "runtime/queue_history.h"
 #include "runtime/records.h"
 #include "runtime/scheduler_memory.h"
 #include "runtime/tenancy.h"
@@ -130,8 +131,19 @@ class ControlPlane {
   absl::StatusOr<nlohmann::json> Utilization(int64_t since_us, int64_t until_us,
                                              int64_t step_us = 0) const;
   static constexpr int64_t kMaxUtilizationSteps = 1440;
-  // Integrates every GPU's state (installed, online, schedulable, busy) since the last call.
+  // Integrates every GPU's state (installed, online, schedulable, busy) since the last call, and
+  // samples the queues' quota ledger (queue_history.h); stores what is due in one commit.
   absl::Status AccrueUtilization();
+  // Each queue's quota, use, borrowing and lending over [since, until) in steps of whole minutes
+  // (0: one step; queue_history.h), for the queues `who` may see.
+  absl::StatusOr<nlohmann::json> QueueHistory(int64_t since_us, int64_t until_us, int64_t step_us,
+                                              const Principal& who) const;
+  // Acceptance reports kept by the server (poc_reports.h, control_plane_poc.cc); admins only.
+  // Keep checks the report against this server and keeps it with a poc.report-kept event.
+  absl::StatusOr<nlohmann::json> KeepPocReport(const nlohmann::json& body, const Principal& who);
+  // Up to `limit` summaries, newest first.
+  absl::StatusOr<nlohmann::json> PocReports(int64_t limit, const Principal& who) const;
+  absl::StatusOr<nlohmann::json> PocReport(int64_t id, const Principal& who) const;
   // Prometheus text exposition (metrics.cc).
   std::string Metrics(const Principal& who) const;
 
@@ -470,6 +482,10 @@ class ControlPlane {
                const Cluster& cluster, bool backfilled, int64_t now, StoreBatch& batch);
   // Whether `who` may submit to `queue` from one of its projects (the check ResolveScheduling
   // makes at submission). The caller holds mu_.
+  // The quota ledger charged with what every placed job holds; `running`: jobs per queue.
+  QuotaLedger ChargedQueues(std::map<std::string, int>* running) const;
+  void AccrueGpus(int64_t now, StoreBatch& batch);
+  void AccrueQueues(int64_t now, StoreBatch& batch);
   bool QueueVisible(const std::string& queue, const Principal& who) const;
   // Queue, class, priority, preemption on both sides and, while queued, the gates that hold it.
   nlohmann::json ExplainScheduling(const JobRecord& job) const;
@@ -493,7 +509,9 @@ class ControlPlane {
   // Users, tokens and node credentials, behind their own lock (token checks never wait for
   // mu_); written only under mu_, which is taken first.
   Identity identity_;
+  int64_t poc_reports_last_ = -1;  // the last kept report's id, under mu_ (-1: not read yet)
   UtilizationLedger utilization_;
+  QueueHistoryLedger queue_history_;
   AuditLog audit_;
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
   // Finished jobs Forget has dropped from memory so far (written under mu_). Submit reads a

@@ -430,11 +430,8 @@ json WaitPercentiles(const std::deque<int64_t>& waits) {
 
 }  // namespace
 
-json ControlPlane::QueueStatus(const Principal& who) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<QueueSpec> specs = config_.QueueSpecs();
-  QuotaLedger ledger(specs);
-  std::map<std::string, int> running;
+QuotaLedger ControlPlane::ChargedQueues(std::map<std::string, int>* running) const {
+  QuotaLedger ledger(config_.QueueSpecs());
   // Queued jobs are counted in the job table's queued totals as they come.
   for (const auto& [id, placed] : jobs_.placed()) {
     const JobRecord& job = *placed.job;
@@ -460,9 +457,17 @@ json ControlPlane::QueueStatus(const Principal& who) const {
         }
       }
     }
-    ++running[job.spec.queue];
+    if (running != nullptr) ++(*running)[job.spec.queue];
     ledger.Charge(job.spec.queue, charge);
   }
+  return ledger;
+}
+
+json ControlPlane::QueueStatus(const Principal& who) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int> running;
+  QuotaLedger ledger = ChargedQueues(&running);
+  const std::vector<QueueSpec>& specs = ledger.queues();
   std::set<std::string> names = {"default"};
   for (const QueueSpec& q : specs) names.insert(q.name);
   for (const auto& [q, total] : jobs_.queued()) names.insert(q);

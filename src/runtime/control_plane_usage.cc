@@ -325,11 +325,19 @@ absl::Status ControlPlane::LoadUtilization() {
 absl::Status ControlPlane::AccrueUtilization() {
   std::unique_lock<std::mutex> lock(mu_);
   if (broken_) return Broken();
+  const int64_t now = now_();
+  StoreBatch batch;
+  AccrueGpus(now, batch);
+  AccrueQueues(now, batch);
+  if (batch.puts.empty()) return absl::OkStatus();
+  return Durable(lock, std::move(batch));
+}
+
+void ControlPlane::AccrueGpus(int64_t now, StoreBatch& batch) {
   UtilizationLedger& u = utilization_;
-  int64_t now = now_();
   if (u.last_us == 0 || now <= u.last_us) {
     if (u.last_us == 0) u.last_us = u.persisted_us = now;
-    return absl::OkStatus();
+    return;
   }
   const std::vector<PoolSelector> pools = config_.Pools();
   for (const auto& [name, node] : nodes_) {
@@ -351,8 +359,7 @@ absl::Status ControlPlane::AccrueUtilization() {
   u.last_us = now;
   // Buckets go to the store every 10 s and whenever one closes.
   bool closed = u.dirty.size() > 1;
-  if (!closed && now - u.persisted_us < 10'000'000) return absl::OkStatus();
-  StoreBatch batch;
+  if (!closed && now - u.persisted_us < 10'000'000) return;
   for (int64_t bucket : u.dirty) {
     json cells = json::array();
     for (const auto& [key, cell] : u.buckets[bucket]) {
@@ -366,7 +373,6 @@ absl::Status ControlPlane::AccrueUtilization() {
   }
   u.dirty.clear();
   u.persisted_us = now;
-  return Durable(lock, std::move(batch));
 }
 
 namespace {

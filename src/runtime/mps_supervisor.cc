@@ -322,25 +322,48 @@ void MpsSupervisor::StopAll() {
   }
 }
 
-std::string MpsSupervisor::RunControl(const Daemon& d, const std::string& command) const {
-  std::map<std::string, std::string> env = options_.env;
-  env["CUDA_MPS_PIPE_DIRECTORY"] = d.pipe_dir;
-  env["CUDA_MPS_LOG_DIRECTORY"] = d.log_dir;
-  auto [code, output] = RunCommand(options_.control, env, command + "\n", 3000);
+namespace {
+
+std::string Control(const std::vector<std::string>& control,
+                    const std::map<std::string, std::string>& env, const std::string& command) {
+  auto [code, output] = RunCommand(control, env, command + "\n", 3000);
   std::string text(absl::StripAsciiWhitespace(output));
   return code == 0 ? text : absl::StrCat("error (exit ", code, "): ", text);
 }
 
-absl::StatusOr<std::set<int64_t>> MpsSupervisor::Clients(int gpu) const {
-  std::set<int64_t> out;
+}  // namespace
+
+std::map<std::string, std::string> MpsSupervisor::ControlEnv(const Daemon& d) const {
+  std::map<std::string, std::string> env = options_.env;
+  env["CUDA_MPS_PIPE_DIRECTORY"] = d.pipe_dir;
+  env["CUDA_MPS_LOG_DIRECTORY"] = d.log_dir;
+  return env;
+}
+
+std::string MpsSupervisor::RunControl(const Daemon& d, const std::string& command) const {
+  return Control(options_.control, ControlEnv(d), command);
+}
+
+MpsSupervisor::ClientQuery MpsSupervisor::QueryClients(int gpu) const {
+  ClientQuery q;
+  q.gpu = gpu;
   const Daemon* d = Find(gpu);
   if (d == nullptr || d->state != DaemonState::kRunning || options_.simulated) {
-    return absl::FailedPreconditionError(absl::StrCat("no MPS daemon runs for GPU ", gpu));
+    q.unavailable = absl::StrCat("no MPS daemon runs for GPU ", gpu);
+    return q;
   }
+  q.control = options_.control;
+  q.env = ControlEnv(*d);
+  return q;
+}
+
+absl::StatusOr<std::set<int64_t>> MpsSupervisor::Clients(const ClientQuery& query) {
+  if (!query.unavailable.empty()) return absl::FailedPreconditionError(query.unavailable);
+  std::set<int64_t> out;
   // A list that could not be read is an error, never an empty list (which would read as "no
   // client", and a replica's process as one that bypassed MPS).
   auto lines = [&](const std::string& command) -> absl::StatusOr<std::vector<std::string>> {
-    const std::string text = RunControl(*d, command);
+    const std::string text = Control(query.control, query.env, command);
     if (absl::StartsWith(text, "error")) {
       return absl::UnavailableError(absl::StrCat(command, ": ", text));
     }
@@ -393,11 +416,11 @@ json MpsSupervisor::Record(int gpu, int64_t memory_mib, int64_t thread_pct,
   }
   std::map<std::string, std::string> env = ClientEnv(gpu, memory_mib, thread_pct);
   out["enforced"] = Enforcement();
-  out["daemon"] = {{"pid", d->pid},
-                   {"state", "alive"},
-                   {"pipe_dir", d->pipe_dir},
-                   {"restarts", d->restarts},
-                   {"server_list", RunControl(*d, "get_server_list")}};
+  out["daemon"] = {
+      {"pid", d->pid}, {"state", "alive"}, {"pipe_dir", d->pipe_dir}, {"restarts", d->restarts}};
+  // No control command here: it runs on the agent's loop thread at every share's launch, and a
+  // hung control program held the heartbeat for its 3 s each time. What MPS serves is read off
+  // that thread while the share runs (the agent's client check: `client` or `bypassed`).
   out["limits"] = {{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"]},
                    {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"]}};
   out["checked"] =

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "ports/devices.h"
 
@@ -71,15 +72,26 @@ class MpsSupervisor {
   // What was enforced for a share on `gpu`, with how it was checked, for the replica's record.
   nlohmann::json Record(int gpu, int64_t memory_mib, int64_t thread_pct, bool best_effort) const;
   const Daemon* Find(int gpu) const;
-  // The pids the MPS servers of `gpu`'s daemon list as their clients (get_server_list, then
+  // What reading `gpu`'s client list needs, copied, so that another thread may read it while
+  // Supervise restarts daemons: the control program and the daemon's environment.
+  struct ClientQuery {
+    int gpu = -1;
+    std::vector<std::string> control;
+    std::map<std::string, std::string> env;
+    std::string unavailable;  // why no list can be read (no daemon runs); empty when one can
+  };
+  ClientQuery QueryClients(int gpu) const;
+  // The pids the MPS servers of the query's daemon list as their clients (get_server_list, then
   // get_client_list of each); an error when a list cannot be read or no daemon runs (simulated
-  // GPUs: the twin runs no servers).
-  absl::StatusOr<std::set<int64_t>> Clients(int gpu) const;
+  // GPUs: the twin runs no servers). Each control command may take up to 3 s: the agent runs
+  // this off its heartbeat thread. It reads no supervisor state.
+  static absl::StatusOr<std::set<int64_t>> Clients(const ClientQuery& query);
 
  private:
   absl::Status Launch(Daemon& d);
   bool Alive(const Daemon& d) const;
   pid_t ReadPid(const Daemon& d) const;
+  std::map<std::string, std::string> ControlEnv(const Daemon& d) const;
   std::string RunControl(const Daemon& d, const std::string& command) const;
   std::string Enforcement() const { return options_.simulated ? "mps (simulated)" : "mps"; }
 

@@ -2,7 +2,11 @@
 // driver (`--nvml-library`, scenario in FAKE_NVML_DIR: see tests/adapters/fake_nvml/
 // fake_nvml_dir.cc): discovery and utilization reach the server, a reclaim lists the device's
 // processes and attributes them by pid, and a critical XID event displaces the job on that GPU.
+#include <signal.h>
+
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "integration/harness.h"
 
@@ -18,6 +22,8 @@ class NvmlAgentTest : public PlatformTest {
   virtual std::string Gpus() const {
     return "GPU-nv0 81559 NVIDIA H100 80GB HBM3\nGPU-nv1 81559 NVIDIA H100 80GB HBM3\n";
   }
+  // More arguments for the agent.
+  virtual std::vector<std::string> AgentArgs() { return {}; }
 
   void SetUp() override {
     PlatformTest::SetUp();
@@ -25,14 +31,23 @@ class NvmlAgentTest : public PlatformTest {
     for (const char* sub : {"processes", "utilization", "xid"}) {
       std::filesystem::create_directories(nvml_ / sub);
     }
+    // Jobs run as their tenant's uid and list themselves as the driver's processes.
+    std::filesystem::permissions(nvml_ / "processes",
+                                 std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
     std::ofstream(nvml_ / "gpus") << Gpus();
     std::ofstream(nvml_ / "utilization/GPU-nv0") << "42\n";
     setenv("FAKE_NVML_DIR", nvml_.c_str(), 1);  // the agent inherits it
-    agents_.push_back(Spawn({CARVE_BINARY, "agent", "--server", url_, "--token-file",
-                             (dir_ / "data/agent.token").string(), "--node", "nv", "--nvml-library",
-                             CARVE_FAKE_NVML, "--cpu", "16", "--memory", "64Gi", "--data",
-                             (dir_ / "agents/nv").string(), "--heartbeat-ms", "100"},
-                            (dir_ / "nv.log").string()));
+    std::vector<std::string> argv = {CARVE_BINARY,     "agent",
+                                     "--server",       url_,
+                                     "--token-file",   (dir_ / "data/agent.token").string(),
+                                     "--node",         "nv",
+                                     "--nvml-library", CARVE_FAKE_NVML,
+                                     "--cpu",          "16",
+                                     "--memory",       "64Gi",
+                                     "--data",         (dir_ / "agents/nv").string(),
+                                     "--heartbeat-ms", "100"};
+    for (std::string& arg : AgentArgs()) argv.push_back(std::move(arg));
+    agents_.push_back(Spawn(argv, (dir_ / "nv.log").string()));
     unsetenv("FAKE_NVML_DIR");
     ASSERT_TRUE(Eventually([&] { return !Node("nv").is_null(); }, 10))
         << Slurp((dir_ / "nv.log").string());
@@ -76,6 +91,10 @@ TEST_F(NvmlAgentTest, ReclaimJudgesEveryDeviceProcessByPid) {
        {"resources", {{"gpus", 1}}}});
   json done = WaitFinal(job["id"]);
   EXPECT_EQ(done["state"], "succeeded") << Logs(job["id"]);
+  // It was on the device (as its tenant's uid it could not list itself before 2026-12-05).
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(nvml_ / "processes"),
+                          std::filesystem::directory_iterator()),
+            1);
   EXPECT_EQ(done["replicas"][0]["reclaim"]["status"], "verified") << done.dump(2);
   json processes_check = Check(done, "device-processes");
   EXPECT_TRUE(processes_check["ok"]);
@@ -165,6 +184,116 @@ TEST_F(NvmlMigAgentTest, RelayoutCreatesInstancesThroughNvml) {
   json other = Job(spared["id"]);
   EXPECT_EQ(other["state"], "running");
   EXPECT_EQ(other["attempt"], 0);
+}
+
+// An agent on the fake NVML with a stand-in for nvidia-cuda-mps-control (the real one needs a
+// GPU). Its daemon is a shell that lives while its pipe directory does; get_server_list names one
+// server, 4242, whose clients are the pids in mps/clients; while mps/hang exists,
+// get_server_list hangs (its pid in mps/hung) until the agent's 3 s limit kills it.
+class NvmlMpsAgentTest : public NvmlAgentTest {
+ protected:
+  std::vector<std::string> AgentArgs() override {
+    mps_ = dir_ / "mps";
+    std::filesystem::create_directories(mps_);
+    std::filesystem::permissions(mps_, std::filesystem::perms::all);  // jobs add their pids
+    const std::string control = (dir_ / "mps-control").string();
+    std::ofstream(control) << "#!/bin/sh\nstate=" << mps_.string() << R"sh(
+if [ "$1" = "-d" ]; then
+  sh -c 'while [ -d "$0" ]; do sleep 0.2; done' "$CUDA_MPS_PIPE_DIRECTORY" </dev/null >/dev/null 2>&1 &
+  echo $! > "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid"
+  exit 0
+fi
+read command
+case "$command" in
+  get_server_list)
+    if [ -e "$state/hang" ]; then
+      echo $$ > "$state/hung.new" && mv "$state/hung.new" "$state/hung" && exec sleep 60
+    fi
+    echo 4242 ;;
+  "get_client_list 4242") cat "$state/clients" 2>/dev/null; true ;;
+  quit) kill "$(cat "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid")" ;;
+esac
+)sh";
+    std::filesystem::permissions(control, std::filesystem::perms::owner_all);
+    return {"--mps-control", control, "--mps-dir", (dir_ / "m").string()};
+  }
+
+  // A share whose process holds 1 GiB of its GPU (in the fake's process list) until cancelled;
+  // `client`: the MPS server lists it as a client first, as CUDA connects before it allocates.
+  json Share(bool client) {
+    std::string script;
+    if (client) script = absl::StrCat("echo $$ >> ", (mps_ / "clients").string(), "; ");
+    absl::StrAppend(&script, "echo \"$CUDA_VISIBLE_DEVICES 1024\" > ",
+                    (nvml_ / "processes").string(), "/$$; exec sleep 60");
+    return Submit({{"command", {"sh", "-c", script}},
+                   {"resources", {{"mode", "shared"}, {"gpu_compute", "50%"}}}});
+  }
+  json Record(const json& job) { return Job(job["id"])["replicas"][0]["gpu_isolation"]; }
+
+  void SetUp() override {
+    NvmlAgentTest::SetUp();
+    // GPU 0 serves shares (an admin's node document, as scripts/gpu-check does on an H200).
+    auto applied = Api().Post(
+        "/api/v1/apply",
+        json::array(
+            {{{"kind", "node"}, {"name", "nv"}, {"gpus", {{{"index", 0}, {"mode", "shared"}}}}}}));
+    ASSERT_TRUE(applied.ok()) << applied.status();
+    ASSERT_TRUE(Eventually([&] { return Node("nv")["gpus"][0]["mode"] == "shared"; }))
+        << Node("nv").dump(2);
+  }
+
+  std::filesystem::path mps_;
+};
+
+// CUDA runs without MPS, silently, when it cannot reach the daemon, and then no cap applies. A
+// share whose process is in the MPS server's client list keeps `enforced: mps` with the client
+// named; one whose process holds GPU memory outside every client list is recorded as not
+// enforced, with the process, and the server writes job.share-not-enforced (an H200 showed the
+// record claiming `mps` while no cap applied, 2026-12-04).
+TEST_F(NvmlMpsAgentTest, AShareOutsideEveryClientListIsRecordedAsNotEnforced) {
+  ASSERT_EQ(Node("nv")["gpus"][0]["share_enforcement"], "mps") << Node("nv").dump(2);
+  json client = Share(true);
+  json bypass = Share(false);
+  ASSERT_TRUE(Eventually([&] { return Record(client).contains("client"); }))
+      << Job(client["id"]).dump(2) << Logs(client["id"]) << Slurp((dir_ / "nv.log").string());
+  EXPECT_EQ(Record(client)["enforced"], "mps");
+  EXPECT_THAT(Record(client)["client"]["checked"].get<std::string>(), HasSubstr("get_client_list"));
+  ASSERT_TRUE(Eventually([&] { return Record(bypass)["enforced"] == "none"; }))
+      << Job(bypass["id"]).dump(2);
+  json record = Record(bypass);
+  EXPECT_EQ(record["bypassed"]["memory_mib"], 1024) << record.dump(2);
+  EXPECT_THAT(record["why"].get<std::string>(), HasSubstr("no MPS server lists it as a client"));
+  EXPECT_FALSE(record.contains("limits")) << record.dump(2);
+  EXPECT_TRUE(record.contains("requested_not_enforced")) << record.dump(2);
+  ASSERT_TRUE(Eventually([&] { return EventsOf("job.share-not-enforced").size() == 1; }));
+  EXPECT_EQ(EventsOf("job.share-not-enforced")[0]["subject"],
+            absl::StrCat("job/", bypass["id"].get<int64_t>()));
+  EXPECT_EQ(Record(client)["enforced"], "mps");  // checked again each round, still a client
+}
+
+// Reading the client lists takes a control command per server, each allowed 3 s: it ran on the
+// heartbeat thread (and a get_server_list went into each share's record at its launch), so a
+// hung MPS control held every heartbeat (and, past the node timeout, would have had the node
+// declared lost or the agent fence itself). It runs on its own thread now: heartbeats go on
+// while the control program hangs, and nothing is concluded from it.
+TEST_F(NvmlMpsAgentTest, AHungMpsControlDoesNotHoldTheHeartbeat) {
+  std::ofstream(mps_ / "hang") << "";
+  json job = Share(true);
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(mps_ / "hung"); }))
+      << Job(job["id"]).dump(2) << Slurp((dir_ / "nv.log").string());
+  const pid_t hung = std::stoi(Slurp((mps_ / "hung").string()));
+  int64_t seen = Node("nv")["last_heartbeat_us"];
+  int beats = 0;
+  ASSERT_TRUE(Eventually([&] {
+    const int64_t last = Node("nv")["last_heartbeat_us"];
+    if (last != seen) ++beats;
+    seen = last;
+    return beats >= 2;
+  }));
+  EXPECT_EQ(::kill(hung, 0), 0)
+      << "the hung control program was gone before two heartbeats went out: they waited for it";
+  EXPECT_EQ(Record(job)["enforced"], "mps") << Record(job).dump(2);
+  EXPECT_FALSE(Record(job).contains("bypassed"));
 }
 
 }  // namespace

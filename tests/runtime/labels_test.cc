@@ -16,9 +16,9 @@ TEST(LabelsTest, KeysAndValuesFollowOneSyntax) {
     EXPECT_TRUE(CheckLabel(key, "x").ok()) << key;
   }
   const std::string too_long(64, 'k');
-  for (const std::string& key : std::vector<std::string>{"", "-pool", "pool-", "po ol",
-                                                         "Carve.IO/rack", "/rack", "a/", "a/b/c",
-                                                         "pool!", too_long}) {
+  for (const std::string& key :
+       std::vector<std::string>{"", "-pool", "pool-", "po ol", "Carve.IO/rack", "/rack", "a/",
+                                "a/b/c", "pool!", too_long}) {
     absl::Status s = CheckLabel(key, "x");
     EXPECT_FALSE(s.ok()) << key;
     EXPECT_THAT(std::string(s.message()), HasSubstr("label key")) << key;

@@ -1,7 +1,8 @@
 // The acceptance kit's report in a real browser (issue 13): the kit runs one test against a real
 // server and agent, then web/tests/poc-report.mjs opens DIR/report.html in Debian's Chromium with
-// the network refused and finds the acceptance table's rows and every chart drawn. A screenshot
-// goes to the build directory (CARVE_SCREENSHOT_DIR/poc-report.png).
+// the network refused and finds the acceptance table's rows and every chart drawn, then finds
+// the report the kit kept on the server in the dashboard (Audit & usage). Screenshots go to the
+// build directory (CARVE_SCREENSHOT_DIR/poc-report.png, poc-dashboard.png).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -35,6 +36,7 @@ TEST_F(PocReportTest, ABrowserFindsTheTableAndEveryChartDrawnWithNothingFetched)
 
   CliRun r = RunShell(
       absl::StrCat("cd ", CARVE_SOURCE_DIR, "/web && CARVE_SCREENSHOTS=", CARVE_SCREENSHOT_DIR,
+                   " CARVE_URL=", url_, " CARVE_ADMIN_TOKEN=", token_,
                    " node tests/poc-report.mjs ", (out / "report.html").string(),
                    " software.resource-request=not-run software.contention=not-run",
                    " software.abnormal-job=not-run software.reclamation=pass 2>&1"));

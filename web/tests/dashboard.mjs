@@ -147,6 +147,14 @@ async function main() {
       await shot(admin, name);
     }
 
+    // Each queue's quota and use over time: the server samples every 5 s, the page polls as often.
+    await admin.goto(`${url}/ui/#/queues`);
+    await admin.waitForFunction(() => [...document.querySelectorAll('[data-testid=queue-history] .chart')]
+      .some((c) => Number(c.dataset.points) > 0 && c.querySelector('canvas')), null, { timeout: 30000 });
+    const history = await admin.$$eval('[data-testid=queue-history] .chart', (charts) => charts.map((c) => c.dataset.points));
+    check('a queue charts its use over time', history.some((p) => Number(p) > 0), history.join(' '));
+    await shot(admin, 'queues-history');
+
     // The log counts bytes, not characters: two bytes that are not UTF-8 and an é, then a line
     // every half second; every line read while the page follows the log is whole.
     await admin.goto(`${url}/ui/#/jobs/${jobA}`);

@@ -78,9 +78,42 @@ function Usage({ me }) {
     </div></section>`;
 }
 
+// Acceptance reports `carve poc run` kept on the server, newest first: verdict counts, how many
+// of the server's checks and of the kit's re-check hold, each test's verdict, and the report
+// page rendered again from the kept records.
+function PocReports() {
+  const { data, error } = usePoll(() => get('/api/v1/poc/reports?limit=20'), [], 15000);
+  const [open, setOpen] = useState(null);
+  const [failed, setFailed] = useState(null);
+  const reports = data || [];
+  const counts = (c) => ['pass', 'fail', 'inconclusive', 'not-run']
+    .map((v) => `${c[v] || 0} ${v}`).join(', ');
+  return html`<section data-testid="poc-reports"><h2>Acceptance reports</h2>
+    <${ErrorLine} error=${error || failed} />
+    <table class="grid"><thead><tr><th>#</th><th>kept</th><th>by</th><th>suite</th><th>tests</th>
+      <th>server checks</th><th>kit's re-check</th><th></th></tr></thead>
+    <tbody>${reports.map((r) => html`<tr data-report=${r.id}>
+      <td><button class="link" onClick=${() => setOpen(open === r.id ? null : r.id)}>${r.id}</button></td>
+      <td>${when(r.kept_us)}</td><td>${r.kept_by}</td><td>${r.suite}</td>
+      <td class=${(r.counts.fail || 0) > 0 ? 'error' : ''}>${counts(r.counts)}</td>
+      <td class=${r.server_checks.held === r.server_checks.of ? 'ok' : 'error'}>${r.server_checks.held} of ${r.server_checks.of} hold</td>
+      <td>${r.claims.of ? `${r.claims.held} of ${r.claims.of} hold` : 'not sent'}</td>
+      <td><button onClick=${() => download(`/api/v1/poc/reports/${r.id}/report.html`,
+        `carve-poc-${r.id}.html`).catch(setFailed)}>report.html</button></td></tr>`)}</tbody></table>
+    ${data && reports.length === 0 && html`<p class="hint">No report kept yet: <code>carve poc run</code> keeps its report here.</p>`}
+    ${reports.filter((r) => r.id === open).map((r) => html`<table class="grid" data-testid="poc-tests">
+      <thead><tr><th>test</th><th>verdict</th><th>why</th></tr></thead>
+      <tbody>${r.tests.map((t) => html`<tr><td title=${t.title}>${t.id}</td>
+        <td class=${t.verdict === 'pass' ? 'ok' : t.verdict === 'fail' ? 'error' : ''}>${t.verdict}</td>
+        <td class="reason">${t.reason}</td></tr>`)}</tbody></table>
+      <p class="hint">SHA-256 of the records: <code>${r.sha256}</code></p>`)}
+  </section>`;
+}
+
 export function Audit({ me }) {
   return html`<div class="page"><h1>Audit & usage</h1>
     ${me.role === 'admin' && html`<${Chain} />`}
+    ${me.role === 'admin' && html`<${PocReports} />`}
     <${Usage} me=${me} />
     <${EventSearch} />
   </div>`;

@@ -1,5 +1,5 @@
-// Queues: quota, used, borrowed and lent per resource, cohorts, and the pending jobs in the order
-// the scheduler takes them within the queue (aged priority, then submission).
+// Queues: quota, used, borrowed and lent per resource now and over time, cohorts, and the pending
+// jobs in the order the scheduler takes them within the queue (aged priority, then submission).
 import { useMemo, useState } from 'preact/hooks';
 import { get, query } from '../api.js';
 import { TimeChart } from '../chart.js';
@@ -33,8 +33,7 @@ function useSeries(records, from, to, step) {
   }, [records, from, to, step]);
 }
 
-function UseOverTime({ queues }) {
-  const [range, setRange] = useState('6h');
+function UseOverTime({ queues, range, setRange }) {
   const seconds = RANGES[range];
   const step = Math.max(60, seconds / 60) * 1e6;
   const [to, setTo] = useState(nowUs());
@@ -53,8 +52,8 @@ function UseOverTime({ queues }) {
     <${ErrorLine} error=${error} />
     ${series && series.lines.length > 0 && html`<${TimeChart} x=${series.x} lines=${series.lines} />`}
     ${series && series.lines.length === 0 && html`<p class="hint">No GPU was held in this range.</p>`}
-    ${quotas.length > 0 && html`<p class="hint">GPU quotas now: ${quotas.map(([n, q]) => `${n} ${q}`).join(', ')}
-      (quotas, borrowing and lending are not kept over time; the tables below show them now).</p>`}
+    ${quotas.length > 0 && html`<p class="hint">GPU quotas now: ${quotas.map(([n, q]) => `${n} ${q}`).join(', ')};
+      each queue below charts its quota, use, borrowing and lending over the same range.</p>`}
   </section>`;
 }
 
@@ -80,7 +79,29 @@ function Pending({ queue }) {
       <a href=${`#/jobs?queue=${encodeURIComponent(queue)}&state=queued`}>the job list</a>.</p>`}`;
 }
 
-function Queue({ q }) {
+const LINES = ['used', 'quota', 'borrowed', 'lent'];
+
+// One queue's quota, use, borrowing and lending over time, per resource (GET /queues/history:
+// sampled every 5 s, each step's time-weighted average; polled as often).
+function History({ history }) {
+  const names = Object.keys(history || {});
+  const [picked, setPicked] = useState(null);
+  const resource = names.includes(picked) ? picked : (names.includes('gpus') ? 'gpus' : names[0]);
+  const line = resource && history[resource];
+  const chart = useMemo(() => {
+    if (!line) return null;
+    const x = line.points.map((p) => p.t_us / 1e6);
+    const kept = LINES.filter((k) => k === 'used' || line.limited);
+    return { x, lines: kept.map((k) => ({ label: k, values: line.points.map((p) => p[k] ?? null) })) };
+  }, [line]);
+  if (!line) return html`<p class="hint">Nothing sampled in this range.</p>`;
+  return html`<div class="history" data-testid="queue-history">
+    <div class="tabs">${names.map((n) => html`<button class=${n === resource ? 'on' : ''}
+      onClick=${() => setPicked(n)}>${n}</button>`)}<span class="sub">${line.unit}, average per step</span></div>
+    <${TimeChart} x=${chart.x} lines=${chart.lines} height=${160} /></div>`;
+}
+
+function Queue({ q, history }) {
   const resources = Object.entries(q.resources || {});
   return html`<div class="queue" data-queue=${q.name}>
     <h2>${q.name} <span class="sub">${q.cohort ? `cohort ${q.cohort}` : 'no cohort'}${q.pool ? `, pool ${q.pool}` : ''}, weight ${q.weight}</span>
@@ -89,13 +110,19 @@ function Queue({ q }) {
     <table class="grid"><thead><tr><th>resource</th>${COLUMNS.map((c) => html`<th>${c}</th>`)}</tr></thead>
       <tbody>${resources.map(([name, r]) => html`<tr><td>${name}</td>
         ${COLUMNS.map((c) => html`<td class="num">${r[c] ?? ''}</td>`)}</tr>`)}</tbody></table>
+    <${History} history=${history} />
     <${Pending} queue=${q.name} />
   </div>`;
 }
 
 export function Queues() {
+  const [range, setRange] = useState('6h');
   const { data, error } = usePoll(() => get('/api/v1/queues/status'), [], 5000);
-  return html`<div class="page"><h1>Queues</h1><${ErrorLine} error=${error} />
-    ${data && html`<${UseOverTime} queues=${data} />`}
-    <div data-testid="queues">${(data || []).map((q) => html`<${Queue} q=${q} />`)}</div></div>`;
+  const seconds = RANGES[range];
+  const history = usePoll(() => get(`/api/v1/queues/history${query({
+    since_us: Math.floor(nowUs() - seconds * 1e6), step_us: Math.max(60, seconds / 60) * 1e6 })}`), [range], 5000);
+  const queues = (history.data && history.data.queues) || {};
+  return html`<div class="page"><h1>Queues</h1><${ErrorLine} error=${error || history.error} />
+    ${data && html`<${UseOverTime} queues=${data} range=${range} setRange=${setRange} />`}
+    <div data-testid="queues">${(data || []).map((q) => html`<${Queue} q=${q} history=${queues[q.name]} />`)}</div></div>`;
 }
