@@ -409,19 +409,22 @@ void AddConfig(CLI::App& app, std::shared_ptr<Connection> c) {
     for (const json& name : r["applied"]) std::cout << name.get<std::string>() << " applied\n";
   });
   auto kind = std::make_shared<std::string>();
-  CLI::App* get = app.add_subcommand("get", "List tenants, projects, queues or pools");
-  get->add_option("kind", *kind, "tenants | projects | queues | pools")
+  CLI::App* get =
+      app.add_subcommand("get", "List tenants, projects, queues, pools or notifications");
+  get->add_option("kind", *kind, "tenants | projects | queues | pools | notifications")
       ->required()
-      ->check(CLI::IsMember({"tenants", "projects", "queues", "pools"}));
+      ->check(CLI::IsMember({"tenants", "projects", "queues", "pools", "notifications"}));
   get->callback([c, kind] {
     json list = Check(Client(*c).Get("/api/v1/" + *kind));
     if (Structured(*c, list)) return;
     for (const json& o : list) {
-      std::cout << absl::StrFormat("%-20s %s\n", o.value("name", ""),
-                                   o.contains("tenant")     ? "tenant " + o.value("tenant", "")
-                                   : o.contains("quota")    ? "quota " + o["quota"].dump()
-                                   : o.contains("selector") ? "selector " + o["selector"].dump()
-                                                            : o.value("description", ""));
+      std::cout << absl::StrFormat(
+          "%-20s %s\n", o.value("name", ""),
+          o.contains("url")      ? "tenant " + o.value("tenant", "") + " url " + o.value("url", "")
+          : o.contains("tenant") ? "tenant " + o.value("tenant", "")
+          : o.contains("quota")  ? "quota " + o["quota"].dump()
+          : o.contains("selector") ? "selector " + o["selector"].dump()
+                                   : o.value("description", ""));
     }
   });
 }

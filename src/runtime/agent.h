@@ -237,6 +237,9 @@ class Agent {
   struct MpsCheck {  // one round: the processes listed first, then the clients
     std::map<int, absl::StatusOr<std::vector<DeviceProcess>>> listed;
     std::map<int, absl::StatusOr<std::set<int64_t>>> clients;
+    // Each GPU's daemon when the round began: a daemon restarted since lists none of the
+    // clients of the one before, so that round concludes nothing for the GPU.
+    std::map<int, pid_t> daemons;
   };
   // Starts a round over the GPUs of running shares whose records still say `mps`.
   void StartMpsCheck();

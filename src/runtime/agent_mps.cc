@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <future>
 #include <set>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -107,9 +108,9 @@ void Agent::VerifyMpsClients() {
 void Agent::StartMpsCheck() {
   constexpr int64_t kEveryUs = 1'000'000;
   const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
+                          std::chrono::steady_clock::now().time_since_epoch())
                           .count();
-  if (now - mps_check_started_us_ < kEveryUs) return;
+  if (mps_check_started_us_ > 0 && now - mps_check_started_us_ < kEveryUs) return;
   std::set<int> gpus;
   for (auto& [key, r] : replicas_) {
     if (!r.launched || r.exit) continue;
@@ -125,15 +126,21 @@ void Agent::StartMpsCheck() {
   std::vector<MpsSupervisor::ClientQuery> queries;
   for (int gpu : gpus) {
     check.listed.emplace(gpu, devices_->Processes(gpu));
+    const MpsSupervisor::Daemon* daemon = mps_->Find(gpu);
+    check.daemons[gpu] = daemon == nullptr ? 0 : daemon->pid;
     queries.push_back(mps_->QueryClients(gpu));
   }
-  mps_check_ = std::async(std::launch::async,
-                          [check = std::move(check), queries = std::move(queries)]() mutable {
-                            for (const MpsSupervisor::ClientQuery& q : queries) {
-                              check.clients.emplace(q.gpu, MpsSupervisor::Clients(q));
-                            }
-                            return std::move(check);
-                          });
+  auto round = [check = std::move(check), queries = std::move(queries)]() mutable {
+    for (const MpsSupervisor::ClientQuery& q : queries) {
+      check.clients.emplace(q.gpu, MpsSupervisor::Clients(q));
+    }
+    return std::move(check);
+  };
+  try {
+    mps_check_ = std::async(std::launch::async, std::move(round));
+  } catch (const std::system_error& e) {  // no thread for it now: the next round tries again
+    LogWarn("the MPS client check could not start: ", e.what());
+  }
 }
 
 void Agent::VerifyMpsRecord(const Replica& r, json& record, const MpsCheck& check) {
@@ -142,6 +149,9 @@ void Agent::VerifyMpsRecord(const Replica& r, json& record, const MpsCheck& chec
   auto it = check.listed.find(gpu);
   auto known = check.clients.find(gpu);
   if (it == check.listed.end() || known == check.clients.end()) return;  // not in this round
+  const MpsSupervisor::Daemon* daemon = mps_->Find(gpu);
+  auto was = check.daemons.find(gpu);
+  if (daemon == nullptr || was == check.daemons.end() || daemon->pid != was->second) return;
   if (!it->second.ok() || !known->second.ok()) return;  // not read: nothing is concluded
   for (const DeviceProcess& p : *it->second) {
     if (p.memory_mib <= 0 || !launcher_->Owns(r.handle, p.pid)) continue;

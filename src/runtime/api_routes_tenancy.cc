@@ -152,6 +152,22 @@ void ApiServer::TenancyRoutes() {
                                        *step));
   });
   PocReportRoutes();
+  // Webhook notifications: what each delivers, and each event's attempts (notifier.h).
+  s.Get("/api/v1/notifications/status",
+        user_call(Verb::kRead, [this](const auto&, auto& res, const Principal& who) {
+          Respond(res, control_->NotificationStatus(who));
+        }));
+  s.Get("/api/v1/notifications/deliveries",
+        user_call(Verb::kRead, [this](const auto& req, auto& res, const Principal& who) {
+          auto after = NonNegativeParam(req, "after", 0);
+          auto limit = NonNegativeParam(req, "limit", 1000);
+          if (!after.ok() || !limit.ok()) {
+            return ReplyError(res, !after.ok() ? after.status() : limit.status());
+          }
+          Respond(res,
+                  control_->NotificationDeliveries(req.get_param_value("name"), *after,
+                                                   std::clamp<int64_t>(*limit, 1, 10000), who));
+        }));
   s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
     auto who = Authed(req, res, Verb::kReport);
     if (!who) return;

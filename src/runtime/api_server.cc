@@ -42,6 +42,7 @@ absl::Status ApiServer::Start() {
   }
   port_ = LocalPort(fd);
   AdoptListenSocket(*http_, fd);
+  control_->StartNotifications();  // before the first request can ask for its status
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });
   schedule_thread_ = std::thread([this] { ScheduleLoop(); });
   LogInfo("API listening on ", options_.host, ":", port_,
@@ -51,6 +52,7 @@ absl::Status ApiServer::Start() {
 }
 
 void ApiServer::Stop() {
+  control_->StopNotifications();  // not under mu_: a delivery in flight may take its timeout
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -367,14 +369,21 @@ void ApiServer::Routes() {
     auto body = Body(req);
     respond(res, body.ok() ? control_->Apply(*body, *who) : absl::StatusOr<json>(body.status()));
   });
-  s.Get(R"(/api/v1/(tenants|projects|queues|pools))",
-        [=, this](const httplib::Request& req, httplib::Response& res) {
-          auto who = authed(req, res, Verb::kRead);
-          if (!who) return;
-          std::string kind = req.matches[1].str();
-          kind.pop_back();
-          Reply(res, 200, VisibleObjects(kind, control_->ListObjects(kind), *who));
-        });
+  s.Get(R"(/api/v1/(tenants|projects|queues|pools|notifications))", [=, this](
+                                                                        const httplib::Request& req,
+                                                                        httplib::Response& res) {
+    auto who = authed(req, res, Verb::kRead);
+    if (!who) return;
+    std::string kind = req.matches[1].str();
+    kind.pop_back();
+    // A webhook's URL may itself be a credential (chat webhooks): admins and the
+    // tenant's tenant-admins only.
+    if (kind == "notification" && who->role != Role::kAdmin && who->role != Role::kTenantAdmin) {
+      return ReplyError(
+          res, absl::PermissionDeniedError("notifications are listed to admins and tenant-admins"));
+    }
+    Reply(res, 200, VisibleObjects(kind, control_->ListObjects(kind), *who));
+  });
   // Queues: quota, used, borrowed, lent and pending per queue (control_plane_queues.cc).
   s.Get("/api/v1/queues/status", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, Verb::kRead);

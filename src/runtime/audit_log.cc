@@ -9,15 +9,14 @@ namespace carve {
 
 using json = nlohmann::json;
 
-namespace {
-
-// The tenant an event is about; "" for platform events (nodes, devices, queues).
 std::string EventTenant(const std::string& type, const json& details) {
   if (!details.is_object()) return "";
   if (details.contains("tenant") && details["tenant"].is_string()) return details["tenant"];
   if (type == "tenant.applied") return details.value("name", "");
   return "";
 }
+
+namespace {
 
 json AuditRecord(const StoredEvent& e) {
   json details = json::parse(e.details_json, nullptr, false);

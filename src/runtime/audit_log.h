@@ -13,6 +13,10 @@
 
 namespace carve {
 
+// The tenant an event is about (its details' tenant); "" for platform events (nodes, devices,
+// queues).
+std::string EventTenant(const std::string& type, const nlohmann::json& details);
+
 // The reading side of the event log (reporting): events as the API lists them, audit records
 // exported per tenant and time range, and the hash chain verified link by link. It reads only
 // the store, never the controller's memory, so no reader waits for a scheduling cycle; before

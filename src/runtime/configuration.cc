@@ -227,7 +227,8 @@ absl::StatusOr<ConfigObject> Wrap(absl::StatusOr<T> record, const json& doc) {
 std::string Name(IdleAction action) { return action == IdleAction::kStop ? "stop" : "flag"; }
 
 const std::string& ConfigObject::kind() const {
-  static const std::string kKinds[] = {"tenant", "project", "queue", "priority-class", "pool"};
+  static const std::string kKinds[] = {"tenant",         "project", "queue",
+                                       "priority-class", "pool",    "notification"};
   return kKinds[record.index()];
 }
 
@@ -257,8 +258,9 @@ absl::StatusOr<ConfigObject> DecodeConfig(const json& doc, const GpuCatalog& cat
   }
   std::string kind = doc.value("kind", ""), name = doc.value("name", "");
   if (std::find(std::begin(kConfigKinds), std::end(kConfigKinds), kind) == std::end(kConfigKinds))
-    return Field("kind",
-                 "\"" + kind + "\" is not tenant, project, queue, priority-class, pool or node");
+    return Field(
+        "kind", "\"" + kind +
+                    "\" is not tenant, project, queue, priority-class, pool, notification or node");
   if (!std::regex_match(name, kName)) {
     return Field("name", "\"" + name + "\" must be lowercase letters, digits and dashes");
   }
@@ -266,6 +268,12 @@ absl::StatusOr<ConfigObject> DecodeConfig(const json& doc, const GpuCatalog& cat
   if (kind == "project") return Wrap(DecodeProject(doc, exists), doc);
   if (kind == "queue") return Wrap(DecodeQueue(doc, catalog, exists), doc);
   if (kind == "pool") return Wrap(DecodePool(doc), doc);
+  if (kind == "notification") {
+    return Wrap(DecodeNotification(
+                    doc, [&](const std::string& t) { return exists("tenant", t); },
+                    [&](const std::string& p) { return exists("project", p); }),
+                doc);
+  }
   return Wrap(DecodeClass(doc, exists), doc);
 }
 
@@ -351,6 +359,13 @@ std::vector<PoolSelector> Configuration::Pools() const {
   return out;
 }
 
+std::vector<NotificationConfig> Configuration::Notifications() const {
+  std::vector<NotificationConfig> out;
+  Each("notification",
+       [&](const ConfigObject& o) { out.push_back(std::get<NotificationConfig>(o.record)); });
+  return out;
+}
+
 std::vector<PriorityClass> Configuration::Classes() const {
   std::vector<PriorityClass> classes = BuiltInPriorityClasses();
   Each("priority-class", [&](const ConfigObject& o) {
@@ -382,6 +397,10 @@ json ResourcesToJson(const ResourceList& list) {
 
 json Configuration::List(const std::string& kind) const {
   json out = json::array();
+  if (kind == "notification") {  // none by default, and never with its secret
+    Each(kind, [&](const ConfigObject& o) { out.push_back(RedactNotification(o.doc, true)); });
+    return out;
+  }
   out.push_back({{"kind", kind}, {"name", "default"}});
   Each(kind, [&](const ConfigObject& o) { out.push_back(o.doc); });
   return out;

@@ -21,6 +21,7 @@
 #include "core/sched/queueing/quota.h"
 #include "nlohmann/json.hpp"
 #include "runtime/labels.h"
+#include "runtime/notification_config.h"
 
 namespace carve {
 
@@ -79,7 +80,9 @@ struct PoolConfig {
 
 // One applied document, decoded.
 struct ConfigObject {
-  std::variant<TenantConfig, ProjectConfig, QueueConfig, PriorityClassConfig, PoolConfig> record;
+  std::variant<TenantConfig, ProjectConfig, QueueConfig, PriorityClassConfig, PoolConfig,
+               NotificationConfig>
+      record;
   nlohmann::json doc;  // as applied: what the store keeps and `carve get` lists
   const std::string& kind() const;
   const std::string& name() const;
@@ -89,8 +92,8 @@ struct ConfigObject {
 using ExistsFn = std::function<bool(const std::string& kind, const std::string& name)>;
 
 // The kinds `carve apply` configures here (node documents are the control plane's).
-inline constexpr const char* kConfigKinds[] = {"tenant", "project", "queue", "priority-class",
-                                               "pool"};
+inline constexpr const char* kConfigKinds[] = {"tenant",         "project", "queue",
+                                               "priority-class", "pool",    "notification"};
 
 // Decodes one document of a configuration kind; the error names the field ("quota.gpus/Z9: no
 // GPU model ..."). `exists` answers the references (a project's tenant and queues, a grant's
@@ -122,6 +125,8 @@ class Configuration {
   std::vector<QueueSpec> QueueSpecs() const;
   // The applied pools' selectors, by name (PoolOf).
   std::vector<PoolSelector> Pools() const;
+  // The applied notifications (notification_config.h), by name.
+  std::vector<NotificationConfig> Notifications() const;
   // The built-in tiers, overridden or extended by applied classes.
   std::vector<PriorityClass> Classes() const;
   // The projects of `tenant`, "default" first.

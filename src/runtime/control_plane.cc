@@ -1,4 +1,5 @@
 #include "runtime/control_plane.h"
+#include "runtime/notifier.h"  // the constructor may destroy notifier_
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>

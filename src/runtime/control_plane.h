@@ -30,6 +30,7 @@
 #include "runtime/job_filter.h"
 #include "runtime/job_table.h"
 #include "runtime/journal.h"
+#include "runtime/notification_config.h"
 #include "runtime/queue_history.h"
 #include "runtime/records.h"
 #include "runtime/scheduler_memory.h"
@@ -46,6 +47,8 @@ struct ReplicaPlacement;
 
 // The controller's state machine: jobs, nodes and tokens in memory, every change durable in the
 // store (through the Journal) before the call that made it returns. Thread-safe.
+class Notifier;  // notifier.h
+
 class ControlPlane {
  public:
   struct Options {
@@ -87,6 +90,7 @@ class ControlPlane {
   using Clock = std::function<int64_t()>;  // microseconds since the epoch
 
   // Loads the stored state. `store` and `catalog` outlive the control plane.
+  ~ControlPlane();  // control_plane_notifications.cc: where Notifier is complete
   static absl::StatusOr<std::unique_ptr<ControlPlane>> Open(Store* store, const GpuCatalog* catalog,
                                                             Options options, Clock now);
 
@@ -138,6 +142,15 @@ class ControlPlane {
   // (0: one step; queue_history.h), for the queues `who` may see.
   absl::StatusOr<nlohmann::json> QueueHistory(int64_t since_us, int64_t until_us, int64_t step_us,
                                               const Principal& who) const;
+  // Webhook notifications (notifier.h, control_plane_notifications.cc): the delivery thread runs
+  // between Start and Stop (the API server's); status and deliveries for admins and the
+  // notification's tenant-admins.
+  void StartNotifications();
+  void StopNotifications();
+  absl::StatusOr<nlohmann::json> NotificationStatus(const Principal& who) const;
+  absl::StatusOr<nlohmann::json> NotificationDeliveries(const std::string& name, int64_t after,
+                                                        int64_t limit, const Principal& who) const;
+  std::vector<NotificationConfig> NotificationConfigs() const;
   // Acceptance reports kept by the server (poc_reports.h, control_plane_poc.cc); admins only.
   // Keep checks the report against this server and keeps it with a poc.report-kept event.
   absl::StatusOr<nlohmann::json> KeepPocReport(const nlohmann::json& body, const Principal& who);
@@ -512,6 +525,7 @@ class ControlPlane {
   int64_t poc_reports_last_ = -1;  // the last kept report's id, under mu_ (-1: not read yet)
   UtilizationLedger utilization_;
   QueueHistoryLedger queue_history_;
+  std::unique_ptr<Notifier> notifier_;
   AuditLog audit_;
   std::map<std::string, int64_t> idempotency_;  // submitter + key -> job id
   // Finished jobs Forget has dropped from memory so far (written under mu_). Submit reads a

@@ -181,7 +181,8 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
     } else {
       ApplyNodeDoc(d, who, batch);
     }
-    Event(batch, "user:" + who.name, kind + ".applied", kind + "/" + name, "applied", d);
+    Event(batch, "user:" + who.name, kind + ".applied", kind + "/" + name, "applied",
+          kind == "notification" ? RedactNotification(d, false) : d);
     applied.push_back(kind + "/" + name);
   }
   if (absl::Status s = Durable(lock, std::move(batch)); !s.ok()) return s;

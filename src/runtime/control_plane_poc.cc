@@ -44,11 +44,12 @@ absl::StatusOr<json> ControlPlane::KeepPocReport(const json& body, const Princip
     int64_t n = 0;
     poc_reports_last_ = *last && absl::SimpleAtoi(**last, &n) ? n : 0;
   }
-  const int64_t id = ++poc_reports_last_;
+  const int64_t id = poc_reports_last_ + 1;
   (*kept)["id"] = id;
   (*kept)["kept_us"] = now_();
   (*kept)["kept_by"] = who.name;
   json summary = PocReportSummary(*kept);
+  poc_reports_last_ = id;
   StoreBatch batch;
   batch.puts.push_back({kPocKind, PocKey(id), kept->dump()});
   const json& checks = summary["server_checks"];

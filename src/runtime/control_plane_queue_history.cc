@@ -64,11 +64,18 @@ absl::StatusOr<json> ControlPlane::QueueHistory(int64_t since_us, int64_t until_
       buckets.insert(*it);
     }
   }
+  constexpr int64_t kMaxRangeUs = 90LL * 24 * 3600 * 1'000'000;
+  if (to - from > kMaxRangeUs) {
+    return absl::InvalidArgumentError(
+        "since_us..until_us: the range is longer than 90 days; ask for less");
+  }
   if (step_us == 0) step_us = std::max<int64_t>(to - from, kB);
-  if ((to - from + step_us - 1) / step_us > kMaxUtilizationSteps) {
+  // (span + step - 1 would overflow for a huge step)
+  const int64_t pieces = QueueSteps(from, to, step_us);
+  if (pieces > kMaxUtilizationSteps) {
     return absl::InvalidArgumentError(absl::StrCat("step_us: ", step_us, " cuts the range into ",
-                                                   (to - from + step_us - 1) / step_us,
-                                                   " pieces; at most ", kMaxUtilizationSteps));
+                                                   pieces, " pieces; at most ",
+                                                   kMaxUtilizationSteps));
   }
   AwaitCommitted();
   auto stored = store_->List(QueueHistoryLedger::kKind, QueueHistoryLedger::Id(from - 1),

@@ -47,6 +47,21 @@ absl::StatusOr<json> CheckPocReport(const json& body, const PocLookups& look) {
   if (!body.is_object()) return absl::InvalidArgumentError("a report is {meta, records, verify}");
   const json meta = body.value("meta", json());
   if (!meta.is_object()) return absl::InvalidArgumentError("meta: must be an object");
+  // What the summary and the report page read (poc_report.cc): a wrong type would fail them later.
+  for (const char* key : {"server", "server_version", "owner", "submitted_by", "suite", "probe",
+                          "profile_since", "profile_error"}) {
+    if (meta.contains(key) && !meta[key].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat("meta.", key, ": must be a string"));
+    }
+  }
+  for (const char* key : {"tolerance", "seconds", "job_memory_mib", "written_us"}) {
+    if (meta.contains(key) && !meta[key].is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat("meta.", key, ": must be a number"));
+    }
+  }
+  if (meta.contains("profile") && !meta["profile"].is_object()) {
+    return absl::InvalidArgumentError("meta.profile: must be an object");
+  }
   const json records = body.value("records", json());
   if (!records.is_array() || records.empty()) {
     return absl::InvalidArgumentError("records: must be a non-empty list of acceptance records");

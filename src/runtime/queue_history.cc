@@ -94,12 +94,19 @@ std::string NaturalUnit(const std::string& resource) {
   return "GPUs";
 }
 
+int64_t QueueSteps(int64_t from, int64_t to, int64_t step) {
+  const int64_t span = to - from;
+  if (span <= 0 || step <= 0) return 0;
+  return step >= span ? 1 : (span + step - 1) / step;
+}
+
 json QueueSeries(const std::map<int64_t, QueueHistoryLedger::Cells>& buckets, int64_t from,
                  int64_t to, int64_t step, const std::function<bool(const std::string&)>& visible) {
-  const size_t n = step > 0 && to > from ? static_cast<size_t>((to - from + step - 1) / step) : 0;
+  const size_t n = static_cast<size_t>(QueueSteps(from, to, step));
   std::map<QueueHistoryLedger::Key, std::vector<QueueCell>> steps;
   for (auto it = buckets.lower_bound(from); it != buckets.end() && it->first < to; ++it) {
     const size_t i = static_cast<size_t>((it->first - from) / step);
+    if (i >= n) break;
     for (const auto& [key, cell] : it->second) {
       if (!visible(key.first)) continue;
       auto& line = steps[key];

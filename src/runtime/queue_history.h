@@ -58,6 +58,9 @@ struct QueueHistoryLedger {
   static absl::StatusOr<Cells> CellsFromJson(const nlohmann::json& j);
 };
 
+// How many steps of `step` cut [from, to) (the last may be shorter), without overflow.
+int64_t QueueSteps(int64_t from, int64_t to, int64_t step);
+
 // The series of [from, to) in steps of `step` (from, to and step whole buckets): per queue that
 // `visible` lets through and per resource, each step's average used, quota, borrowed and lent
 // (null where nothing was sampled; quota, borrowed and lent only for a limited resource).

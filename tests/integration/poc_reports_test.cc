@@ -134,6 +134,9 @@ TEST_F(PocReportsTest, OnlyAdminsKeepOrReadThemAndABadReportIsRefusedNamingWhy) 
   bad = good;
   bad["verify"] = {{{"name", "x"}}};
   refused(bad, "verify[0]: a claim is");
+  bad = good;
+  bad["meta"]["suite"] = 5;  // (the summary threw on it after the id was taken: a 500, a gap)
+  refused(bad, "meta.suite: must be a string");
   EXPECT_TRUE(ApiGet("/api/v1/poc/reports").empty());
   EXPECT_TRUE(EventsOf("poc.report-kept").empty());
   EXPECT_EQ(Api().Get("/api/v1/poc/reports/7").status().code(), absl::StatusCode::kNotFound);

@@ -88,6 +88,11 @@ TEST_F(QueueHistoryTest, AQueuesQuotaAndUseAreChartedAndKeptAcrossARestart) {
   ASSERT_TRUE(kept.is_object()) << ApiGet("/api/v1/queues/history").dump(2);
   EXPECT_GT(kept["used"].get<double>(), 0);
   EXPECT_EQ(kept["quota"], 2.0);
+  // A step of whole minutes so long that span + step overflowed: one piece (it made none, and
+  // the buckets were written through an empty series).
+  auto huge = Api().Get("/api/v1/queues/history?step_us=9223372036800000000");
+  ASSERT_TRUE(huge.ok()) << huge.status() << ServerLog();
+  EXPECT_EQ((*huge)["queues"]["acme-q"]["gpus"]["points"].size(), 1u) << huge->dump(2);
 }
 
 TEST_F(QueueHistoryTest, AStepThatIsNotWholeMinutesIsRefused) {
@@ -96,6 +101,12 @@ TEST_F(QueueHistoryTest, AStepThatIsNotWholeMinutesIsRefused) {
   EXPECT_THAT(std::string(r.status().message()),
               ::testing::HasSubstr("step_us: 1000 is not a whole number of minutes"));
   r = Api().Get("/api/v1/queues/history?since_us=1&step_us=60000000");
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("longer than 90 days"));
+  r = Api().Get(absl::StrCat("/api/v1/queues/history?since_us=", NowUs() - 43'200'000'000,
+                             "&step_us=60000000"));  // 12 h: 720 steps
+  EXPECT_TRUE(r.ok()) << r.status();
+  r = Api().Get(absl::StrCat("/api/v1/queues/history?since_us=", NowUs() - 2 * 86'400'000'000,
+                             "&step_us=60000000"));
   EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("at most 1440"));
 }
 

@@ -1,0 +1,54 @@
+// kind: notification — a tenant's webhook for the events it wants (docs/operations.md,
+// "Notifications"):
+//   kind: notification
+//   name: acme-alerts
+//   tenant: acme                   # whose events; a tenant's webhook never gets another's
+//   project: vision                # optional: only that project's job events
+//   url: https://hooks.example.com/carve
+//   secret: a-long-random-string   # signs each delivery (HMAC-SHA256); never listed back
+//   events: [job., device.]        # event type prefixes; default [job.]
+#ifndef CARVE_RUNTIME_NOTIFICATION_CONFIG_H_
+#define CARVE_RUNTIME_NOTIFICATION_CONFIG_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace carve {
+
+struct NotificationConfig {
+  std::string name;
+  std::string tenant;
+  std::string project;  // "": every project of the tenant
+  std::string url;
+  std::string secret;
+  // The URL, parsed at apply: scheme, host (a name or IPv4 address), port 1-65535, path.
+  bool https = false;
+  std::string host;
+  int port = 0;
+  std::string path = "/";
+  std::vector<std::string> events = {"job."};
+
+  // Whether events of `type` are wanted.
+  bool Wants(const std::string& type) const;
+};
+
+inline constexpr size_t kMinNotificationSecret = 16;
+
+// Decodes the fields after kind and name (checked by the caller); `tenant_exists` and
+// `project_exists(tenant, project)` answer references.
+absl::StatusOr<NotificationConfig> DecodeNotification(
+    const nlohmann::json& doc, const std::function<bool(const std::string&)>& tenant_exists,
+    const std::function<bool(const std::string&)>& project_exists);
+
+// The document without its secret ("(set)"); `keep_url` false: the URL cut to scheme, host and
+// port (its path and query may themselves be a credential), as the notification.applied event,
+// which the tenant's members read, shows it.
+nlohmann::json RedactNotification(const nlohmann::json& doc, bool keep_url);
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_NOTIFICATION_CONFIG_H_
