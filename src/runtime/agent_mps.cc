@@ -97,7 +97,8 @@ void Agent::VerifyMpsClients() {
     // Still reading: this heartbeat goes on without it.
     if (mps_check_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
     const MpsCheck check = mps_check_.get();
-    for (auto& [key, r] : replicas_) {
+    for (auto& entry : replicas_) {
+      Replica& r = entry.second;  // clang 14 cannot capture a structured binding
       if (!r.launched || r.exit) continue;
       ForEachShareRecord(r.gpu_isolation, [&](json& record) { VerifyMpsRecord(r, record, check); });
     }

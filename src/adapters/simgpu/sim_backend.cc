@@ -127,6 +127,9 @@ class SimulatedBackend : public DeviceBackend {
                                  ec)) {
       return absl::NotFoundError(absl::StrCat("GPU ", index, " has no instance at slice ", start));
     }
+    // An XID belongs to the instance that raised it: one made later at this slice starts healthy
+    // (a fault left here displaced the next job too: the kit's blast radius raced with it).
+    std::filesystem::remove(absl::StrCat(state_dir_, "/", gpu->uuid, "/health-", start), ec);
     return absl::OkStatus();
   }
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/poc/poc_partition.h"
@@ -106,8 +107,10 @@ absl::StatusOr<Attempts> AllRunning(Cluster& c, const std::vector<int64_t>& ids,
     auto job = c.WaitUntil(
         id,
         [&](const json& j) {
+          // "stopping: ...": displaced, its attempt ends with the agent's report.
           return IsFinal(j) ||
-                 (j.value("state", "") == "running" && j.value("attempt", 0) >= attempt);
+                 (j.value("state", "") == "running" && j.value("attempt", 0) >= attempt &&
+                  !absl::StartsWith(j.value("reason", ""), "stopping"));
         },
         "running");
     if (!job.ok()) return job.status();
@@ -194,7 +197,7 @@ absl::StatusOr<std::set<int64_t>> InstanceFault(Cluster& c, Record& r, Injector&
                 absl::StrCat("node/", at->node, "/gpu/", at->gpu, "/mig/", at->start)};
   auto event = Blast(c, r, inject, f);
   if (!event.ok()) return event.status();
-  // Cleared at once: a new instance at that slice would read the same fault.
+  // Cleared at once: on a fixed layout the job's next instance is the same one.
   if (absl::Status st = inject.Undo(f.undo, f.args); !st.ok()) return st;
   auto neighbour = c.Job(b);
   if (!neighbour.ok()) return neighbour.status();
