@@ -11,6 +11,7 @@
 #include "sim/compare.h"
 #include "sim/fill.h"
 #include "sim/queue_trace.h"
+#include "sim/replay.h"
 #include "sim/synth.h"
 
 namespace carve::app {
@@ -167,6 +168,31 @@ void AddQueues(CLI::App& sim) {
   });
 }
 
+void AddReplay(CLI::App& sim) {
+  auto opts = std::make_shared<sim::ReplayOptions>();
+  auto json = std::make_shared<std::string>();
+  opts->nodes_path = DefaultTraceFile("openb_node_list_gpu_node.csv");
+  opts->pods_path = DefaultTraceFile("openb_pod_list_default.csv");
+  CLI::App* replay = sim.add_subcommand(
+      "replay",
+      "The trace's pods arrive, queue while they do not fit, run their lifetime and leave: "
+      "allocation, fragmentation and queue length over time, waits per job");
+  replay->add_option("--nodes", opts->nodes_path, "Trace node list (CSV)");
+  replay->add_option("--pods", opts->pods_path, "Trace pod list with creation/deletion times");
+  replay->add_option("--policy", opts->policy, "Placement policy");
+  replay->add_option("--speedup", opts->speedup,
+                     "Arrivals this many times faster than in the trace (lifetimes unchanged)");
+  replay->add_option("--buckets", opts->buckets, "Report rows over the replay's time span");
+  replay->add_option("--cycle-s", opts->cycle_s, "Least seconds between two scheduling cycles");
+  replay->add_option("--json", *json, "Also write the result as JSON to this file");
+  replay->callback([opts, json] {
+    auto result = sim::RunReplay(*opts);
+    if (!result.ok()) Fail(result.status());
+    result->PrintTable(std::cout);
+    WriteJson(*json, result->ToJson());
+  });
+}
+
 }  // namespace
 
 void AddSimCommands(CLI::App& app) {
@@ -176,6 +202,7 @@ void AddSimCommands(CLI::App& app) {
   AddSynth(*sim);
   AddCompare(*sim);
   AddQueues(*sim);
+  AddReplay(*sim);
 }
 
 }  // namespace carve::app

@@ -390,6 +390,11 @@ class ControlPlane {
   // Time-driven stops and windows: unrenewed leases, jobs idle past their queue's idle_after,
   // maintenance windows starting and ending.
   void Timers(int64_t now, StoreBatch& batch);
+  // job.wait-exceeded for the queued jobs of tenants whose notifications set wait_longer_than,
+  // once per threshold per wait (about once a second; control_plane_timers.cc).
+  void AlertLongWaits(int64_t now, StoreBatch& batch);
+  // Ids of the jobs with a replica holding devices on `node`.
+  nlohmann::json JobsOn(const std::string& node) const;
   // Jobs cancelled before any replica was handed to an agent end at once.
   void CancelUnstarted(int64_t now, StoreBatch& batch);
   // InvalidArgument, with the placement's reasons, when no registered node could hold `request`
@@ -551,6 +556,7 @@ class ControlPlane {
   std::map<std::string, std::deque<int64_t>> recent_waits_;
   // (queue, resource) whose quota held waiting jobs when last recorded (RecordQuotaHolds).
   std::set<std::pair<std::string, std::string>> quota_held_;
+  int64_t waits_alerted_us_ = 0;          // when AlertLongWaits last looked
   std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   // Finished jobs: those still in memory until their final record is committed, and what the

@@ -1,10 +1,12 @@
 // Webhook notifications (notifier.h): the delivery thread's sources, its status and deliveries.
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
 #include "runtime/notifier.h"
+#include "runtime/scheduling_grants.h"
 
 namespace carve {
 
@@ -25,6 +27,16 @@ void ControlPlane::StartNotifications() {
     if (!job.ok()) return {};
     const json spec = job->value("spec", json::object());
     return {spec.value("tenant", ""), spec.value("project", "")};
+  };
+  sources.queue_user = [this](const std::string& queue, const std::string& tenant,
+                              const std::string& project) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // As `carve queues` shows queues to a member (QueueVisible): the project's usable queues.
+    const std::vector<std::string> projects =
+        project.empty() ? config_.ProjectsOf(tenant) : std::vector<std::string>{project};
+    return std::any_of(projects.begin(), projects.end(), [&](const std::string& p) {
+      return QueueUsable(config_, tenant, p, queue);
+    });
   };
   sources.now_us = now_;
   notifier_ = std::make_unique<Notifier>(store_, std::move(sources), Notifier::Options{});

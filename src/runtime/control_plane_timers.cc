@@ -1,9 +1,14 @@
 // What happens with time: leases that run out, GPUs held without activity, maintenance windows.
 #include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/control_plane.h"
 #include "runtime/input_limits.h"
+#include "runtime/notification_config.h"
 
 namespace carve {
 
@@ -12,6 +17,12 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kMaintenanceTaint = "carve.io/maintenance";
+
+// When the job's present wait began: its submission, or the end of its last attempt (a requeue).
+int64_t QueuedSince(const JobRecord& job) {
+  return job.attempts.empty() ? job.created_us
+                              : std::max(job.created_us, job.attempts.back().ended_us);
+}
 
 std::string Duration(int64_t us) {
   int64_t s = us / 1'000'000;
@@ -104,6 +115,7 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
     }
     Touch(job, batch);
   }
+  AlertLongWaits(now, batch);
   for (auto& [name, node] : nodes_) {
     if (!node.maintenance) continue;
     MaintenanceWindow& window = *node.maintenance;
@@ -122,6 +134,55 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
       node.maintenance.reset();
       batch.puts.push_back({"node", name, node.ToJson().dump()});
     }
+  }
+}
+
+json ControlPlane::JobsOn(const std::string& node) const {
+  json ids = json::array();
+  for (const JobRecord* job : jobs_.PlacedOn(node)) {
+    if (!IsFinal(job->state) && job->Uses(node)) ids.push_back(job->id);
+  }
+  return ids;
+}
+
+void ControlPlane::AlertLongWaits(int64_t now, StoreBatch& batch) {
+  if (now - waits_alerted_us_ < 1'000'000) return;
+  waits_alerted_us_ = now;
+  std::map<std::string, std::set<int64_t>> thresholds;  // tenant -> its notifications' thresholds
+  for (const NotificationConfig& n : config_.Notifications()) {
+    if (n.wait_longer_than_us > 0 && n.Wants(kWaitExceeded)) {
+      thresholds[n.tenant].insert(n.wait_longer_than_us);
+    }
+  }
+  if (thresholds.empty()) return;
+  std::vector<std::pair<JobRecord*, int64_t>> crossed;  // job, the longest threshold it passed
+  for (const auto& entry : jobs_.active()) {
+    if (!entry.second.queued) continue;
+    JobRecord& job = *entry.second.job;
+    auto tenant = thresholds.find(job.spec.tenant);
+    if (tenant == thresholds.end()) continue;
+    const int64_t alerted = job.wait_alert_attempt == job.attempt ? job.wait_alert_us : 0;
+    const int64_t waited = now - QueuedSince(job);
+    int64_t longest = 0;
+    for (int64_t t : tenant->second) {
+      if (t > alerted && waited >= t) longest = t;
+    }
+    if (longest > 0) crossed.emplace_back(&job, longest);
+  }
+  // Touch re-indexes the job: after the walk over the index.
+  for (const auto& [job, longest] : crossed) {
+    const int64_t alerted = job->wait_alert_attempt == job->attempt ? job->wait_alert_us : 0;
+    const int64_t waited = now - QueuedSince(*job);
+    for (int64_t t : thresholds[job->spec.tenant]) {  // each one passed since the last look
+      if (t <= alerted || t > longest) continue;
+      Event(batch, "scheduler", kWaitExceeded, absl::StrCat("job/", job->id),
+            absl::StrCat("waiting ", Duration(waited), ", longer than ", Duration(t),
+                         job->explanation.empty() ? "" : ": " + job->explanation),
+            {{"threshold_us", t}, {"waited_us", waited}, {"attempt", job->attempt}});
+    }
+    job->wait_alert_us = longest;
+    job->wait_alert_attempt = job->attempt;
+    Touch(*job, batch);
   }
 }
 
@@ -187,16 +248,18 @@ absl::StatusOr<json> ControlPlane::Maintenance(const std::string& name, const js
       return absl::FailedPreconditionError("node " + name + " has no maintenance window");
     }
     Event(batch, "user:" + who.name, "node.maintenance-cancelled", "node/" + name,
-          "window cancelled", {{"window", node.maintenance->ToJson()}});
+          "window cancelled", {{"window", node.maintenance->ToJson()}, {"jobs", JobsOn(name)}});
     node.maintenance.reset();
   } else {
     int64_t now = now_();
     node.maintenance = MaintenanceWindow{now + starts_in, now + starts_in + lasts, who.name,
                                          body.value("reason", ""), WindowPhase::kScheduled};
+    // The jobs on the node now (details.jobs): their tenants' webhooks hear of it ahead.
+    json details = {{"window", node.maintenance->ToJson()}, {"jobs", JobsOn(name)}};
     Event(batch, "user:" + who.name, "node.maintenance-scheduled", "node/" + name,
           absl::StrCat("maintenance in ", Duration(starts_in), " for ", Duration(lasts), ": ",
                        body.value("reason", "")),
-          node.maintenance->ToJson());
+          details);
   }
   batch.puts.push_back({"node", name, node.ToJson().dump()});
   json out = node.ToJson();

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/job_spec.h"
 
 namespace carve {
 
@@ -46,14 +47,15 @@ bool NotificationConfig::Wants(const std::string& type) const {
 absl::StatusOr<NotificationConfig> DecodeNotification(
     const json& doc, const std::function<bool(const std::string&)>& tenant_exists,
     const std::function<bool(const std::string&)>& project_exists) {
-  static const std::set<std::string> kKnown = {"kind", "name",   "tenant", "project",
-                                               "url",  "secret", "events", "description"};
+  static const std::set<std::string> kKnown = {"kind",       "name",   "tenant", "project",
+                                               "url",        "secret", "events", "wait_longer_than",
+                                               "description"};
   for (const auto& [key, value] : doc.items()) {
     if (!kKnown.count(key)) {
       return Field(key, absl::StrCat("unknown field; known: ", absl::StrJoin(kKnown, ", ")));
     }
   }
-  for (const char* key : {"tenant", "project", "url", "secret"}) {
+  for (const char* key : {"tenant", "project", "url", "secret", "wait_longer_than"}) {
     if (doc.contains(key) && !doc[key].is_string()) return Field(key, "must be a string");
   }
   NotificationConfig n;
@@ -73,6 +75,16 @@ absl::StatusOr<NotificationConfig> DecodeNotification(
   if (n.secret.size() < kMinNotificationSecret) {
     return Field("secret", absl::StrCat("is required, at least ", kMinNotificationSecret,
                                         " characters: it signs every delivery"));
+  }
+  if (doc.contains("wait_longer_than")) {
+    constexpr int64_t kSecond = 1'000'000;
+    auto us = ParseDurationUs(doc["wait_longer_than"].get<std::string>());
+    if (!us.ok() || *us < kSecond || *us > 720 * 3600 * kSecond) {
+      return Field("wait_longer_than",
+                   absl::StrCat("\"", doc["wait_longer_than"].get<std::string>().substr(0, 40),
+                                "\" is not a duration from 1s to 720h (e.g. 30m, 4h)"));
+    }
+    n.wait_longer_than_us = *us;
   }
   if (doc.contains("events")) {
     const json& events = doc["events"];

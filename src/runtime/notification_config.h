@@ -7,6 +7,8 @@
 //   url: https://hooks.example.com/carve
 //   secret: a-long-random-string   # signs each delivery (HMAC-SHA256); never listed back
 //   events: [job., device.]        # event type prefixes; default [job.]
+//   wait_longer_than: 30m          # optional: a job.wait-exceeded event once a job of the
+//                                  # tenant has waited this long (once per wait)
 #ifndef CARVE_RUNTIME_NOTIFICATION_CONFIG_H_
 #define CARVE_RUNTIME_NOTIFICATION_CONFIG_H_
 
@@ -31,12 +33,18 @@ struct NotificationConfig {
   int port = 0;
   std::string path = "/";
   std::vector<std::string> events = {"job."};
+  int64_t wait_longer_than_us = 0;  // 0: no job.wait-exceeded events
 
-  // Whether events of `type` are wanted.
+  // Whether events of `type` are wanted (job.wait-exceeded: see WantsWait).
   bool Wants(const std::string& type) const;
+  // Whether a job.wait-exceeded event written for `threshold_us` is this notification's.
+  bool WantsWait(int64_t threshold_us) const {
+    return wait_longer_than_us > 0 && threshold_us == wait_longer_than_us;
+  }
 };
 
 inline constexpr size_t kMinNotificationSecret = 16;
+inline constexpr char kWaitExceeded[] = "job.wait-exceeded";
 
 // Decodes the fields after kind and name (checked by the caller); `tenant_exists` and
 // `project_exists(tenant, project)` answer references.

@@ -1,16 +1,20 @@
 #include "runtime/notifier.h"
 
+#include <curl/curl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "httplib.h"
 #include "runtime/audit_log.h"
 #include "runtime/log.h"
 
@@ -142,6 +146,11 @@ void Notifier::Load(const NotificationConfig& n, State& s) {
 std::optional<json> Notifier::PayloadFor(const NotificationConfig& n, const StoredEvent& e) const {
   if (!n.Wants(e.type)) return std::nullopt;
   json details = json::parse(e.details_json, nullptr, false);
+  if (!details.is_object()) details = json::object();
+  // Written for a notification's wait_longer_than: only the notifications with that threshold.
+  if (e.type == kWaitExceeded && !n.WantsWait(details.value("threshold_us", int64_t{0}))) {
+    return std::nullopt;
+  }
   const std::string tenant = EventTenant(e.type, details);
   json out = {{"id", e.seq},
               {"notification", n.name},
@@ -155,9 +164,20 @@ std::optional<json> Notifier::PayloadFor(const NotificationConfig& n, const Stor
         {{"tenant", tenant}, {"actor", e.actor}, {"reason", e.reason}, {"details", details}});
     return out;
   }
-  // A platform event: only when it names jobs of the tenant, and then only those.
+  // A queue's quota holds jobs back (exhausted) or no longer does: to the tenants that may use
+  // the queue, whole (what `carve queues` shows them). Other queue.* events are admins'.
+  if (e.type == "queue.quota-holds" || e.type == "queue.quota-frees") {
+    if (!sources_.queue_user || !sources_.queue_user(e.subject.substr(6), n.tenant, n.project)) {
+      return std::nullopt;
+    }
+    out.update({{"tenant", n.tenant}, {"reason", e.reason}, {"details", details}});
+    return out;
+  }
+  // A platform event: only when it names jobs of the tenant, and then only those. (A count
+  // under "jobs" is not a list of jobs: queue.quota-holds has one.)
   json own = json::array();
-  const json jobs = details.is_object() ? details.value("jobs", json::array()) : json::array();
+  const json jobs = details.value("jobs", json::array());
+  if (!jobs.is_array()) return std::nullopt;
   for (const json& id : jobs) {
     if (!id.is_number_integer()) continue;
     auto [job_tenant, job_project] = sources_.job_owner(id.get<int64_t>());
@@ -167,6 +187,12 @@ std::optional<json> Notifier::PayloadFor(const NotificationConfig& n, const Stor
   }
   if (own.empty()) return std::nullopt;
   out.update({{"tenant", n.tenant}, {"jobs", own}});
+  // A maintenance window's times (not who planned it, nor why: the reason is the operator's).
+  if (const json window = details.value("window", json::object()); window.is_object()) {
+    for (const char* key : {"start_us", "end_us"}) {
+      if (window.contains(key)) out["window"][key] = window[key];
+    }
+  }
   return out;
 }
 
@@ -196,24 +222,66 @@ void Notifier::Advance(const NotificationConfig& n, State& s) {
   if (s.cursor != before && !s.pending) Save(n, s, "");
 }
 
+namespace {
+
+struct Answer {
+  long status = 0;    // the HTTP status; 0 without a complete answer
+  std::string error;  // why there was none
+};
+
+size_t Discard(char*, size_t size, size_t count, void*) { return size * count; }
+
+// POSTs `body` to the notification's URL with a deadline over all of it (name lookup, connect,
+// TLS handshake, request and answer): a receiver that trickles its answer, or its handshake, a
+// byte at a time cannot hold the one delivery thread. The answer's body is read and dropped.
+Answer Post(const NotificationConfig& n, const std::vector<std::string>& headers,
+            const std::string& body, int64_t timeout_ms) {
+  static std::once_flag init;
+  std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) return {0, "cannot start a request (curl_easy_init failed)"};
+  curl_slist* list = nullptr;
+  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(list,
+                                                                          curl_slist_free_all);
+  // The URL was parsed at apply (notification_config.h): scheme, host, port and path.
+  const std::string url =
+      absl::StrCat(n.https ? "https://" : "http://", n.host, ":", n.port, n.path);
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_ms));
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Discard);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "carve-notifier");
+  const CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    return {0, absl::StrCat("no complete answer within ", timeout_ms, " ms")};
+  }
+  if (rc != CURLE_OK) return {0, curl_easy_strerror(rc)};
+  Answer a;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
+  return a;
+}
+
+}  // namespace
+
 bool Notifier::Attempt(const NotificationConfig& n, State& s) {
   Pending& p = *s.pending;
   const int64_t now = sources_.now_us();
-  // The URL was parsed at apply (notification_config.h): host and port are checked.
-  httplib::Client client(absl::StrCat(n.https ? "https://" : "http://", n.host, ":", n.port));
-  const int64_t t = options_.timeout_ms;
-  client.set_connection_timeout(t / 1000, (t % 1000) * 1000);
-  client.set_read_timeout(t / 1000, (t % 1000) * 1000);
-  client.set_write_timeout(t / 1000, (t % 1000) * 1000);
-  const httplib::Headers headers = {{"X-Carve-Event", std::to_string(p.seq)},
-                                    {"X-Carve-Notification", n.name},
-                                    {"X-Carve-Signature", Sign(n.secret, now / 1'000'000, p.body)},
-                                    {"User-Agent", "carve-notifier"}};
-  auto res = client.Post(n.path, headers, p.body, "application/json");
-  json attempt = {{"time_us", now}, {"status", res ? res->status : 0}};
-  if (!res) attempt["error"] = httplib::to_string(res.error());
+  const std::vector<std::string> headers = {
+      "Content-Type: application/json", absl::StrCat("X-Carve-Event: ", p.seq),
+      absl::StrCat("X-Carve-Notification: ", n.name),
+      absl::StrCat("X-Carve-Signature: ", Sign(n.secret, now / 1'000'000, p.body)),
+      "Expect:"};  // no 100-continue round trip
+  const Answer answer = Post(n, headers, p.body, options_.timeout_ms);
+  json attempt = {{"time_us", now}, {"status", answer.status}};
+  if (!answer.error.empty()) attempt["error"] = answer.error;
   p.attempts.push_back(attempt);
-  const bool ok = res && res->status >= 200 && res->status < 300;
+  const bool ok = answer.status >= 200 && answer.status < 300;
   const int tries = static_cast<int>(p.attempts.size());
   if (ok || tries >= options_.max_attempts) {
     ok ? ++s.delivered : ++s.failed;

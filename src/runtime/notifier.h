@@ -44,6 +44,11 @@ class Notifier {
     std::function<std::vector<NotificationConfig>()> configs;
     // A job's tenant and project ({"", ""} when unknown).
     std::function<std::pair<std::string, std::string>(int64_t job)> job_owner;
+    // Whether jobs of `tenant` (of its `project`; "": of any of its projects) may use `queue`:
+    // a queue's quota events go to them.
+    std::function<bool(const std::string& queue, const std::string& tenant,
+                       const std::string& project)>
+        queue_user;
     std::function<int64_t()> now_us;
   };
 

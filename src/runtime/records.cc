@@ -212,6 +212,7 @@ json JobRecord::ToJson() const {
             {"preemption", preemption},
             {"victims", victims}};
   if (!waited_for.empty()) j["waited_for"] = waited_for;
+  if (wait_alert_us > 0) j["wait_alert"] = {{"us", wait_alert_us}, {"attempt", wait_alert_attempt}};
   if (!idempotency_key.empty()) j["idempotency_key"] = idempotency_key;
   if (!idempotency_scope.empty()) j["idempotency_scope"] = idempotency_scope;
   return j;
@@ -265,6 +266,10 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
     r.explanation = j.value("explanation", "");
     r.explanation_reasons = j.value("explanation_reasons", std::map<std::string, int>{});
     r.waited_for = j.value("waited_for", "");
+    if (const json alert = j.value("wait_alert", json::object()); alert.is_object()) {
+      r.wait_alert_us = alert.value("us", int64_t{0});
+      r.wait_alert_attempt = alert.value("attempt", -1);
+    }
     r.preempted_by = j.value("preempted_by", int64_t{0});
     r.preemption = j.value("preemption", "");
     r.victims = j.value("victims", json::array());

@@ -122,6 +122,10 @@ struct JobRecord {
   // The last reason it waited before it was placed (the explanation is cleared then), so its
   // record still answers "why did it wait" after it started; empty when it never waited a cycle.
   std::string waited_for;
+  // The longest wait threshold (a notification's wait_longer_than) a job.wait-exceeded event was
+  // written for, and in which attempt's wait: each threshold once per wait, across restarts.
+  int64_t wait_alert_us = 0;
+  int wait_alert_attempt = -1;
   // Preemption, both sides: the job it was last preempted for and why; the jobs it preempted.
   int64_t preempted_by = 0;
   std::string preemption;

@@ -28,7 +28,7 @@ QueueSim::QueueSim(Cluster cluster, std::vector<QueueSpec> queues, QueueSimOptio
     : cluster_(std::move(cluster)),
       queues_(std::move(queues)),
       options_(std::move(options)),
-      policy_(*MakePolicy(options_.policy, {})) {}
+      policy_(*MakePolicy(options_.policy, options_.policy_options)) {}
 
 void QueueSim::Add(QueueSimJob job) { jobs_.push_back(std::move(job)); }
 
@@ -45,9 +45,16 @@ QueueSimResult QueueSim::Run() {
       pending_[jobs_[next].id] = &jobs_[next];
     }
     if (options_.horizon_us > 0 && now > options_.horizon_us) break;
-    if (pending_.empty() && active_.empty() && next == jobs_.size()) break;
-    Record(Cycle(now), now);
+    if (pending_.empty() && active_.empty() && next == jobs_.size()) {
+      Sample(now);  // the state at the end: nothing runs, nothing waits
+      break;
+    }
+    const Decisions d = Cycle(now);
+    Record(d, now);
     Sample(now);
+    // What waits with nothing running and nothing left to arrive can never start (the cluster is
+    // as empty as it gets); aging alone would wake a cycle every interval forever.
+    if (active_.empty() && next == jobs_.size() && d.binds.empty()) break;
     int64_t event = NextEvent(now, next);
     if (event == kNever) break;
     now = std::max(now + options_.cycle_us, event);
@@ -145,6 +152,7 @@ void QueueSim::Sample(int64_t now) {
     u.gpu_milli += GpuMilli(a.replicas);
   }
   result_.samples.push_back(std::move(s));
+  if (options_.observe) options_.observe(now, cluster_);
 }
 
 int64_t QueueSim::NextEvent(int64_t now, size_t next_arrival) const {

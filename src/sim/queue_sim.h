@@ -2,11 +2,14 @@
 #define CARVE_SIM_QUEUE_SIM_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/model/cluster.h"
+#include "core/sched/placement/policy.h"
 #include "core/sched/queueing/cycle.h"
 
 namespace carve::sim {
@@ -22,7 +25,10 @@ struct QueueSimOptions {
   int64_t stop_delay_us = 0;     // a preempted job releases its devices this long after
   int64_t horizon_us = 0;        // stop here; 0: when every job has ended
   std::string policy = "best-fit";
+  PolicyOptions policy_options;  // the observed workload fgd and carve score against
   CycleOptions cycle;
+  // Called after each cycle with the cluster as placed (for measures the samples do not keep).
+  std::function<void(int64_t now, const Cluster& cluster)> observe;
 };
 
 // What each queue holds at one time: whole GPUs and shares in milli-GPU, and job counts.

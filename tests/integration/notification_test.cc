@@ -2,10 +2,12 @@
 // process: a tenant's webhook gets its own jobs' events, signed, and never another tenant's; a
 // receiver that answers 500 three times gets the event on the fourth try, every attempt recorded;
 // an event committed before the server is killed is delivered after its restart (the event log
-// is the outbox).
+// is the outbox); a receiver that trickles its answer holds one attempt for its timeout only.
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -35,6 +37,15 @@ class Receiver {
   Receiver() {
     server_.Post("/hook", [this](const httplib::Request& req, httplib::Response& res) {
       std::lock_guard<std::mutex> lock(mu_);
+      if (trickle_) {
+        // The attack: 200 and then a body a byte at a time, for as long as the client reads.
+        res.set_chunked_content_provider(
+            "application/json", [this](size_t, httplib::DataSink& sink) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(200));
+              return !stopping_ && sink.write(" ", 1);
+            });
+        return;
+      }
       if (failing_ > 0) {
         --failing_;
         res.status = 500;
@@ -49,10 +60,15 @@ class Receiver {
     thread_ = std::thread([this] { server_.listen_after_bind(); });
   }
   ~Receiver() {
+    stopping_ = true;
     server_.stop();
     thread_.join();
   }
   std::string url() const { return absl::StrCat("http://127.0.0.1:", port_, "/hook"); }
+  void Trickle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    trickle_ = true;
+  }
   void Fail(int times) {
     std::lock_guard<std::mutex> lock(mu_);
     failing_ = times;
@@ -75,6 +91,8 @@ class Receiver {
   int port_ = 0;
   std::mutex mu_;
   int failing_ = 0;
+  bool trickle_ = false;
+  std::atomic<bool> stopping_ = false;
   std::vector<Delivery> got_;
 };
 
@@ -202,6 +220,31 @@ TEST_F(NotificationTest, AReceiverThatFailsThreeTimesGetsTheEventOnTheFourthTry)
   EXPECT_LT(at[1] - at[0], at[3] - at[2]);
 }
 
+// Red team: the client's timeouts are per read, so a receiver that answered 200 and then a byte
+// every 200 ms held the one delivery thread for good, and no other webhook got anything. An
+// attempt now lasts the notifier's timeout (5 s) in all, and is recorded as failed.
+TEST_F(NotificationTest, ATricklingReceiverHoldsAnAttemptForItsTimeoutNotForGood) {
+  acme_.Trickle();
+  const int64_t mine = SubmitAs("acme", "vision");
+  json attempt;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const json& d : ApiGet("/api/v1/notifications/deliveries?name=acme-hook")) {
+          if (!d["attempts"].empty()) attempt = d["attempts"][0];
+        }
+        return !attempt.is_null();
+      },
+      30))
+      << ApiGet("/api/v1/notifications/status").dump(2);
+  EXPECT_EQ(attempt["error"], "no complete answer within 5000 ms") << attempt.dump();
+  // The other tenant's webhook is served meanwhile.
+  const int64_t theirs = SubmitAs("globex", "nlp");
+  ASSERT_EQ(WaitFinal(theirs)["state"], "succeeded");
+  ASSERT_TRUE(Eventually(
+      [&] { return globex_.Find("job.succeeded", absl::StrCat("job/", theirs)).has_value(); }, 30));
+  ASSERT_EQ(WaitFinal(mine)["state"], "succeeded");
+}
+
 TEST_F(NotificationTest, AnEventCommittedBeforeACrashIsDeliveredAfterTheRestart) {
   acme_.Fail(1'000'000);  // down, as far as the server can tell
   const int64_t id = SubmitAs("acme", "vision");
@@ -224,6 +267,100 @@ TEST_F(NotificationTest, AnEventCommittedBeforeACrashIsDeliveredAfterTheRestart)
   EXPECT_EQ(record["state"], "delivered");
   EXPECT_GE(record["attempts"].size(), 2u) << record.dump(2);  // the failed one is kept
   EXPECT_EQ(record["attempts"][0]["status"], 500);
+}
+
+// The events a tenant asks for beyond its jobs' states: a job that waited longer than its
+// notification's wait_longer_than (once, and only to the notifications with that threshold), its
+// queue's quota running out (queue.quota-holds, to the queue's tenants only) and maintenance
+// ahead on a node its job runs on (node.maintenance-scheduled naming the job).
+TEST_F(NotificationTest, LongWaitsExhaustedQuotasAndMaintenanceAheadReachTheTenant) {
+  auto applied = Api().Post(
+      "/api/v1/apply",
+      json::array(
+          {{{"kind", "queue"}, {"name", "acme-q"}, {"tenants", {"acme"}}, {"quota", {{"gpus", 1}}}},
+           {{"kind", "notification"},
+            {"name", "acme-waits"},
+            {"tenant", "acme"},
+            {"url", acme_.url()},
+            {"secret", kSecret},
+            {"events", {"job.wait-exceeded", "queue.", "node."}},
+            {"wait_longer_than", "2s"}},
+           {{"kind", "notification"},
+            {"name", "globex-queues"},
+            {"tenant", "globex"},
+            {"url", globex_.url()},
+            {"secret", "globex-webhook-secret-0123456789"},
+            {"events", {"queue.", "job.wait-exceeded"}}}}));
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  ASSERT_TRUE(Eventually([&] {
+    int active = 0;
+    for (const json& n : ApiGet("/api/v1/notifications/status")) active += n.value("active", false);
+    return active == 4;
+  }));
+  const json gpu = {{"gpus", 1}, {"gpu_model", "H200"}};
+  const int64_t holder = Submit({{"tenant", "acme"},
+                                 {"project", "vision"},
+                                 {"queue", "acme-q"},
+                                 {"resources", gpu},
+                                 {"command", {"sleep", "600"}}})["id"];
+  ASSERT_TRUE(Eventually([&] { return Job(holder)["state"] == "running"; }));
+  const int64_t waiter = Submit({{"tenant", "acme"},
+                                 {"project", "vision"},
+                                 {"queue", "acme-q"},
+                                 {"resources", gpu},
+                                 {"command", {"true"}}})["id"];
+  const std::string subject = absl::StrCat("job/", waiter);
+  auto from = [](const Delivery& d, const char* notification) {
+    return d.body.value("notification", "") == notification;
+  };
+  ASSERT_TRUE(Eventually([&] { return acme_.Find("job.wait-exceeded", subject).has_value(); }, 30))
+      << ApiGet("/api/v1/notifications/status").dump(2);
+  const Delivery long_wait = *acme_.Find("job.wait-exceeded", subject);
+  EXPECT_TRUE(from(long_wait, "acme-waits")) << long_wait.body.dump();
+  EXPECT_EQ(long_wait.body["details"]["threshold_us"], 2'000'000) << long_wait.body.dump();
+  EXPECT_THAT(long_wait.body["reason"].get<std::string>(), HasSubstr("queue acme-q"));
+  ASSERT_TRUE(
+      Eventually([&] { return acme_.Find("queue.quota-holds", "queue/acme-q").has_value(); }));
+  EXPECT_EQ(acme_.Find("queue.quota-holds", "queue/acme-q")->body["details"]["resource"], "gpus");
+
+  const std::string node = Job(holder)["replicas"][0]["node"];
+  ASSERT_TRUE(Api()
+                  .Post(absl::StrCat("/api/v1/nodes/", node, "/maintenance"),
+                        {{"starts_in", "1h"}, {"lasts", "1h"}, {"reason", "firmware"}})
+                  .ok());
+  const std::string on = "node/" + node;
+  ASSERT_TRUE(Eventually([&] { return acme_.Find("node.maintenance-scheduled", on).has_value(); }));
+  const json ahead = acme_.Find("node.maintenance-scheduled", on)->body;
+  EXPECT_EQ(ahead["jobs"], json::array({holder})) << ahead.dump();
+  EXPECT_GT(ahead["window"].value("start_us", int64_t{0}), 0) << ahead.dump();
+  EXPECT_FALSE(ahead.contains("reason")) << ahead.dump();  // the operator's words stay theirs
+  ASSERT_TRUE(
+      Api().Post(absl::StrCat("/api/v1/nodes/", node, "/maintenance"), {{"cancel", true}}).ok());
+  ASSERT_TRUE(Api().Post(absl::StrCat("/api/v1/jobs/", holder, "/cancel"), json::object()).ok());
+  ASSERT_EQ(WaitFinal(waiter, 30)["state"], "succeeded");
+  ASSERT_TRUE(Eventually([&] { return acme_.Find("job.succeeded", subject).has_value(); }));
+
+  // Once per wait, whatever the number of cycles it waited; to acme-waits only (acme-hook has no
+  // threshold), and nothing of acme's queue or jobs to globex, whose cursor passed them all.
+  int alerts = 0;
+  for (const json& e : EventsOf("job.wait-exceeded")) alerts += e["subject"] == subject;
+  EXPECT_EQ(alerts, 1) << EventsOf("job.wait-exceeded").dump(2);
+  for (const Delivery& d : acme_.got()) {
+    if (d.body["type"] == "job.wait-exceeded") {
+      EXPECT_TRUE(from(d, "acme-waits")) << d.body.dump();
+    }
+  }
+  const int64_t last = EventsOf("").back()["seq"];
+  ASSERT_TRUE(Eventually([&] {
+    for (const json& n : ApiGet("/api/v1/notifications/status")) {
+      if (n["name"] == "globex-queues") return n.value("cursor", int64_t{0}) >= last;
+    }
+    return false;
+  })) << ApiGet("/api/v1/notifications/status").dump(2);
+  for (const Delivery& d : globex_.got()) {
+    EXPECT_NE(d.body.value("subject", ""), "queue/acme-q") << d.body.dump();
+    EXPECT_NE(d.body.value("type", ""), "job.wait-exceeded") << d.body.dump();
+  }
 }
 
 TEST_F(NotificationTest, ABadNotificationIsRefusedNamingTheField) {
@@ -253,6 +390,9 @@ TEST_F(NotificationTest, ABadNotificationIsRefusedNamingTheField) {
   doc = good;
   doc["events"] = json::array();
   refused(doc, "events: must be a non-empty list");
+  doc = good;
+  doc["wait_longer_than"] = "0s";
+  refused(doc, "wait_longer_than: \"0s\" is not a duration from 1s to 720h");
   doc = good;
   doc["retries"] = 3;
   refused(doc, "retries: unknown field");

@@ -54,13 +54,14 @@ TEST_F(PocTest, TheSoftwareSuitePassesAndItsReportReChecksAgainstTheServer) {
   const std::filesystem::path out = dir_ / "poc";
   CliRun run = Kit(out);
   ASSERT_EQ(run.exit, 0) << run.out << ServerLog();
-  EXPECT_THAT(run.out, HasSubstr("4 passed, 0 failed")) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("5 passed, 0 failed")) << run.out;
 
   std::map<std::string, json> records = Records(out);
-  ASSERT_EQ(records.size(), 4u) << run.out;
+  ASSERT_EQ(records.size(), 5u) << run.out;
   int64_t last_end = 0;
-  for (const char* id : {"software.resource-request", "software.contention",
-                         "software.abnormal-job", "software.reclamation"}) {
+  for (const char* id :
+       {"software.resource-request", "software.contention", "software.quota-priority",
+        "software.abnormal-job", "software.reclamation"}) {
     ASSERT_TRUE(records.count(id)) << id;
     const json& r = records[id];
     EXPECT_EQ(r["verdict"], "pass") << r.dump(2);
@@ -88,7 +89,7 @@ TEST_F(PocTest, TheSoftwareSuitePassesAndItsReportReChecksAgainstTheServer) {
   for (const json& j : ApiGet("/api/v1/jobs")) EXPECT_TRUE(JobEnded(j)) << j.dump(2);
 
   const std::string csv = Slurp((out / "records.csv").string());
-  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5) << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 6) << csv;
   const std::string html = Slurp((out / "report.html").string());
   EXPECT_THAT(html, HasSubstr("<table id=\"acceptance\">"));
   EXPECT_THAT(html, HasSubstr("Chart.js v3"));             // inlined, nothing fetched
@@ -147,7 +148,7 @@ TEST_F(PocWithoutEnforcementTest, ExactlyTheIsolationTestsFailAndSayWhy) {
   CliRun run = Kit(out);
   EXPECT_EQ(run.exit, 1) << run.out;
   std::map<std::string, json> records = Records(out);
-  ASSERT_EQ(records.size(), 4u) << run.out << ServerLog();
+  ASSERT_EQ(records.size(), 5u) << run.out << ServerLog();
   EXPECT_EQ(records["software.resource-request"]["verdict"], "fail");
   EXPECT_THAT(records["software.resource-request"]["verdict_reason"].get<std::string>(),
               HasSubstr("share enforced"));
@@ -159,6 +160,8 @@ TEST_F(PocWithoutEnforcementTest, ExactlyTheIsolationTestsFailAndSayWhy) {
       << records["software.contention"].dump(2);
   EXPECT_EQ(records["software.reclamation"]["verdict"], "pass")
       << records["software.reclamation"].dump(2);
+  EXPECT_EQ(records["software.quota-priority"]["verdict"], "pass")
+      << records["software.quota-priority"].dump(2);
 }
 
 // Broken on purpose: an agent that reports every reclaim verified without running its checks.
@@ -190,7 +193,7 @@ TEST_F(PocUncheckedReclaimTest, TheReclamationTestFailsNamingTheChecksNeverMade)
                                 out.string(), " --job-memory-mib ", kSanitized ? 1536 : 512));
   EXPECT_EQ(run.exit, 1) << run.out;
   std::map<std::string, json> records = Records(out);
-  ASSERT_EQ(records.size(), 4u) << run.out << ServerLog();
+  ASSERT_EQ(records.size(), 5u) << run.out << ServerLog();
   const json& r = records["software.reclamation"];
   EXPECT_EQ(r["verdict"], "fail") << r.dump(2);
   EXPECT_THAT(r["verdict_reason"].get<std::string>(),
@@ -351,7 +354,7 @@ TEST(PocDevTest, TheWholeKitPassesAgainstCarveDev) {
       " --tolerance 0.1 --fault-command 'CARVE_DEV_JOBS=", (dir / "carve-jobs").string(), " ",
       CARVE_SOURCE_DIR, "/scripts/poc-dev-faults' 2>&1"));
   EXPECT_EQ(run.exit, 0) << run.out << Slurp(log);
-  EXPECT_THAT(run.out, HasSubstr("12 passed, 0 failed, 0 inconclusive or not run")) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("13 passed, 0 failed, 0 inconclusive or not run")) << run.out;
   CliRun verify =
       RunShell(absl::StrCat(env, CARVE_BINARY, " poc verify ", (dir / "poc").string(), " 2>&1"));
   EXPECT_EQ(verify.exit, 0) << verify.out;

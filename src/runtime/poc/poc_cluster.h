@@ -39,6 +39,7 @@ class Cluster {
 
   const Options& options() const { return options_; }
   std::ostream& progress() { return progress_; }
+  ApiClient& api() { return api_; }
 
   // Submits `spec` and notes it (spec and id) in `record`.
   absl::StatusOr<int64_t> Submit(const nlohmann::json& spec, Record& record);

@@ -239,9 +239,9 @@ std::vector<TestCase> SoftwareTests() {
        "a job that did not wait, or lost its rate: read its explanation (carve explain JOB) and "
        "the neighbours on its GPU (carve show)",
        "the probe's compute is a CPU loop under the job's CPU limit: it shows queueing and "
-       "host-side isolation, not GPU SM contention; quota and priority contention are not part of "
-       "it yet",
+       "host-side isolation, not GPU SM contention; quota and priority are the next test's",
        Contention},
+      QuotaPriorityTest(),
       AbnormalJobTest(),
       ReclamationTest(),
   };

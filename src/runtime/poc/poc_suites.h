@@ -34,6 +34,7 @@ const std::vector<Suite>& Suites();
 std::vector<TestCase> SoftwareTests();
 TestCase AbnormalJobTest();              // poc_software_faults.cc
 TestCase ReclamationTest();              // poc_software_faults.cc
+TestCase QuotaPriorityTest();            // poc_software_quota.cc
 std::vector<TestCase> RecoveryTests();   // poc_recovery.cc
 std::vector<TestCase> PartitionTests();  // poc_partition.cc
 TestCase DeviceFaultsTest();             // poc_partition_faults.cc
