@@ -180,6 +180,8 @@ void AddReplay(CLI::App& sim) {
   replay->add_option("--nodes", opts->nodes_path, "Trace node list (CSV)");
   replay->add_option("--pods", opts->pods_path, "Trace pod list with creation/deletion times");
   replay->add_option("--policy", opts->policy, "Placement policy");
+  replay->add_option("--node-fraction", opts->node_fraction,
+                     "The first this share of the node list's nodes");
   replay->add_option("--speedup", opts->speedup,
                      "Arrivals this many times faster than in the trace (lifetimes unchanged)");
   replay->add_option("--buckets", opts->buckets, "Report rows over the replay's time span");

@@ -24,6 +24,9 @@ struct ReplayOptions {
   // Arrivals this many times faster, lifetimes unchanged: the trace's pods arrive over months
   // and keep a few percent of the GPUs busy; a speedup loads the cluster until jobs queue.
   double speedup = 1;
+  // The first this share of the node list's nodes (as `sim queues`): a smaller cluster for the
+  // same pods, so that they contend.
+  double node_fraction = 1;
   int buckets = 12;               // report rows from the first arrival to the last job's end
   int64_t cycle_s = 10;           // the least time between two scheduling cycles
   int fragmentation_points = 48;  // the fragmentation is measured this often over the run
@@ -41,6 +44,9 @@ struct ReplayRow {
 struct ReplayResult {
   std::string policy;
   double speedup = 1;
+  // The first this share of the node list's nodes (as `sim queues`): a smaller cluster for the
+  // same pods, so that they contend.
+  double node_fraction = 1;
   int64_t nodes = 0;
   int64_t gpus = 0;
   int64_t jobs = 0;
@@ -53,11 +59,12 @@ struct ReplayResult {
   double wait_p99_s = 0;
   double wait_max_s = 0;
   double gpu_hours_waited = 0;  // sum over jobs of wait x GPUs asked (shares as fractions)
-  double alloc_pct = 0;         // time-weighted over the whole run
+  double alloc_pct = 0;         // time-weighted over the arrivals (window_s)
   double peak_queue = 0;
   int cycles = 0;
-  int64_t span_s = 0;  // simulated, first arrival to the last end
-  double seconds = 0;  // wall time
+  int64_t span_s = 0;    // simulated, first arrival to the last end
+  int64_t window_s = 0;  // first arrival to the last: what the rows and alloc_pct cover
+  double seconds = 0;    // wall time
   std::vector<ReplayRow> rows;
 
   nlohmann::json ToJson() const;

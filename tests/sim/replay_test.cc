@@ -40,22 +40,28 @@ constexpr char kThree[] =
     "c,1000,1024,1,1000,,LS,Running,10,60,10\n";
 
 TEST(ReplayTest, AJobThatDoesNotFitWaitsInsteadOfBeingDroppedAndLeavesWhenItsLifetimeEnds) {
-  auto r = RunReplay(Small("three", kThree));
+  // And a CPU-only pod at 150 s: the figures cover the arrivals, 0..150 s.
+  auto r =
+      RunReplay(Small("three", std::string(kThree) + "e,1000,1024,0,0,,LS,Running,150,151,150\n"));
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->jobs, 3);
-  EXPECT_EQ(r->placed, 3);
+  EXPECT_EQ(r->jobs, 4);
+  EXPECT_EQ(r->gpu_jobs, 3);
+  EXPECT_EQ(r->placed, 4);
   EXPECT_EQ(r->never_placed, 0);
   EXPECT_EQ(r->wait_p50_s, 0);
   EXPECT_EQ(r->wait_max_s, 90);  // from 10 s to the first end at 100 s
   EXPECT_THAT(r->gpu_hours_waited, DoubleNear(90.0 / 3600, 1e-9));
-  EXPECT_EQ(r->span_s, 150);  // c runs 100..150
+  EXPECT_EQ(r->span_s, 151);
+  EXPECT_EQ(r->window_s, 150);
   EXPECT_EQ(r->peak_queue, 1);
   ASSERT_EQ(r->rows.size(), 3u);
   EXPECT_THAT(r->rows[0].alloc_pct, DoubleNear(100, 1e-6));  // 0..50: both GPUs
   EXPECT_THAT(r->rows[1].alloc_pct, DoubleNear(100, 1e-6));  // 50..100
   EXPECT_THAT(r->rows[2].alloc_pct, DoubleNear(50, 1e-6));   // 100..150: c alone
+  EXPECT_THAT(r->alloc_pct, DoubleNear(250.0 / 3, 1e-6));
   EXPECT_THAT(r->rows[0].queue_len, DoubleNear(0.8, 1e-6));  // c waits 10..50
-  EXPECT_EQ(r->rows[2].running_end, 0);
+  EXPECT_THAT(r->rows[1].queue_len, DoubleNear(1, 1e-6));
+  EXPECT_EQ(r->rows[2].running_end, 1);  // at 150 s: c ended, e started
 }
 
 TEST(ReplayTest, ASpeedupBringsArrivalsForwardAndLeavesLifetimesAlone) {
@@ -83,6 +89,9 @@ TEST(ReplayTest, BadInputIsAClearError) {
   o = Small("bad", kThree);
   o.policy = "nope";
   EXPECT_THAT(RunReplay(o).status().message(), HasSubstr("unknown placement policy \"nope\""));
+  o = Small("bad", kThree);
+  o.node_fraction = 0;
+  EXPECT_THAT(RunReplay(o).status().message(), HasSubstr("--node-fraction"));
   o = Small("bad", kThree);
   o.pods_path = "/nonexistent/pods.csv";
   EXPECT_THAT(RunReplay(o).status().message(), HasSubstr("cannot open"));

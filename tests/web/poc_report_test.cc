@@ -39,6 +39,7 @@ TEST_F(PocReportTest, ABrowserFindsTheTableAndEveryChartDrawnWithNothingFetched)
                    " CARVE_URL=", url_, " CARVE_ADMIN_TOKEN=", token_,
                    " node tests/poc-report.mjs ", (out / "report.html").string(),
                    " software.resource-request=not-run software.contention=not-run",
+                   " software.quota-priority=not-run",
                    " software.abnormal-job=not-run software.reclamation=pass 2>&1"));
   EXPECT_EQ(r.exit, 0) << r.out;
   std::cout << r.out;
