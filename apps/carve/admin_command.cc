@@ -242,6 +242,59 @@ void PrintUtilization(const json& u) {
   }
 }
 
+void PrintCost(const json& u) {
+  const std::string by = u.value("by", "");
+  if (!u.value("priced", false)) {
+    std::cout << "no prices applied (kind: price, docs/operations.md): every cost is 0\n";
+  }
+  std::cout << absl::StrFormat("%-24s %5s %10s %10s %9s %9s %10s %10s %9s %11s %9s %s\n",
+                               absl::AsciiStrToUpper(by), "JOBS", "GPU-HOURS", "GPU-COST",
+                               "CPU-COST", "MEM-COST", "TOTAL", "IDLE-GPU-H", "IDLE-COST",
+                               "UNMEASURED", "UNPRICED", "CURRENCY");
+  for (const json& r : u["rows"]) {
+    std::cout << absl::StrFormat(
+        "%-24s %5d %10.3f %10.2f %9.2f %9.2f %10.2f %10.3f %9.2f %11.3f %9.3f %s\n",
+        r.value(by, ""), r.value("jobs", 0), r.value("gpu_hours", 0.0), r.value("gpu_cost", 0.0),
+        r.value("cpu_cost", 0.0), r.value("memory_cost", 0.0), r.value("total", 0.0),
+        r.value("idle_gpu_hours", 0.0), r.value("idle_cost", 0.0),
+        r.value("idle_unmeasured_gpu_hours", 0.0), r.value("unpriced_gpu_hours", 0.0),
+        r.value("currency", ""));
+  }
+}
+
+void AddCost(CLI::App& app, std::shared_ptr<Connection> c) {
+  auto by = std::make_shared<std::string>("tenant");
+  auto since = std::make_shared<std::string>();
+  auto until = std::make_shared<std::string>();
+  CLI::App* cost = app.add_subcommand("cost", "What the usage cost at the applied prices");
+  cost->add_option("--by", *by, "tenant | project | queue | user")->capture_default_str();
+  cost->add_option("--since", *since, "From (time or 24h ago)");
+  cost->add_option("--until", *until, "Until (time or 1h ago)");
+  cost->callback([c, by, since, until] {
+    json u = Check(Client(*c).Get(
+        absl::StrCat("/api/v1/cost?by=", *by, "&",
+                     Range(TimeFlag("--since", *since), TimeFlag("--until", *until)))));
+    if (!Structured(*c, u)) PrintCost(u);
+  });
+}
+
+void AddInvoice(CLI::App& exp, std::shared_ptr<Connection> c) {
+  auto tenant = std::make_shared<std::string>();
+  auto month = std::make_shared<std::string>();
+  auto format = std::make_shared<std::string>("csv");
+  CLI::App* invoice =
+      exp.add_subcommand("invoice", "A tenant's month: one line per job attempt and price");
+  invoice->add_option("--tenant", *tenant, "Whose")->required();
+  invoice->add_option("--month", *month, "Which, e.g. 2026-11 (UTC)")->required();
+  invoice->add_option("--format", *format, "csv | jsonl")->capture_default_str();
+  invoice->callback([c, tenant, month, format] {
+    auto text = Client(*c).GetText(
+        absl::StrCat("/api/v1/invoices?format=", *format, "&tenant=", *tenant, "&month=", *month));
+    if (!text.ok()) Die(text.status());
+    std::cout << *text;
+  });
+}
+
 void AddUsage(CLI::App& app, std::shared_ptr<Connection> c) {
   auto by = std::make_shared<std::string>("tenant");
   auto since = std::make_shared<std::string>();
@@ -258,8 +311,10 @@ void AddUsage(CLI::App& app, std::shared_ptr<Connection> c) {
                      Range(TimeFlag("--since", *since), TimeFlag("--until", *until)))));
     if (!Structured(*c, u)) PrintUsage(u);
   });
-  CLI::App* exp = app.add_subcommand("export", "Export records (usage)");
+  AddCost(app, c);
+  CLI::App* exp = app.add_subcommand("export", "Export records (usage, invoice)");
   exp->require_subcommand(1);
+  AddInvoice(*exp, c);
   CLI::App* records = exp->add_subcommand("usage", "One usage record per job attempt");
   records->add_option("--format", *format, "csv | jsonl")->capture_default_str();
   records->add_option("--since", *since, "From (time or 24h ago)");

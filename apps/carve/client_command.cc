@@ -410,10 +410,10 @@ void AddConfig(CLI::App& app, std::shared_ptr<Connection> c) {
   });
   auto kind = std::make_shared<std::string>();
   CLI::App* get =
-      app.add_subcommand("get", "List tenants, projects, queues, pools or notifications");
-  get->add_option("kind", *kind, "tenants | projects | queues | pools | notifications")
+      app.add_subcommand("get", "List tenants, projects, queues, pools, notifications or prices");
+  get->add_option("kind", *kind, "tenants | projects | queues | pools | notifications | prices")
       ->required()
-      ->check(CLI::IsMember({"tenants", "projects", "queues", "pools", "notifications"}));
+      ->check(CLI::IsMember({"tenants", "projects", "queues", "pools", "notifications", "prices"}));
   get->callback([c, kind] {
     json list = Check(Client(*c).Get("/api/v1/" + *kind));
     if (Structured(*c, list)) return;
@@ -424,7 +424,9 @@ void AddConfig(CLI::App& app, std::shared_ptr<Connection> c) {
           : o.contains("tenant") ? "tenant " + o.value("tenant", "")
           : o.contains("quota")  ? "quota " + o["quota"].dump()
           : o.contains("selector") ? "selector " + o["selector"].dump()
-                                   : o.value("description", ""));
+          : o.contains("effective_from")
+              ? "from " + o.value("effective_from", "") + " " + o.value("currency", "USD")
+              : o.value("description", ""));
     }
   });
 }

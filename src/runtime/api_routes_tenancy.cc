@@ -8,6 +8,7 @@
 #include "httplib.h"
 #include "runtime/api_http.h"
 #include "runtime/api_server.h"
+#include "runtime/cost.h"
 #include "runtime/csv.h"
 #include "runtime/poc/poc.h"
 
@@ -142,6 +143,23 @@ void ApiServer::TenancyRoutes() {
                                                 IntParam(req, "until_us", 0), who);
           if (format == "json") return Reply(res, 200, records);
           res.set_content(Format(records, format, kUsageColumns, true),
+                          format == "csv" ? "text/csv" : "application/x-ndjson");
+        }));
+  // Cost allocation (cost.h): usage priced, by owner; a tenant's invoice for a month.
+  s.Get("/api/v1/cost",
+        user_call(Verb::kRead, [this](const auto& req, auto& res, const Principal& who) {
+          Respond(res,
+                  control_->Cost(req.has_param("by") ? req.get_param_value("by") : "tenant",
+                                 IntParam(req, "since_us", 0), IntParam(req, "until_us", 0), who));
+        }));
+  s.Get("/api/v1/invoices",
+        user_call(Verb::kRead, [this](const auto& req, auto& res, const Principal& who) {
+          std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
+          if (absl::Status st = CheckFormat(format); !st.ok()) return ReplyError(res, st);
+          auto invoice =
+              control_->Invoice(req.get_param_value("tenant"), req.get_param_value("month"), who);
+          if (!invoice.ok() || format == "json") return Respond(res, invoice);
+          res.set_content(Format((*invoice)["lines"], format, InvoiceColumns(), true),
                           format == "csv" ? "text/csv" : "application/x-ndjson");
         }));
   s.Get("/api/v1/utilization", [this](const httplib::Request& req, httplib::Response& res) {

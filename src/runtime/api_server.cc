@@ -364,26 +364,27 @@ void ApiServer::Routes() {
     Reply(res, 200, VisibleNodes(nodes, *who));
   });
   s.Post("/api/v1/apply", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authed(req, res, Verb::kConfigure);
+    // Admins apply anything; a tenant-admin its own tenant's notifications (Apply decides).
+    auto who = authed(req, res, Verb::kWrite);
     if (!who) return;
     auto body = Body(req);
     respond(res, body.ok() ? control_->Apply(*body, *who) : absl::StatusOr<json>(body.status()));
   });
-  s.Get(R"(/api/v1/(tenants|projects|queues|pools|notifications))", [=, this](
-                                                                        const httplib::Request& req,
-                                                                        httplib::Response& res) {
-    auto who = authed(req, res, Verb::kRead);
-    if (!who) return;
-    std::string kind = req.matches[1].str();
-    kind.pop_back();
-    // A webhook's URL may itself be a credential (chat webhooks): admins and the
-    // tenant's tenant-admins only.
-    if (kind == "notification" && who->role != Role::kAdmin && who->role != Role::kTenantAdmin) {
-      return ReplyError(
-          res, absl::PermissionDeniedError("notifications are listed to admins and tenant-admins"));
-    }
-    Reply(res, 200, VisibleObjects(kind, control_->ListObjects(kind), *who));
-  });
+  s.Get(R"(/api/v1/(tenants|projects|queues|pools|notifications|prices))",
+        [=, this](const httplib::Request& req, httplib::Response& res) {
+          auto who = authed(req, res, Verb::kRead);
+          if (!who) return;
+          std::string kind = req.matches[1].str();
+          kind.pop_back();
+          // A webhook's URL may itself be a credential (chat webhooks): admins and the
+          // tenant's tenant-admins only.
+          if (kind == "notification" && who->role != Role::kAdmin &&
+              who->role != Role::kTenantAdmin) {
+            return ReplyError(res, absl::PermissionDeniedError(
+                                       "notifications are listed to admins and tenant-admins"));
+          }
+          Reply(res, 200, VisibleObjects(kind, control_->ListObjects(kind), *who));
+        });
   // Queues: quota, used, borrowed, lent and pending per queue (control_plane_queues.cc).
   s.Get("/api/v1/queues/status", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, Verb::kRead);

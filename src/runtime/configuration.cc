@@ -227,8 +227,8 @@ absl::StatusOr<ConfigObject> Wrap(absl::StatusOr<T> record, const json& doc) {
 std::string Name(IdleAction action) { return action == IdleAction::kStop ? "stop" : "flag"; }
 
 const std::string& ConfigObject::kind() const {
-  static const std::string kKinds[] = {"tenant",         "project", "queue",
-                                       "priority-class", "pool",    "notification"};
+  static const std::string kKinds[] = {"tenant", "project",      "queue", "priority-class",
+                                       "pool",   "notification", "price"};
   return kKinds[record.index()];
 }
 
@@ -258,9 +258,10 @@ absl::StatusOr<ConfigObject> DecodeConfig(const json& doc, const GpuCatalog& cat
   }
   std::string kind = doc.value("kind", ""), name = doc.value("name", "");
   if (std::find(std::begin(kConfigKinds), std::end(kConfigKinds), kind) == std::end(kConfigKinds))
-    return Field(
-        "kind", "\"" + kind +
-                    "\" is not tenant, project, queue, priority-class, pool, notification or node");
+    return Field("kind",
+                 "\"" + kind +
+                     "\" is not tenant, project, queue, priority-class, pool, notification, "
+                     "price or node");
   if (!std::regex_match(name, kName)) {
     return Field("name", "\"" + name + "\" must be lowercase letters, digits and dashes");
   }
@@ -268,6 +269,7 @@ absl::StatusOr<ConfigObject> DecodeConfig(const json& doc, const GpuCatalog& cat
   if (kind == "project") return Wrap(DecodeProject(doc, exists), doc);
   if (kind == "queue") return Wrap(DecodeQueue(doc, catalog, exists), doc);
   if (kind == "pool") return Wrap(DecodePool(doc), doc);
+  if (kind == "price") return Wrap(DecodePrice(doc, catalog), doc);
   if (kind == "notification") {
     return Wrap(DecodeNotification(
                     doc, [&](const std::string& t) { return exists("tenant", t); },
@@ -359,6 +361,12 @@ std::vector<PoolSelector> Configuration::Pools() const {
   return out;
 }
 
+std::vector<PriceConfig> Configuration::Prices() const {
+  std::vector<PriceConfig> out;
+  Each("price", [&](const ConfigObject& o) { out.push_back(std::get<PriceConfig>(o.record)); });
+  return out;
+}
+
 std::vector<NotificationConfig> Configuration::Notifications() const {
   std::vector<NotificationConfig> out;
   Each("notification",
@@ -397,6 +405,10 @@ json ResourcesToJson(const ResourceList& list) {
 
 json Configuration::List(const std::string& kind) const {
   json out = json::array();
+  if (kind == "price") {  // none by default
+    Each(kind, [&](const ConfigObject& o) { out.push_back(o.doc); });
+    return out;
+  }
   if (kind == "notification") {  // none by default, and never with its secret
     Each(kind, [&](const ConfigObject& o) { out.push_back(RedactNotification(o.doc, true)); });
     return out;

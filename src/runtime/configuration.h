@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/labels.h"
 #include "runtime/notification_config.h"
+#include "runtime/price_config.h"
 
 namespace carve {
 
@@ -81,7 +82,7 @@ struct PoolConfig {
 // One applied document, decoded.
 struct ConfigObject {
   std::variant<TenantConfig, ProjectConfig, QueueConfig, PriorityClassConfig, PoolConfig,
-               NotificationConfig>
+               NotificationConfig, PriceConfig>
       record;
   nlohmann::json doc;  // as applied: what the store keeps and `carve get` lists
   const std::string& kind() const;
@@ -92,8 +93,8 @@ struct ConfigObject {
 using ExistsFn = std::function<bool(const std::string& kind, const std::string& name)>;
 
 // The kinds `carve apply` configures here (node documents are the control plane's).
-inline constexpr const char* kConfigKinds[] = {"tenant",         "project", "queue",
-                                               "priority-class", "pool",    "notification"};
+inline constexpr const char* kConfigKinds[] = {"tenant", "project",      "queue", "priority-class",
+                                               "pool",   "notification", "price"};
 
 // Decodes one document of a configuration kind; the error names the field ("quota.gpus/Z9: no
 // GPU model ..."). `exists` answers the references (a project's tenant and queues, a grant's
@@ -127,6 +128,8 @@ class Configuration {
   std::vector<PoolSelector> Pools() const;
   // The applied notifications (notification_config.h), by name.
   std::vector<NotificationConfig> Notifications() const;
+  // The applied prices (price_config.h), by name.
+  std::vector<PriceConfig> Prices() const;
   // The built-in tiers, overridden or extended by applied classes.
   std::vector<PriorityClass> Classes() const;
   // The projects of `tenant`, "default" first.

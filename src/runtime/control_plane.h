@@ -128,6 +128,13 @@ class ControlPlane {
 
   // Usage and utilization (control_plane_usage.cc).
   nlohmann::json UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const;
+  // Cost allocation (cost.h, control_plane_cost.cc): the usage `who` may read priced by the
+  // applied prices, summed by tenant, project, queue or user; and a tenant's invoice for a month
+  // ("2026-11"), one line per job attempt and price period (admins and its tenant-admins).
+  absl::StatusOr<nlohmann::json> Cost(const std::string& by, int64_t since_us, int64_t until_us,
+                                      const Principal& who) const;
+  absl::StatusOr<nlohmann::json> Invoice(const std::string& tenant, const std::string& month,
+                                         const Principal& who) const;
   absl::StatusOr<nlohmann::json> Usage(const std::string& by, int64_t since_us, int64_t until_us,
                                        const Principal& who) const;
   // With `step_us` (whole minutes) also `series`: the same matrix for each step of the range, at

@@ -1,11 +1,16 @@
 // `carve apply`: configuration documents (configuration.h) and node documents (device modes,
 // quarantines cleared, layouts adopted).
+#include <map>
 #include <optional>
 #include <set>
+#include <variant>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "runtime/control_plane.h"
 
 namespace carve {
@@ -135,12 +140,123 @@ void ControlPlane::ApplyNodeDoc(const json& d, const Principal& who, StoreBatch&
   batch.puts.push_back({"node-modes", name, ModesToJson(mode_overrides_[name]).dump()});
 }
 
+namespace {
+
+// A tenant-admin applies its own tenant's notifications and nothing else: not another tenant's,
+// and not a name another tenant's notification holds (names are the cluster's).
+absl::Status TenantAdminMayApply(const json& docs, const Principal& who,
+                                 const Configuration& config) {
+  std::map<std::string, std::string> owner;  // notification -> tenant
+  for (const NotificationConfig& n : config.Notifications()) owner[n.name] = n.tenant;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const json& d = docs[i];
+    const bool own = d.is_object() && d.value("kind", json()) == "notification" &&
+                     d.value("tenant", json()) == who.tenant;
+    if (!own) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "document ", i, ": a tenant-admin applies only notifications of its own tenant (",
+          who.tenant, "); the rest is for admins"));
+    }
+    const std::string name =
+        d.value("name", json()).is_string() ? d["name"].get<std::string>() : "";
+    if (auto o = owner.find(name); o != owner.end() && o->second != who.tenant) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("document ", i, ": notification \"", name, "\" belongs to another tenant"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Whether a tenant-admin may send deliveries to `host`: not the server's own machine, a
+// link-local address (cloud metadata) or a private network's, written as an address or as
+// localhost. (A name that resolves to one is not caught here: docs/operations.md.)
+bool PublicHost(const std::string& host) {
+  if (host == "localhost" || absl::EndsWith(host, ".localhost")) return false;
+  std::vector<int> o;
+  for (absl::string_view part : absl::StrSplit(host, '.')) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 0 || v > 255) return true;  // a name
+    o.push_back(v);
+  }
+  if (o.size() != 4) return true;
+  return !(o[0] == 0 || o[0] == 10 || o[0] == 127 || (o[0] == 169 && o[1] == 254) ||
+           (o[0] == 172 && o[1] >= 16 && o[1] <= 31) || (o[0] == 192 && o[1] == 168) ||
+           (o[0] == 100 && o[1] >= 64 && o[1] <= 127));
+}
+
+// What only the documents together, with what is applied, can say (checked at apply, never at
+// load, so a stored configuration always loads): a notification's project is its tenant's;
+// prices share one currency and no two take effect at the same moment; a tenant-admin's
+// notifications reach public hosts only, at most kMaxTenantNotifications per tenant.
+absl::Status CheckTogether(const std::vector<std::optional<ConfigObject>>& decoded,
+                           const Configuration& config, bool by_tenant_admin) {
+  constexpr size_t kMaxTenantNotifications = 10;
+  std::map<std::string, std::string> project_tenant;
+  std::map<std::string, PriceConfig> prices;
+  std::map<std::string, std::set<std::string>> notifications;  // tenant -> names
+  for (const NotificationConfig& n : config.Notifications()) notifications[n.tenant].insert(n.name);
+  for (const PriceConfig& p : config.Prices()) prices[p.name] = p;
+  for (const auto& o : decoded) {
+    if (o && std::holds_alternative<ProjectConfig>(o->record)) {
+      project_tenant[o->name()] = std::get<ProjectConfig>(o->record).tenant;
+    }
+    if (o && std::holds_alternative<PriceConfig>(o->record)) {
+      prices[o->name()] = std::get<PriceConfig>(o->record);
+    }
+  }
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    if (!decoded[i] || !std::holds_alternative<NotificationConfig>(decoded[i]->record)) continue;
+    const NotificationConfig& n = std::get<NotificationConfig>(decoded[i]->record);
+    const ProjectConfig* stored = config.Project(n.project);
+    const std::string tenant = project_tenant.count(n.project) ? project_tenant[n.project]
+                               : stored != nullptr             ? stored->tenant
+                                                               : n.tenant;
+    if (!n.project.empty() && tenant != n.tenant) {
+      return absl::InvalidArgumentError(absl::StrCat("document ", i, ": project: \"", n.project,
+                                                     "\" is not a project of tenant ", n.tenant));
+    }
+    notifications[n.tenant].insert(n.name);
+    if (!by_tenant_admin) continue;
+    if (!PublicHost(n.host)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "document ", i, ": url: a tenant-admin's webhook must not reach ", n.host,
+          " (this machine, a link-local or a private network's address): an admin applies it"));
+    }
+    if (notifications[n.tenant].size() > kMaxTenantNotifications) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("document ", i, ": tenant ", n.tenant, " would have more than ",
+                       kMaxTenantNotifications, " notifications; an admin applies more"));
+    }
+  }
+  std::map<int64_t, std::string> effective;
+  std::set<std::string> currencies;
+  for (const auto& [name, p] : prices) {
+    currencies.insert(p.currency);
+    if (auto [it, fresh] = effective.emplace(p.effective_us, name); !fresh) {
+      return absl::InvalidArgumentError(absl::StrCat("price ", name, ": effective_from: price ",
+                                                     it->second, " takes effect at that moment"));
+    }
+  }
+  if (currencies.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("currency: every price shares one, and these would not: ",
+                     absl::StrJoin(currencies, ", ")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who) {
-  if (absl::Status s = Authorize(who, Verb::kConfigure); !s.ok()) return s;
+  const absl::Status admin = Authorize(who, Verb::kConfigure);
+  if (!admin.ok() && who.role != Role::kTenantAdmin) return admin;
   if (!docs.is_array() || docs.empty()) {
     return absl::InvalidArgumentError("expected a non-empty list of documents");
   }
   std::unique_lock<std::mutex> lock(mu_);
+  if (!admin.ok()) {
+    if (absl::Status s = TenantAdminMayApply(docs, who, config_); !s.ok()) return s;
+  }
   // Documents may name what is applied alongside, in any order.
   std::set<std::pair<std::string, std::string>> alongside;
   for (const json& d : docs) {
@@ -170,6 +286,7 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
     }
     decoded[i] = *std::move(object);
   }
+  if (absl::Status s = CheckTogether(decoded, config_, !admin.ok()); !s.ok()) return s;
   StoreBatch batch;
   json applied = json::array();
   for (size_t i = 0; i < docs.size(); ++i) {

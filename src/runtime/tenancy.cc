@@ -212,7 +212,10 @@ json VisibleNodes(const json& nodes, const Principal& who) {
 }
 
 json VisibleObjects(const std::string& kind, const json& objects, const Principal& who) {
-  if (who.role == Role::kAdmin || kind == "queue" || kind == "pool") return objects;
+  // Queues, pools and prices are everyone's to read (prices: what a job will cost).
+  if (who.role == Role::kAdmin || kind == "queue" || kind == "pool" || kind == "price") {
+    return objects;
+  }
   json out = json::array();
   for (const json& o : objects) {
     std::string tenant = kind == "tenant" ? o.value("name", "") : o.value("tenant", "default");

@@ -326,6 +326,39 @@ TEST_F(AuthzTest, EveryEndpointEveryRoleOwnAndOtherTenant) {
        none,
        {200, 200, 200, 200, 403, 401},
        {200, 200, 200, 200, 403, 401}},
+      {"cost",
+       "GET",
+       fixed("/api/v1/cost?by=project"),
+       none,
+       {200, 200, 200, 200, 403, 401},
+       {200, 200, 200, 200, 403, 401}},
+      {"prices",
+       "GET",
+       fixed("/api/v1/prices"),
+       none,
+       {200, 200, 200, 200, 403, 401},
+       {200, 200, 200, 200, 403, 401}},
+      {"invoice",
+       "GET",
+       [](bool own) {
+         return absl::StrCat("/api/v1/invoices?month=2026-01&tenant=", own ? "acme" : "globex");
+       },
+       none,
+       {200, 200, 403, 403, 403, 401},
+       {200, 403, 403, 403, 403, 401}},
+      {"apply a notification",
+       "POST",
+       fixed("/api/v1/apply"),
+       [](bool own) {
+         return json::array({{{"kind", "notification"},
+                              {"name", own ? "hook-acme" : "hook-globex"},
+                              {"tenant", own ? "acme" : "globex"},
+                              {"url", "https://hooks.example.com/carve"},
+                              {"secret", "a-webhook-secret-0123456789"}}})
+             .dump();
+       },
+       {200, 200, 403, 403, 403, 401},
+       {200, 403, 403, 403, 403, 401}},
       {"uncordon",
        "POST",
        fixed("/api/v1/nodes/no-such-node/uncordon"),
@@ -530,9 +563,9 @@ TEST_F(AuthzTest, ListsShowOnlyTheCallersTenantAndProject) {
   EXPECT_EQ(list(kMember), (std::set<int64_t>{own_job_}));
   EXPECT_EQ(list(kViewer), (std::set<int64_t>{own_job_}));
   for (int role : {kTenantAdmin, kMember, kViewer}) {
-    for (const char* path :
-         {"/api/v1/events?limit=100000", "/api/v1/tenants", "/api/v1/projects",
-          "/api/v1/usage/records", "/api/v1/users", "/api/v1/tokens", "/api/v1/usage?by=tenant"}) {
+    for (const char* path : {"/api/v1/events?limit=100000", "/api/v1/tenants", "/api/v1/projects",
+                             "/api/v1/usage/records", "/api/v1/users", "/api/v1/tokens",
+                             "/api/v1/usage?by=tenant", "/api/v1/cost?by=tenant"}) {
       Response r = Call("GET", path, tokens_[role]);
       EXPECT_EQ(r.status, 200) << path;
       EXPECT_THAT(r.body, Not(HasSubstr("globex"))) << kRoleNames[role] << " " << path;

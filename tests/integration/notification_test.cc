@@ -363,6 +363,57 @@ TEST_F(NotificationTest, LongWaitsExhaustedQuotasAndMaintenanceAheadReachTheTena
   }
 }
 
+// Issue 16: tenant-admins apply their own tenant's notifications (admins did it for them).
+TEST_F(NotificationTest, ATenantAdminAppliesItsOwnTenantsNotificationsAndNothingElse) {
+  ASSERT_TRUE(
+      Api()
+          .Post("/api/v1/users", {{"name", "ada"}, {"role", "tenant-admin"}, {"tenant", "acme"}})
+          .ok());
+  auto token = Api().Post("/api/v1/tokens", {{"user", "ada"}, {"expires_in", "1d"}});
+  ASSERT_TRUE(token.ok()) << token.status();
+  ApiClient ada(url_, (*token)["token"].get<std::string>(), ca_);
+  // Not this machine, a link-local or a private network's address (an admin applies those).
+  json own = {{"kind", "notification"},
+              {"name", "acme-ops"},
+              {"tenant", "acme"},
+              {"url", acme_.url()},
+              {"secret", kSecret}};
+  for (const char* url : {"http://127.0.0.1:9/x", "http://169.254.169.254/latest/meta-data",
+                          "http://10.1.2.3/x", "http://localhost:8080/x"}) {
+    own["url"] = url;
+    auto refused = ada.Post("/api/v1/apply", json::array({own}));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << url;
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr("url: a tenant-admin's webhook must not reach"));
+  }
+  own["url"] = "https://hooks.example.com/carve";
+  auto applied = ada.Post("/api/v1/apply", json::array({own}));
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(EventsOf("notification.applied").back()["actor"], "user:ada");
+  // Another tenant's, a name another tenant's notification holds, any other kind: refused, and
+  // nothing of the batch is applied.
+  json theirs = own;
+  theirs["name"] = "acme-ops-2";
+  theirs["tenant"] = "globex";
+  auto mixed = ada.Post("/api/v1/apply", json::array({own, theirs}));
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(mixed.status().message()),
+              HasSubstr("document 1: a tenant-admin applies only notifications of its own tenant"));
+  json taken = own;
+  taken["name"] = "globex-hook";
+  auto stolen = ada.Post("/api/v1/apply", json::array({taken}));
+  EXPECT_THAT(std::string(stolen.status().message()), HasSubstr("belongs to another tenant"));
+  auto queue = ada.Post(
+      "/api/v1/apply", json::array({{{"kind", "queue"}, {"name", "mine"}, {"tenants", {"acme"}}}}));
+  EXPECT_EQ(queue.status().code(), absl::StatusCode::kPermissionDenied);
+  ApiClient member(url_, MemberToken("bob", "acme", "vision"), ca_);
+  auto by_member = member.Post("/api/v1/apply", json::array({own}));
+  EXPECT_THAT(std::string(by_member.status().message()), HasSubstr("only admins apply"));
+  int notifications = 0;
+  for (const json& n : ApiGet("/api/v1/notifications")) notifications += n["tenant"] == "acme";
+  EXPECT_EQ(notifications, 2);  // acme-hook and acme-ops
+}
+
 TEST_F(NotificationTest, ABadNotificationIsRefusedNamingTheField) {
   auto refused = [&](json doc, const std::string& why) {
     doc["kind"] = "notification";

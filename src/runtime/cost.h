@@ -1,0 +1,37 @@
+// Cost allocation (docs/operations.md, "Cost allocation"): usage records (one per job attempt,
+// control_plane_usage.cc) priced by the applied `kind: price` documents (price_config.h) in
+// effect over each hold. No I/O: the control plane hands in the records and prices.
+#ifndef CARVE_RUNTIME_COST_H_
+#define CARVE_RUNTIME_COST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "runtime/price_config.h"
+
+namespace carve {
+
+// The invoice lines of `records` over [since_us, until_us): one per job attempt and price period
+// (an attempt that spans a price change has a line for each side), with what it held (GPU-,
+// CPU- and memory-hours), at what prices, the costs, and its idle GPU-hours where the node
+// measured them (whole GPUs only; null otherwise). GPU time of a model no price covers is
+// `unpriced_gpu_hours`, never silently free.
+nlohmann::json InvoiceLines(const nlohmann::json& records, std::vector<PriceConfig> prices,
+                            int64_t since_us, int64_t until_us);
+
+// The lines summed by `by` (tenant, project, queue, user): jobs, hours, costs, idle GPU-hours
+// and what they cost (shown apart: they are inside gpu_cost), unpriced GPU-hours.
+absl::StatusOr<nlohmann::json> CostBy(const std::string& by, const nlohmann::json& lines);
+
+// [first day of `month` ("2026-11"), first day of the next), UTC, in microseconds.
+absl::StatusOr<std::pair<int64_t, int64_t>> MonthRange(const std::string& month);
+
+// The invoice's CSV columns, in order.
+const std::vector<std::string>& InvoiceColumns();
+
+}  // namespace carve
+
+#endif  // CARVE_RUNTIME_COST_H_
