@@ -247,18 +247,26 @@ void PrintCost(const json& u) {
   if (!u.value("priced", false)) {
     std::cout << "no prices applied (kind: price, docs/operations.md): every cost is 0\n";
   }
-  std::cout << absl::StrFormat("%-24s %5s %10s %10s %9s %9s %10s %10s %9s %11s %9s %s\n",
+  std::cout << absl::StrFormat("%-24s %5s %10s %10s %9s %9s %10s %10s %9s %11s %11s %9s %9s %s\n",
                                absl::AsciiStrToUpper(by), "JOBS", "GPU-HOURS", "GPU-COST",
                                "CPU-COST", "MEM-COST", "TOTAL", "IDLE-GPU-H", "IDLE-COST",
-                               "UNMEASURED", "UNPRICED", "CURRENCY");
+                               "UNMEASURED", "RSV-UNUSED-H", "RSV-COST", "UNPRICED", "CURRENCY");
   for (const json& r : u["rows"]) {
     std::cout << absl::StrFormat(
-        "%-24s %5d %10.3f %10.2f %9.2f %9.2f %10.2f %10.3f %9.2f %11.3f %9.3f %s\n",
+        "%-24s %5d %10.3f %10.2f %9.2f %9.2f %10.2f %10.3f %9.2f %11.3f %11.3f %9.2f %9.3f %s\n",
         r.value(by, ""), r.value("jobs", 0), r.value("gpu_hours", 0.0), r.value("gpu_cost", 0.0),
         r.value("cpu_cost", 0.0), r.value("memory_cost", 0.0), r.value("total", 0.0),
         r.value("idle_gpu_hours", 0.0), r.value("idle_cost", 0.0),
-        r.value("idle_unmeasured_gpu_hours", 0.0), r.value("unpriced_gpu_hours", 0.0),
+        r.value("idle_unmeasured_gpu_hours", 0.0), r.value("reserved_unused_gpu_hours", 0.0),
+        r.value("reserved_unused_cost", 0.0), r.value("unpriced_gpu_hours", 0.0),
         r.value("currency", ""));
+  }
+  const bool reserved = std::any_of(u["rows"].begin(), u["rows"].end(), [](const json& r) {
+    return r.value("reserved_unused_gpu_hours", 0.0) > 0;
+  });
+  if (reserved) {
+    std::cout << "GPU-HOURS, GPU-COST and TOTAL include RSV-: reserved GPU time the holder left "
+                 "unused (docs/operations.md, \"Reservations\")\n";
   }
 }
 
@@ -312,9 +320,11 @@ void AddUsage(CLI::App& app, std::shared_ptr<Connection> c) {
     if (!Structured(*c, u)) PrintUsage(u);
   });
   AddCost(app, c);
-  CLI::App* exp = app.add_subcommand("export", "Export records (usage, invoice)");
+  CLI::App* exp = app.add_subcommand("export", "Export records (usage, invoice, all)");
   exp->require_subcommand(1);
   AddInvoice(*exp, c);
+  AddExportAll(*exp, c);
+  AddImport(app);
   CLI::App* records = exp->add_subcommand("usage", "One usage record per job attempt");
   records->add_option("--format", *format, "csv | jsonl")->capture_default_str();
   records->add_option("--since", *since, "From (time or 24h ago)");

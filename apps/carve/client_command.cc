@@ -410,10 +410,14 @@ void AddConfig(CLI::App& app, std::shared_ptr<Connection> c) {
   });
   auto kind = std::make_shared<std::string>();
   CLI::App* get =
-      app.add_subcommand("get", "List tenants, projects, queues, pools, notifications or prices");
-  get->add_option("kind", *kind, "tenants | projects | queues | pools | notifications | prices")
+      app.add_subcommand("get",
+                         "List tenants, projects, queues, pools, notifications, prices or "
+                         "reservations");
+  get->add_option("kind", *kind,
+                  "tenants | projects | queues | pools | notifications | prices | reservations")
       ->required()
-      ->check(CLI::IsMember({"tenants", "projects", "queues", "pools", "notifications", "prices"}));
+      ->check(CLI::IsMember(
+          {"tenants", "projects", "queues", "pools", "notifications", "prices", "reservations"}));
   get->callback([c, kind] {
     json list = Check(Client(*c).Get("/api/v1/" + *kind));
     if (Structured(*c, list)) return;

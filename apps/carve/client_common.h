@@ -57,6 +57,9 @@ void AddQueueCommands(CLI::App& app, std::shared_ptr<Connection> c);       // qu
 // user, token, whoami, audit, usage, export usage, utilization (admin_command.cc).
 void AddAdminCommands(CLI::App& app, std::shared_ptr<Connection> c);
 void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c);  // poc run, poc verify
+// `carve export all` (under `carve export`) and `carve import` (archive_command.cc).
+void AddExportAll(CLI::App& exp, std::shared_ptr<Connection> c);
+void AddImport(CLI::App& app);
 // `carve show JOB` as a page: sections for the request, timeline, replicas, attempts and
 // preemption, times in the local zone (show_command.cc).
 void PrintJobPage(const nlohmann::json& job);

@@ -1,8 +1,9 @@
 // Operations on the fleet beyond cordon and drain: MIG re-layouts, service scaling, maintenance,
-// nodes declared dead, node credentials revoked and node labels.
+// nodes declared dead, node credentials revoked, node labels and reservations.
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
@@ -179,6 +180,46 @@ void AddLabel(CLI::App& app, std::shared_ptr<Connection> c) {
   });
 }
 
+// "1.5" GPUs from milli-GPUs.
+std::string Gpus(int64_t milli) {
+  return milli % 1000 == 0 ? absl::StrCat(milli / 1000) : absl::StrFormat("%.2f", milli / 1000.0);
+}
+
+void AddReservations(CLI::App& app, std::shared_ptr<Connection> c) {
+  CLI::App* list = app.add_subcommand(
+      "reservations",
+      "Reservations (kind: reservation): window, nodes, and the GPUs the holder, borrowers or "
+      "others use there now");
+  list->callback([c] {
+    json r = Check(Client(*c).Get("/api/v1/reservations/status"));
+    if (Structured(*c, r)) return;
+    if (r["reservations"].empty()) {
+      std::cout << "no reservations (kind: reservation, docs/operations.md)\n";
+      return;
+    }
+    std::cout << absl::StrFormat("%-18s %-12s %-7s %-21s %-21s %5s %7s %9s %5s  %s\n", "NAME",
+                                 "HOLDER", "PHASE", "START", "END", "GPUS", "HOLDER", "OTHERS",
+                                 "IDLE", "NODES");
+    for (const json& x : r["reservations"]) {
+      const json use = x.value("use", json::object());
+      const std::string holder =
+          x.value("tenant", "") + (x.value("queue", "").empty() ? "" : "/" + x.value("queue", ""));
+      const int64_t others =
+          use.value("borrowed_milli", int64_t{0}) + use.value("others_milli", int64_t{0});
+      std::vector<std::string> nodes = x.value("nodes", std::vector<std::string>{});
+      std::cout << absl::StrFormat(
+          "%-18s %-12s %-7s %-21s %-21s %5s %7s %9s %5s  %s%s\n", x.value("name", ""), holder,
+          x.value("phase", ""), x.value("start", ""), x.value("end", ""),
+          Gpus(x.value("gpu_milli", int64_t{0})), Gpus(use.value("holder_milli", int64_t{0})),
+          Gpus(others) + (x.value("borrowable", false) ? " (b)" : ""),
+          Gpus(use.value("idle_milli", int64_t{0})), absl::StrJoin(nodes, ","),
+          x.value("pool", "").empty() ? "" : " (pool " + x.value("pool", "") + ")");
+    }
+    std::cout << "(b): borrowable; OTHERS are borrowers while active, jobs that end before the "
+                 "start while ahead\n";
+  });
+}
+
 }  // namespace
 
 void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
@@ -188,6 +229,7 @@ void AddOperationsCommands(CLI::App& app, std::shared_ptr<Connection> c) {
   AddScale(app, c);
   AddMaintenance(app, c);
   AddLabel(app, c);
+  AddReservations(app, c);
 }
 
 }  // namespace carve::app

@@ -110,6 +110,12 @@ void ApiServer::TenancyRoutes() {
   s.Get("/api/v1/audit/verify", [this](const httplib::Request& req, httplib::Response& res) {
     if (Authed(req, res, Verb::kInspect)) Respond(res, control_->audit().Verify());
   });
+  // `carve export all` (archive.h): a page of one kind's stored records, raw.
+  s.Get(R"(/api/v1/export/([a-z._-]+))",
+        user_call(Verb::kInspect, [this](const auto& req, auto& res, const Principal& who) {
+          Respond(res, control_->ExportRecords(req.matches[1].str(), req.get_param_value("after"),
+                                               IntParam(req, "limit", 1000), who));
+        }));
   s.Get("/api/v1/audit",
         user_call(Verb::kReport, [this](const auto& req, auto& res, const Principal& who) {
           std::string format = req.has_param("format") ? req.get_param_value("format") : "jsonl";
@@ -170,6 +176,11 @@ void ApiServer::TenancyRoutes() {
                                        *step));
   });
   PocReportRoutes();
+  // Reservations: each one's phase, nodes and use now (admins: all; others: their tenant's).
+  s.Get("/api/v1/reservations/status",
+        user_call(Verb::kRead, [this](const auto&, auto& res, const Principal& who) {
+          Reply(res, 200, control_->ListReservations(who));
+        }));
   // Webhook notifications: what each delivers, and each event's attempts (notifier.h).
   s.Get("/api/v1/notifications/status",
         user_call(Verb::kRead, [this](const auto&, auto& res, const Principal& who) {

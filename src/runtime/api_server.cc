@@ -370,7 +370,7 @@ void ApiServer::Routes() {
     auto body = Body(req);
     respond(res, body.ok() ? control_->Apply(*body, *who) : absl::StatusOr<json>(body.status()));
   });
-  s.Get(R"(/api/v1/(tenants|projects|queues|pools|notifications|prices))",
+  s.Get(R"(/api/v1/(tenants|projects|queues|pools|notifications|prices|reservations))",
         [=, this](const httplib::Request& req, httplib::Response& res) {
           auto who = authed(req, res, Verb::kRead);
           if (!who) return;

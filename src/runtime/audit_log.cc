@@ -2,6 +2,8 @@
 // details), exported per tenant and time range, and verified link by link.
 #include "runtime/audit_log.h"
 
+#include "runtime/archive.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
@@ -120,6 +122,15 @@ absl::StatusOr<json> AuditLog::Verify() const {
   json out = {
       {"ok", chain.ok()}, {"events", count}, {"head_seq", head.seq}, {"head_hash", head.hash}};
   if (!chain.ok()) out["error"] = std::string(chain.message());
+  // A store that began with `carve import` keeps the exported server's log apart (archive.h).
+  auto imported = store_->LastId(kImportedEventKind);
+  if (!imported.ok()) return imported.status();
+  if (imported->has_value()) {
+    auto check = VerifyImportedEvents(*store_);
+    out["imported"] =
+        check.ok() ? *check : json{{"ok", false}, {"error", std::string(check.status().message())}};
+    if (!check.ok()) out["ok"] = false;
+  }
   return out;
 }
 

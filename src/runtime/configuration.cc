@@ -228,7 +228,7 @@ std::string Name(IdleAction action) { return action == IdleAction::kStop ? "stop
 
 const std::string& ConfigObject::kind() const {
   static const std::string kKinds[] = {"tenant", "project",      "queue", "priority-class",
-                                       "pool",   "notification", "price"};
+                                       "pool",   "notification", "price", "reservation"};
   return kKinds[record.index()];
 }
 
@@ -261,7 +261,7 @@ absl::StatusOr<ConfigObject> DecodeConfig(const json& doc, const GpuCatalog& cat
     return Field("kind",
                  "\"" + kind +
                      "\" is not tenant, project, queue, priority-class, pool, notification, "
-                     "price or node");
+                     "price, reservation or node");
   if (!std::regex_match(name, kName)) {
     return Field("name", "\"" + name + "\" must be lowercase letters, digits and dashes");
   }
@@ -270,6 +270,7 @@ absl::StatusOr<ConfigObject> DecodeConfig(const json& doc, const GpuCatalog& cat
   if (kind == "queue") return Wrap(DecodeQueue(doc, catalog, exists), doc);
   if (kind == "pool") return Wrap(DecodePool(doc), doc);
   if (kind == "price") return Wrap(DecodePrice(doc, catalog), doc);
+  if (kind == "reservation") return Wrap(DecodeReservation(doc, exists), doc);
   if (kind == "notification") {
     return Wrap(DecodeNotification(
                     doc, [&](const std::string& t) { return exists("tenant", t); },
@@ -361,6 +362,13 @@ std::vector<PoolSelector> Configuration::Pools() const {
   return out;
 }
 
+std::vector<ReservationConfig> Configuration::Reservations() const {
+  std::vector<ReservationConfig> out;
+  Each("reservation",
+       [&](const ConfigObject& o) { out.push_back(std::get<ReservationConfig>(o.record)); });
+  return out;
+}
+
 std::vector<PriceConfig> Configuration::Prices() const {
   std::vector<PriceConfig> out;
   Each("price", [&](const ConfigObject& o) { out.push_back(std::get<PriceConfig>(o.record)); });
@@ -405,7 +413,7 @@ json ResourcesToJson(const ResourceList& list) {
 
 json Configuration::List(const std::string& kind) const {
   json out = json::array();
-  if (kind == "price") {  // none by default
+  if (kind == "price" || kind == "reservation") {  // none by default
     Each(kind, [&](const ConfigObject& o) { out.push_back(o.doc); });
     return out;
   }

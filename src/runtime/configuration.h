@@ -23,6 +23,7 @@
 #include "runtime/labels.h"
 #include "runtime/notification_config.h"
 #include "runtime/price_config.h"
+#include "runtime/reservation_config.h"
 
 namespace carve {
 
@@ -82,7 +83,7 @@ struct PoolConfig {
 // One applied document, decoded.
 struct ConfigObject {
   std::variant<TenantConfig, ProjectConfig, QueueConfig, PriorityClassConfig, PoolConfig,
-               NotificationConfig, PriceConfig>
+               NotificationConfig, PriceConfig, ReservationConfig>
       record;
   nlohmann::json doc;  // as applied: what the store keeps and `carve get` lists
   const std::string& kind() const;
@@ -94,7 +95,7 @@ using ExistsFn = std::function<bool(const std::string& kind, const std::string& 
 
 // The kinds `carve apply` configures here (node documents are the control plane's).
 inline constexpr const char* kConfigKinds[] = {"tenant", "project",      "queue", "priority-class",
-                                               "pool",   "notification", "price"};
+                                               "pool",   "notification", "price", "reservation"};
 
 // Decodes one document of a configuration kind; the error names the field ("quota.gpus/Z9: no
 // GPU model ..."). `exists` answers the references (a project's tenant and queues, a grant's
@@ -130,6 +131,8 @@ class Configuration {
   std::vector<NotificationConfig> Notifications() const;
   // The applied prices (price_config.h), by name.
   std::vector<PriceConfig> Prices() const;
+  // The applied reservations (reservation_config.h), by name.
+  std::vector<ReservationConfig> Reservations() const;
   // The built-in tiers, overridden or extended by applied classes.
   std::vector<PriorityClass> Classes() const;
   // The projects of `tenant`, "default" first.

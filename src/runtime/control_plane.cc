@@ -101,6 +101,11 @@ absl::Status ControlPlane::Load() {
     mode_overrides_[r.id] = ModesFromJson(json::parse(r.json, nullptr, false));
   }
   loaded_us_ = now_();
+  // Their phases as they are: a start or end while no server ran is not an event (the first
+  // look enforces an active one again: control_plane_reservations.cc).
+  for (const ReservationConfig& r : config_.Reservations()) {
+    reservation_phases_[r.name] = r.PhaseAt(loaded_us_);
+  }
   if (absl::Status s = identity_.Load(*store_); !s.ok()) return s;
   return LoadUtilization();
 }

@@ -126,6 +126,18 @@ class ControlPlane {
   // store, after a barrier (AwaitCommitted).
   const AuditLog& audit() const { return audit_; }
 
+  // Leaving, or moving in (control_plane_export.cc, archive.h): a page of the stored records of
+  // one exported kind (configuration, users, node modes, finished jobs, usage, utilization, queue
+  // history, kit reports) with id > `after`, raw as stored: {records: [{id, doc}], next}; `next`
+  // is "" after the last page. Admins only; any other kind is refused, naming those it may be.
+  absl::StatusOr<nlohmann::json> ExportRecords(const std::string& kind, const std::string& after,
+                                               int64_t limit, const Principal& who) const;
+
+  // Reservations (kind: reservation; control_plane_reservations.cc): each one's phase, nodes and
+  // what runs there now (the holder's jobs, borrowers, idle GPUs). Admins see every one; others
+  // those of their tenant.
+  nlohmann::json ListReservations(const Principal& who) const;
+
   // Usage and utilization (control_plane_usage.cc).
   nlohmann::json UsageRecords(int64_t since_us, int64_t until_us, const Principal& who) const;
   // Cost allocation (cost.h, control_plane_cost.cc): the usage `who` may read priced by the
@@ -400,6 +412,9 @@ class ControlPlane {
   // job.wait-exceeded for the queued jobs of tenants whose notifications set wait_longer_than,
   // once per threshold per wait (about once a second; control_plane_timers.cc).
   void AlertLongWaits(int64_t now, StoreBatch& batch);
+  // Reservations starting (the jobs that may not stay are moved off; borrowers stay, preemptible)
+  // and ending: events once per phase (control_plane_reservations.cc).
+  void ReservationTimers(int64_t now, StoreBatch& batch);
   // Ids of the jobs with a replica holding devices on `node`.
   nlohmann::json JobsOn(const std::string& node) const;
   // Jobs cancelled before any replica was handed to an agent end at once.
@@ -563,7 +578,9 @@ class ControlPlane {
   std::map<std::string, std::deque<int64_t>> recent_waits_;
   // (queue, resource) whose quota held waiting jobs when last recorded (RecordQuotaHolds).
   std::set<std::pair<std::string, std::string>> quota_held_;
-  int64_t waits_alerted_us_ = 0;          // when AlertLongWaits last looked
+  int64_t waits_alerted_us_ = 0;  // when AlertLongWaits last looked
+  // Each reservation's phase as ReservationTimers last saw it (at start: as loaded, no events).
+  std::map<std::string, ReservationConfig::Phase> reservation_phases_;
   std::map<int64_t, int64_t> nominated_;  // preemptors not started yet -> when they preempted
   int64_t next_job_id_ = 1;
   // Finished jobs: those still in memory until their final record is committed, and what the

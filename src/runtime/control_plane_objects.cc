@@ -1,5 +1,6 @@
 // `carve apply`: configuration documents (configuration.h) and node documents (device modes,
 // quarantines cleared, layouts adopted).
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "runtime/control_plane.h"
 
 namespace carve {
@@ -184,6 +186,62 @@ bool PublicHost(const std::string& host) {
            (o[0] == 100 && o[1] >= 64 && o[1] <= 127));
 }
 
+// A reservation's nodes as they are now: those named, and those its pool holds.
+std::set<std::string> HeldNodes(const ReservationConfig& r,
+                                const std::map<std::string, NodeRecord>& nodes,
+                                const std::vector<PoolSelector>& pools) {
+  std::set<std::string> held(r.nodes.begin(), r.nodes.end());
+  if (r.pool.empty()) return held;
+  for (const auto& [name, rec] : nodes) {
+    if (PoolOf(rec.labels, pools) == r.pool) held.insert(name);
+  }
+  return held;
+}
+
+// Checked at apply, never at load: no two reservations hold one node (named, or in a pool as the
+// nodes are labelled now) at one moment; a new window, or a moved start, does not begin in the
+// past, where nothing was held back and its holder would be charged for time never reserved
+// (`carve import`, which brings history, excepted).
+absl::Status CheckReservations(const std::vector<std::optional<ConfigObject>>& decoded,
+                               const Configuration& config,
+                               const std::map<std::string, NodeRecord>& nodes, int64_t now,
+                               const Principal& who) {
+  std::map<std::string, ReservationConfig> all;
+  for (const ReservationConfig& r : config.Reservations()) all[r.name] = r;
+  std::vector<std::pair<size_t, std::string>> fresh;  // document, name
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    if (!decoded[i] || !std::holds_alternative<ReservationConfig>(decoded[i]->record)) continue;
+    const ReservationConfig& r = std::get<ReservationConfig>(decoded[i]->record);
+    auto old = all.find(r.name);
+    const bool moved = old == all.end() || old->second.start_us != r.start_us;
+    if (moved && r.start_us < now && who.name != "import") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "document ", i, ": start: a reservation's start must not be in the past (now is ",
+          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMicros(now), absl::UTCTimeZone()),
+          ")"));
+    }
+    all[r.name] = r;
+    fresh.emplace_back(i, r.name);
+  }
+  const std::vector<PoolSelector> pools = config.Pools();
+  for (const auto& [i, name] : fresh) {
+    const ReservationConfig& mine = all[name];
+    const std::set<std::string> held = HeldNodes(mine, nodes, pools);
+    for (const auto& [other, r] : all) {
+      if (other == name || mine.start_us >= r.end_us || r.start_us >= mine.end_us) continue;
+      const std::set<std::string> theirs = HeldNodes(r, nodes, pools);
+      const bool shared = Overlap(mine, r) || std::any_of(held.begin(), held.end(), [&](auto& n) {
+                            return theirs.count(n) > 0;
+                          });
+      if (!shared) continue;
+      return absl::InvalidArgumentError(absl::StrCat("document ", i, ": reservation ", name,
+                                                     " would hold a node that ", "reservation ",
+                                                     other, " holds over the same time"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // What only the documents together, with what is applied, can say (checked at apply, never at
 // load, so a stored configuration always loads): a notification's project is its tenant's;
 // prices share one currency and no two take effect at the same moment; a tenant-admin's
@@ -287,6 +345,9 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
     decoded[i] = *std::move(object);
   }
   if (absl::Status s = CheckTogether(decoded, config_, !admin.ok()); !s.ok()) return s;
+  if (absl::Status s = CheckReservations(decoded, config_, nodes_, now_(), who); !s.ok()) {
+    return s;
+  }
   StoreBatch batch;
   json applied = json::array();
   for (size_t i = 0; i < docs.size(); ++i) {

@@ -18,6 +18,7 @@
 #include "runtime/control_plane.h"
 #include "runtime/cycle_plan.h"
 #include "runtime/explain_json.h"
+#include "runtime/reservations.h"
 #include "runtime/scheduling_grants.h"
 
 namespace carve {
@@ -59,6 +60,26 @@ void AddReplicaWork(const JobRecord& job, const JobRequest& request, int64_t nom
     p.job = job.id;
     p.quota_held = rep.replacement;
     in.pending.push_back(std::move(p));
+  }
+}
+
+// What the reservations let each planned job do (reservations.h): tolerate their taints, take
+// their room back from borrowers, or be such a borrower.
+void ApplyReservations(const ReservationView& view, const JobTable& jobs, CyclePlan& plan) {
+  if (view.empty()) return;
+  auto tenant_of = [&](int64_t id) {
+    const JobRecord* job = jobs.Find(id);
+    return job == nullptr ? std::string() : job->spec.tenant;
+  };
+  for (PendingJob& p : plan.in.pending) {
+    const std::string tenant = tenant_of(JobOf(p));
+    view.Tolerate(p.request.replica, tenant, p.queue, p.preemptible, p.max_runtime_us);
+    p.holds = view.Holds(tenant, p.queue);
+  }
+  for (RunningJob& r : plan.in.running) {
+    std::vector<std::string> nodes;
+    for (const ReplicaPlacement& p : r.replicas) nodes.push_back(plan.base.node(p.node).name);
+    r.borrows = view.Borrows(tenant_of(r.id), r.queue, nodes);
   }
 }
 
@@ -145,7 +166,11 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
     for (size_t n = 0; it != active.end() && n < slice; ++it, ++n) {
       PlanJob(plan, *it->second.job, it->second.revision, pools, windows, batch);
     }
-    if (it == active.end()) return absl::OkStatus();
+    if (it == active.end()) {
+      ApplyReservations(ReservationView(config_.Reservations(), nodes_, config_.Pools(), now),
+                        jobs_, plan);
+      return absl::OkStatus();
+    }
     int64_t next = it->first;
     if (absl::Status s = Breathe(lock, batch, "plan"); !s.ok()) return s;
     it = active.lower_bound(next);

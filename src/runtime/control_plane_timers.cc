@@ -135,6 +135,7 @@ void ControlPlane::Timers(int64_t now, StoreBatch& batch) {
       batch.puts.push_back({"node", name, node.ToJson().dump()});
     }
   }
+  ReservationTimers(now, batch);
 }
 
 json ControlPlane::JobsOn(const std::string& node) const {

@@ -3,6 +3,7 @@
 // event, a queue's quota crossing recorded once for the queue, and `carve explain`.
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,7 @@
 #include "runtime/control_plane.h"
 #include "runtime/cycle_plan.h"
 #include "runtime/explain_json.h"
+#include "runtime/reservations.h"
 
 namespace carve {
 
@@ -54,10 +56,33 @@ void HideOtherTenants(WaitExplanation& w, int64_t job,
   }
 }
 
+namespace {
+
+// A placement that reservations' taints kept off nodes names them ("reservation launch (2
+// nodes)"), so a job's explanation says which reservation holds it back.
+void NameReservations(const CyclePlan& plan, Decisions& d) {
+  const ReservationTaintCounts counts = CountReservationTaints(plan.base);
+  if (counts.empty()) return;
+  std::map<int64_t, const PendingJob*> pending;
+  for (const PendingJob& p : plan.in.pending) pending[p.id] = &p;
+  for (WaitExplanation& w : d.waits) {
+    auto p = pending.find(w.job);
+    if (p == pending.end()) continue;
+    for (GateFacts& g : w.gates) {
+      if (g.gate != Gate::kPlacement || !g.reasons.count("taint")) continue;
+      const std::string held = ReservationsHoldingBack(counts, p->second->request.replica);
+      if (!held.empty()) absl::StrAppend(&g.summary, " (held: ", held, ")");
+    }
+  }
+}
+
+}  // namespace
+
 void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
   plan.waits = std::make_shared<WaitMap>();
   plan.waits->reserve(d.waits.size());
   const size_t planned = plan.in.pending.size();
+  NameReservations(plan, d);
   for (size_t i = 0; i < d.waits.size(); ++i) {
     WaitExplanation& w = d.waits[i];
     HideOtherTenants(w, w.job < 0 ? plan.work[-w.job - 1].job : w.job, plan.tenants);

@@ -97,24 +97,125 @@ json Line(const json& r, const PriceConfig* p, int64_t from, int64_t to) {
 
 double Sum(const json& row, const char* key) { return row.value(key, 0.0); }
 
-}  // namespace
+int64_t Overlap(int64_t a, int64_t b, int64_t c, int64_t d) {
+  return std::max<int64_t>(0, std::min(b, d) - std::max(a, c));
+}
 
-json InvoiceLines(const json& records, std::vector<PriceConfig> prices, int64_t since_us,
-                  int64_t until_us) {
+// GPU-hours per model that the holder's rows used on the reservation's nodes over [from, to).
+std::map<std::string, double> UsedOn(const ReservedCapacity& r, const json& records, int64_t from,
+                                     int64_t to) {
+  std::map<std::string, double> used;
+  for (const json& row : records) {
+    if (row.value("tenant", "") != r.tenant ||
+        (!r.queue.empty() && row.value("queue", "") != r.queue)) {
+      continue;
+    }
+    const double hours =
+        static_cast<double>(Overlap(row.value("held_from_us", int64_t{0}),
+                                    row.value("held_to_us", int64_t{0}), from, to)) /
+        kUsPerHour;
+    for (const json& d : row["devices"]) {
+      if (r.gpus.count(d.value("node", ""))) {
+        used[d.value("model", "unknown")] += d.value("gpus", 0.0) * hours;
+      }
+    }
+  }
+  return used;
+}
+
+json ReservedLine(const ReservedCapacity& r, const std::string& model, double reserved, double used,
+                  const PriceConfig* p, int64_t from, int64_t to) {
+  const double unused = std::max(0.0, reserved - used);
+  const std::optional<double> price = p != nullptr ? p->GpuHour(model, "reserved") : std::nullopt;
+  // Plain values: GCC 12 takes the optional's payload for uninitialized once inlined into json.
+  const bool priced = price.has_value();
+  const double unit = price.value_or(0.0);
+  const double cost = unused * unit;
+  return {{"tenant", r.tenant},
+          {"project", ""},
+          {"queue", r.queue},
+          {"user", ""},
+          {"job", 0},
+          {"attempt", 0},
+          {"name", "reservation " + r.name},
+          {"kind", "reservation"},
+          {"mode", "reserved"},
+          {"models", model},
+          {"end", ""},
+          {"from_us", from},
+          {"to_us", to},
+          {"hours", static_cast<double>(to - from) / kUsPerHour},
+          {"reserved_gpu_hours", reserved},
+          {"used_gpu_hours", used},
+          {"gpu_hours", unused},
+          {"gpu_price", priced ? json(unit) : json(nullptr)},
+          {"gpu_cost", cost},
+          {"unpriced_gpu_hours", priced ? 0.0 : unused},
+          {"cpu_core_hours", 0.0},
+          {"cpu_price", 0.0},
+          {"cpu_cost", 0.0},
+          {"memory_gib_hours", 0.0},
+          {"memory_price", 0.0},
+          {"memory_cost", 0.0},
+          {"total", cost},
+          {"idle_gpu_hours", 0.0},
+          {"idle_cost", 0.0},
+          {"price", p != nullptr ? p->name : ""},
+          {"currency", p != nullptr ? p->currency : ""}};
+}
+
+// Where prices take effect inside [from, to), with both ends.
+std::vector<int64_t> Cuts(const std::vector<PriceConfig>& prices, int64_t from, int64_t to) {
+  std::vector<int64_t> cuts = {from};
+  for (const PriceConfig& p : prices) {
+    if (p.effective_us > from && p.effective_us < to) cuts.push_back(p.effective_us);
+  }
+  cuts.push_back(to);
+  return cuts;
+}
+
+void SortByEffect(std::vector<PriceConfig>& prices) {
   std::sort(prices.begin(), prices.end(), [](const PriceConfig& a, const PriceConfig& b) {
     return a.effective_us < b.effective_us;
   });
+}
+
+}  // namespace
+
+json ReservedLines(const std::vector<ReservedCapacity>& reserved, const json& records,
+                   std::vector<PriceConfig> prices, int64_t since_us, int64_t until_us) {
+  SortByEffect(prices);
+  json out = json::array();
+  for (const ReservedCapacity& r : reserved) {
+    const int64_t from = std::max(r.start_us, since_us), to = std::min(r.end_us, until_us);
+    if (to <= from) continue;
+    const std::vector<int64_t> cuts = Cuts(prices, from, to);
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      const double hours = static_cast<double>(cuts[i + 1] - cuts[i]) / kUsPerHour;
+      std::map<std::string, double> held;
+      for (const auto& [node, models] : r.gpus) {
+        for (const auto& [model, count] : models) held[model] += count * hours;
+      }
+      std::map<std::string, double> used = UsedOn(r, records, cuts[i], cuts[i + 1]);
+      for (const auto& [model, h] : held) {
+        out.push_back(ReservedLine(r, model, h, used[model], InEffect(prices, cuts[i]), cuts[i],
+                                   cuts[i + 1]));
+      }
+    }
+  }
+  return out;
+}
+
+json InvoiceLines(const json& records, std::vector<PriceConfig> prices, int64_t since_us,
+                  int64_t until_us) {
+  SortByEffect(prices);
   json out = json::array();
   for (const json& r : records) {
     const int64_t from = std::max(r.value("held_from_us", int64_t{0}), since_us);
     const int64_t to = std::min(r.value("held_to_us", int64_t{0}), until_us);
     if (to <= from) continue;
     // Split where a price takes effect inside the hold.
-    std::vector<int64_t> cuts = {from};
-    for (const PriceConfig& p : prices) {
-      if (p.effective_us > from && p.effective_us < to) cuts.push_back(p.effective_us);
-    }
-    cuts.push_back(to);
+    const std::vector<int64_t> cuts = Cuts(prices, from, to);
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
       out.push_back(Line(r, InEffect(prices, cuts[i]), cuts[i], cuts[i + 1]));
     }
@@ -143,7 +244,9 @@ absl::StatusOr<json> CostBy(const std::string& by, const json& lines) {
       row = {{by, key},
              {"idle_gpu_hours", 0.0},
              {"idle_cost", 0.0},
-             {"idle_unmeasured_gpu_hours", 0.0}};
+             {"idle_unmeasured_gpu_hours", 0.0},
+             {"reserved_unused_gpu_hours", 0.0},
+             {"reserved_unused_cost", 0.0}};
       for (const char* k : kSums) row[k] = 0.0;
     }
     for (const char* k : kSums) row[k] = Sum(row, k) + Sum(l, k);
@@ -154,7 +257,13 @@ absl::StatusOr<json> CostBy(const std::string& by, const json& lines) {
       row["idle_gpu_hours"] = Sum(row, "idle_gpu_hours") + Sum(l, "idle_gpu_hours");
       row["idle_cost"] = Sum(row, "idle_cost") + Sum(l, "idle_cost");
     }
-    jobs[key].insert(l.value("job", int64_t{0}));
+    if (l.value("kind", "") == "reservation") {
+      row["reserved_unused_gpu_hours"] =
+          Sum(row, "reserved_unused_gpu_hours") + Sum(l, "gpu_hours");
+      row["reserved_unused_cost"] = Sum(row, "reserved_unused_cost") + Sum(l, "gpu_cost");
+    } else {
+      jobs[key].insert(l.value("job", int64_t{0}));
+    }
     if (!l.value("currency", "").empty()) currencies[key].insert(l.value("currency", ""));
   }
   json out = json::array();

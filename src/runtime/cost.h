@@ -5,6 +5,7 @@
 #define CARVE_RUNTIME_COST_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,26 @@ namespace carve {
 // `unpriced_gpu_hours`, never silently free.
 nlohmann::json InvoiceLines(const nlohmann::json& records, std::vector<PriceConfig> prices,
                             int64_t since_us, int64_t until_us);
+
+// A reservation's capacity (control_plane_cost.cc): its holder, window, and GPUs per node and
+// model.
+struct ReservedCapacity {
+  std::string name;
+  std::string tenant;
+  std::string queue;  // empty: any of the tenant's
+  int64_t start_us = 0;
+  int64_t end_us = 0;
+  std::map<std::string, std::map<std::string, int>> gpus;  // node -> model -> GPUs
+};
+
+// Reserved but unused: per reservation, GPU model and price period inside [since_us, until_us),
+// the GPU-hours its nodes held for the holder that the holder's jobs (in `records`, usage rows)
+// did not use there, charged to the holder at the model's `reserved` price (gpu_hour's mode
+// `reserved`, else the model's). Lines of kind "reservation", mode "reserved", job 0, with
+// reserved_gpu_hours and used_gpu_hours beside gpu_hours (the unused).
+nlohmann::json ReservedLines(const std::vector<ReservedCapacity>& reserved,
+                             const nlohmann::json& records, std::vector<PriceConfig> prices,
+                             int64_t since_us, int64_t until_us);
 
 // The lines summed by `by` (tenant, project, queue, user): jobs, hours, costs, idle GPU-hours
 // and what they cost (shown apart: they are inside gpu_cost), unpriced GPU-hours.

@@ -25,9 +25,11 @@ namespace carve {
 struct NodeRecord;
 
 // A node as the core sees it, from its record: state, maintenance, labels and pool (its label,
-// else the first of `pools` it matches), devices, static MIG instances (scheduler_cycle.cc).
+// else the first of `pools` it matches), devices, static MIG instances (scheduler_cycle.cc);
+// `taints` are added (the reservations': reservations.h).
 Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec,
-                    const std::vector<PoolSelector>& pools = {});
+                    const std::vector<PoolSelector>& pools = {},
+                    const std::vector<Taint>& taints = {});
 
 // What one placed job holds, as a cycle read it from the job's record at `revision` (0: bound by
 // the last cycle, read from its record again by the next).

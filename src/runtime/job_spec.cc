@@ -1,6 +1,9 @@
 #include "runtime/job_spec.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <regex>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -147,6 +150,13 @@ class YamlConverter {
     }
     if (s == "true") return true;
     if (s == "false") return false;
+    // A decimal number (YAML 1.2's core schema: 4.20, -0.5, 1e3) is a number, as in JSON: a
+    // price of 4.20 applied from a file was text, and refused (found re-applying an export).
+    static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+    if (s.size() <= 64 && std::regex_match(s, kFloat)) {
+      const double d = std::strtod(s.c_str(), nullptr);
+      if (std::isfinite(d)) return d;
+    }
     return s;
   }
 

@@ -42,7 +42,7 @@ absl::StatusOr<int64_t> Effective(const json& doc) {
 
 absl::Status GpuPrices(const json& doc, const GpuCatalog& catalog, PriceConfig& p) {
   if (!doc.contains("gpu_hour")) return absl::OkStatus();
-  static const std::set<std::string> kModes = {"exclusive", "shared", "partition", "*"};
+  static const std::set<std::string> kModes = {"exclusive", "shared", "partition", "reserved", "*"};
   const json& table = doc["gpu_hour"];
   if (!table.is_object()) return Field("gpu_hour", "must be a map of GPU model to price");
   for (const auto& [key, v] : table.items()) {

@@ -9,6 +9,7 @@
 #include "runtime/control_plane.h"
 #include "runtime/cycle_plan.h"
 #include "runtime/log.h"
+#include "runtime/reservations.h"
 
 namespace carve {
 
@@ -60,9 +61,9 @@ Device DeviceFromRecord(const GpuCatalog& catalog, const NodeRecord& rec, const 
 
 // The node as a bind must find it: its record, faulty instances blocked, no job's holdings.
 Node BaseNode(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec,
-              const std::vector<PoolSelector>& pools) {
+              const std::vector<PoolSelector>& pools, const std::vector<Taint>& taints) {
   Cluster one(&catalog);
-  NodeId id = one.AddNode(NodeFromRecord(catalog, name, rec, pools));
+  NodeId id = one.AddNode(NodeFromRecord(catalog, name, rec, pools, taints));
   BlockFaultyInstances(catalog, rec, one.mutable_node(id));
   return one.node(id);
 }
@@ -88,7 +89,7 @@ std::vector<DeviceGrant> ToGrants(const Cluster& cluster, NodeId node,
 }  // namespace
 
 Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec,
-                    const std::vector<PoolSelector>& pools) {
+                    const std::vector<PoolSelector>& pools, const std::vector<Taint>& taints) {
   Node n;
   n.name = name;
   const std::optional<MaintenanceWindow>& window = rec.maintenance;
@@ -100,6 +101,7 @@ Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const No
     // Only jobs that end before it starts (TolerateWindows).
     n.taints.push_back({"carve.io/maintenance", std::to_string(window->start_us)});
   }
+  n.taints.insert(n.taints.end(), taints.begin(), taints.end());
   n.capacity.cpu = CpuMilli(rec.cpu_milli);
   n.capacity.memory = MemMib(rec.memory_mib);
   for (const auto& [k, v] : rec.labels) n.labels[k] = v;
@@ -187,8 +189,10 @@ absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePl
                                      StoreBatch& batch) {
   Cluster nodes(catalog_);
   const std::vector<PoolSelector> pools = config_.Pools();
+  const ReservationView reservations(config_.Reservations(), nodes_, pools, plan.now);
   for (const auto& [name, rec] : nodes_) {
-    plan.ids[name] = nodes.AddNode(NodeFromRecord(*catalog_, name, rec, pools));
+    plan.ids[name] =
+        nodes.AddNode(NodeFromRecord(*catalog_, name, rec, pools, reservations.TaintsOf(name)));
   }
   plan.base = nodes;
   for (const auto& [name, rec] : nodes_) {
@@ -393,13 +397,14 @@ bool ControlPlane::Unchanged(const CyclePlan& plan, int64_t job) const {
 bool ControlPlane::NodesUnchanged(const CyclePlan& plan,
                                   const std::vector<ReplicaPlacement>& where) const {
   const std::vector<PoolSelector> pools = config_.Pools();
+  const std::vector<ReservationConfig> reservations = config_.Reservations();
   for (const ReplicaPlacement& p : where) {
     const Node& planned = plan.base.node(p.node);
     auto rec = nodes_.find(planned.name);
-    if (rec == nodes_.end() ||
-        !(BaseNode(*catalog_, planned.name, rec->second, pools) == planned)) {
-      return false;
-    }
+    if (rec == nodes_.end()) return false;
+    const std::vector<Taint> taints =
+        ReservationTaints(reservations, planned.name, PoolOf(rec->second.labels, pools), plan.now);
+    if (!(BaseNode(*catalog_, planned.name, rec->second, pools, taints) == planned)) return false;
   }
   return true;
 }

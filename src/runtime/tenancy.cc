@@ -142,9 +142,12 @@ bool Unlimited(const Principal& who) {
 }
 
 std::string ReservedUserName(const std::string& name) {
-  static const std::set<std::string> kReserved = {
-      "admin",  "admins", "administrator", "root",       "system", "scheduler", "agent",
-      "agents", "node",   "nodes",         "controller", "server", "carve"};
+  static const std::set<std::string> kReserved = {"admin",  "admins",    "administrator", "root",
+                                                  "system", "scheduler", "agent",         "agents",
+                                                  "node",   "nodes",     "controller",    "server",
+                                                  "carve",  "import"};  // `carve import` applies
+                                                                        // the archive's
+                                                                        // configuration as "import"
   if (kReserved.count(name)) {
     return absl::StrCat(
         "name: \"", name,

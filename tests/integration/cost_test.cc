@@ -1,6 +1,7 @@
 // Cost allocation against the real server (runtime/cost.h): a price applied, a job run, its
 // tenant's invoice for the month has the job's attempt at that price and `carve cost` sums the
 // same; the invoice is for admins and the tenant's tenant-admins; a bad price names its field.
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_split.h"
@@ -139,6 +140,22 @@ TEST_F(CostTest, PricesShareOneCurrencyAndNeverTakeEffectAtTheSameMoment) {
   EXPECT_THAT(std::string(same.status().message()), HasSubstr("takes effect at that moment"));
   other["effective_from"] = "2026-06-01";
   EXPECT_TRUE(Api().Post("/api/v1/apply", json::array({other})).ok());
+}
+
+// The documented example applies from its file as written: its prices (4.20) were YAML text,
+// and refused as "not a price", until decimals read as numbers.
+TEST_F(CostTest, TheExamplePriceFileApplies) {
+  // In the fixture's currency (every price shares one), otherwise as written.
+  std::string text = Slurp(absl::StrCat(CARVE_SOURCE_DIR, "/examples/price.yaml"));
+  ASSERT_NE(text.find("currency: USD"), std::string::npos);
+  text.replace(text.find("currency: USD"), 13, "currency: EUR");
+  std::ofstream(dir_ / "price.yaml") << text;
+  CliRun applied = Cli("apply -f " + (dir_ / "price.yaml").string());
+  ASSERT_EQ(applied.exit, 0) << applied.out;
+  json prices = ApiGet("/api/v1/prices");
+  ASSERT_EQ(prices.size(), 2u) << prices.dump();
+  EXPECT_EQ(prices[1]["gpu_hour"]["H200"], 4.2);
+  EXPECT_EQ(prices[1]["gpu_hour"]["A100-80GB"]["reserved"], 1.5);
 }
 
 TEST_F(CostTest, ABadPriceIsRefusedNamingTheFieldAndNothingIsApplied) {

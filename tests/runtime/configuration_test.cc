@@ -84,7 +84,7 @@ TEST(ConfigurationTest, EveryRefusalNamesTheField) {
               HasSubstr("name: \"Team_A\" must be lowercase letters, digits and dashes"));
   EXPECT_THAT(error({{"kind", "cluster"}, {"name", "p"}}),
               HasSubstr("kind: \"cluster\" is not tenant, project, queue, priority-class, pool, "
-                        "notification, price or node"));
+                        "notification, price, reservation or node"));
   EXPECT_THAT(error({{"kind", "pool"}, {"name", "p"}}), HasSubstr("selector: is required"));
   EXPECT_EQ(error({{"kind", "pool"}, {"name", "p"}, {"selector", {{"pool", "a"}}}}),
             "selector.pool: a node's pool label already names its pool; select by other labels");

@@ -154,5 +154,44 @@ TEST(CostTest, ABadPriceIsRefusedNamingTheField) {
   EXPECT_FALSE(ok->GpuHour("H200", "exclusive").has_value());
 }
 
+// A reservation of two H200 for 4 hours: the holder used one of them for 3 hours (and another
+// node, outside the reservation, which is not counted): 5 GPU-hours reserved but unused, at the
+// reserved price where one is set, else the model's; a price change splits the window.
+TEST(CostTest, ReservedButUnusedTimeIsChargedToTheHolder) {
+  ReservedCapacity r{"launch", "acme", "", 2 * kHour, 6 * kHour, {{"n-1", {{"H200-141GB", 2}}}}};
+  json used = Record(1, "exclusive", {{{"node", "n-1"}, {"model", "H200-141GB"}, {"gpus", 1.0}}},
+                     kHour, 5 * kHour);
+  json elsewhere = Record(
+      2, "exclusive", {{{"node", "n-2"}, {"model", "H200-141GB"}, {"gpus", 1.0}}}, 0, 8 * kHour);
+  json other_tenant = used;
+  other_tenant["tenant"] = "globex";
+  PriceConfig price = Price("p", 0, 4);
+  price.gpu_hour["H200-141GB"]["reserved"] = 1.5;
+  const json records = json::array({used, elsewhere, other_tenant});
+  json lines = ReservedLines({r}, records, {price}, 0, 10 * kHour);
+  ASSERT_EQ(lines.size(), 1u) << lines.dump(2);
+  EXPECT_EQ(lines[0]["kind"], "reservation");
+  EXPECT_EQ(lines[0]["tenant"], "acme");
+  EXPECT_THAT(lines[0]["reserved_gpu_hours"].get<double>(), DoubleNear(8, 1e-9));
+  EXPECT_THAT(lines[0]["used_gpu_hours"].get<double>(), DoubleNear(3, 1e-9));
+  EXPECT_THAT(lines[0]["gpu_hours"].get<double>(), DoubleNear(5, 1e-9));
+  EXPECT_THAT(lines[0]["total"].get<double>(), DoubleNear(7.5, 1e-9));
+  // Without a reserved price, the model's; a price taking effect at hour 4 splits the window.
+  lines =
+      ReservedLines({r}, records, {Price("old", 0, 4), Price("new", 4 * kHour, 5)}, 0, 10 * kHour);
+  ASSERT_EQ(lines.size(), 2u) << lines.dump(2);
+  EXPECT_THAT(lines[0]["gpu_hours"].get<double>(), DoubleNear(2, 1e-9));  // 4 - 2 used
+  EXPECT_THAT(lines[0]["gpu_cost"].get<double>(), DoubleNear(8, 1e-9));
+  EXPECT_THAT(lines[1]["gpu_hours"].get<double>(), DoubleNear(3, 1e-9));  // 4 - 1 used
+  EXPECT_THAT(lines[1]["gpu_cost"].get<double>(), DoubleNear(15, 1e-9));
+  // Only the window's part inside the range; none outside it.
+  EXPECT_TRUE(ReservedLines({r}, records, {price}, 6 * kHour, 10 * kHour).empty());
+  // Summed apart from the jobs' own cost, and not counted as a job.
+  auto by = CostBy("tenant", ReservedLines({r}, records, {price}, 0, 10 * kHour));
+  ASSERT_TRUE(by.ok());
+  EXPECT_EQ(by->at("rows")[0]["jobs"], 0);
+  EXPECT_THAT(by->at("rows")[0]["reserved_unused_cost"].get<double>(), DoubleNear(7.5, 1e-9));
+}
+
 }  // namespace
 }  // namespace carve

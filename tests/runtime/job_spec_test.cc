@@ -9,6 +9,20 @@ namespace {
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
+// Decimal numbers are numbers, as JSON has them (a price of 4.20 was text, and refused); quoted,
+// or not a plain decimal, they stay text.
+TEST(JobSpecTest, YamlDecimalsAreNumbers) {
+  auto j = YamlToJson("a: 4.20\nb: -0.5\nc: 1e3\nd: '4.20'\ne: 1.2.3\nf: .inf\ng: 7\n");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ((*j)["a"], 4.2);
+  EXPECT_EQ((*j)["b"], -0.5);
+  EXPECT_EQ((*j)["c"], 1000.0);
+  EXPECT_EQ((*j)["d"], "4.20");
+  EXPECT_EQ((*j)["e"], "1.2.3");
+  EXPECT_EQ((*j)["f"], ".inf");
+  EXPECT_EQ((*j)["g"], 7);
+}
+
 TEST(JobSpecTest, ParsesYamlJobFile) {
   auto j = YamlToJson(R"(
 name: train

@@ -1,6 +1,5 @@
 #include "adapters/store/sqlite_store.h"
 
-#include <openssl/evp.h>
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -12,9 +11,9 @@
 #include <utility>
 
 #include "absl/memory/memory.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "adapters/store/event_hash.h"
 
 namespace carve {
 namespace {
@@ -28,9 +27,6 @@ struct StmtFinalizer {
   void operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
 };
 using StmtPtr = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
-
-// prev_hash of the first event.
-std::string GenesisHash() { return std::string(64, '0'); }
 
 absl::StatusCode CodeFor(int rc) {
   switch (rc & 0xff) {
@@ -131,19 +127,6 @@ std::string ColumnText(sqlite3_stmt* stmt, int column) {
   if (text == nullptr) return {};
   return std::string(reinterpret_cast<const char*>(text),
                      static_cast<size_t>(sqlite3_column_bytes(stmt, column)));
-}
-
-absl::StatusOr<std::string> EventHash(const StoredEvent& event, const std::string& prev_hash) {
-  const std::string preimage =
-      absl::StrCat(prev_hash, "\n", event.seq, "\n", event.time_us, "\n", event.actor, "\n",
-                   event.type, "\n", event.subject, "\n", event.reason, "\n", event.details_json);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(preimage.data(), preimage.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
-    return absl::InternalError("openssl: SHA-256 of an event failed");
-  }
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), static_cast<size_t>(length)));
 }
 
 constexpr const char* kEventColumns =

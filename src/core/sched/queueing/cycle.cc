@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/sched/queueing/backfill.h"
 #include "core/sched/queueing/preemption.h"
 
@@ -20,6 +21,21 @@ namespace {
 // A failed placement depends only on the request; within a cycle the cluster only fills (until
 // something is released), so one failure per request shape answers for every equal request.
 using Shape = std::pair<std::pair<int, int>, ReplicaRequest>;
+
+// Why `victim` stops for `preemptor`, by the kind FindVictims chose.
+std::string PreemptionReason(const std::string& kind, const PendingJob& preemptor,
+                             const RunningJob& victim) {
+  if (kind == "reclaim") {
+    return absl::StrCat("preempted by job ", JobOf(preemptor), " for queue ", preemptor.queue,
+                        "'s guarantee: queue ", victim.queue, " runs on borrowed capacity");
+  }
+  if (kind == "reservation") {
+    return absl::StrCat("preempted by job ", JobOf(preemptor), ", which holds reservation ",
+                        victim.borrows, ": this job borrowed its nodes");
+  }
+  return absl::StrCat("preempted by job ", JobOf(preemptor), " of higher priority (",
+                      preemptor.priority, " > ", victim.priority, ") in queue ", preemptor.queue);
+}
 
 class Cycle {
  public:
@@ -289,8 +305,9 @@ void Cycle::Process(const PendingJob& job, const OrderKey& key) {
 Cycle::PreemptOutcome Cycle::TryPreempt(const PendingJob& job, const ResourceList& demand,
                                         WaitExplanation& wait) {
   // Equal requests of one queue and priority find the same victims, or none.
-  auto key = std::make_pair(job.queue, std::make_pair(job.priority, Shape{{job.request.replicas, 0},
-                                                                          job.request.replica}));
+  auto key = std::make_pair(
+      absl::StrCat(job.queue, "|", absl::StrJoin(job.holds, ",")),
+      std::make_pair(job.priority, Shape{{job.request.replicas, 0}, job.request.replica}));
   if (no_victims_.count(key)) return PreemptOutcome::kNone;
   if (preemption_searches_ >= in_.options.max_preemption_searches) return PreemptOutcome::kSkipped;
   ++preemption_searches_;
@@ -308,12 +325,7 @@ Cycle::PreemptOutcome Cycle::TryPreempt(const PendingJob& job, const ResourceLis
     candidates_[set.victims[k]].claimed_by = job.id;
     const RunningJob& v = *candidates_[set.victims[k]].job;
     preempted_for_[v.id] = job.id;
-    std::string reason =
-        set.kinds[k] == "reclaim"
-            ? absl::StrCat("preempted by job ", JobOf(job), " for queue ", job.queue,
-                           "'s guarantee: queue ", v.queue, " runs on borrowed capacity")
-            : absl::StrCat("preempted by job ", JobOf(job), " of higher priority (", job.priority,
-                           " > ", v.priority, ") in queue ", job.queue);
+    std::string reason = PreemptionReason(set.kinds[k], job, v);
     out_.preemptions.push_back({v.id, JobOf(job), v.queue, set.kinds[k], reason});
   }
   for (const VictimCandidate& c : candidates_) {

@@ -31,6 +31,8 @@ struct PendingJob {
   // A replacement takes back the quota its replica held: admitted without a quota check (and it
   // claims no quota when it preempts).
   bool quota_held = false;
+  // The active reservations it holds: it may preempt the jobs borrowing their nodes.
+  std::vector<std::string> holds = {};
 };
 
 // The job a pending entry belongs to.
@@ -49,6 +51,9 @@ struct RunningJob {
   // reclaimed, and is never chosen as a victim again.
   bool stopping = false;
   int64_t preempted_by = 0;  // the job it was preempted for, if any
+  // The active reservation whose nodes it runs on without holding it (empty: none): a job that
+  // holds the reservation may preempt it.
+  std::string borrows = {};
 };
 
 }  // namespace carve

@@ -1,6 +1,7 @@
 #include "core/sched/queueing/preemption.h"
 
 #include <algorithm>
+#include <string_view>
 #include <tuple>
 
 namespace carve {
@@ -87,7 +88,7 @@ VictimSet FindVictims(Cluster& cluster, Placer& placer, QuotaLedger& ledger,
     int64_t started_us;
     int64_t id;
     size_t index;
-    bool reclaim;
+    const char* kind;
   };
   std::vector<Ranked> ranked;
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -97,21 +98,27 @@ VictimSet FindVictims(Cluster& cluster, Placer& placer, QuotaLedger& ledger,
     bool same_queue = c.queue == p.queue;
     bool by_priority = same_queue && c.priority < p.priority;
     bool by_reclaim = !same_queue && reclaim && borrower;
-    if (!by_priority && !by_reclaim) continue;
-    ranked.push_back({borrower, c.priority, c.started_us, c.id, i, by_reclaim});
+    bool by_reservation =
+        !c.borrows.empty() && std::find(p.holds.begin(), p.holds.end(), c.borrows) != p.holds.end();
+    if (!by_priority && !by_reclaim && !by_reservation) continue;
+    const char* kind = by_reservation ? "reservation" : by_reclaim ? "reclaim" : "priority";
+    ranked.push_back({borrower || by_reservation, c.priority, c.started_us, c.id, i, kind});
   }
-  // Borrowers first, then lowest priority, then least progress lost (latest start), then id.
+  // Borrowers of the preemptor's reservations first (the candidates are cut to a limit next),
+  // then borrowers, then lowest priority, then least progress lost (latest start), then id.
   std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
-    return std::make_tuple(!a.borrower, a.priority, -a.started_us, -a.id) <
-           std::make_tuple(!b.borrower, b.priority, -b.started_us, -b.id);
+    const bool ra = a.kind == std::string_view("reservation");
+    const bool rb = b.kind == std::string_view("reservation");
+    return std::make_tuple(!ra, !a.borrower, a.priority, -a.started_us, -a.id) <
+           std::make_tuple(!rb, !b.borrower, b.priority, -b.started_us, -b.id);
   });
   if (static_cast<int>(ranked.size()) > max_candidates) ranked.resize(max_candidates);
   std::vector<size_t> set;
-  std::vector<bool> kinds;
+  std::vector<std::string> kinds;
   bool fits = false;
   for (const Ranked& r : ranked) {
     set.push_back(r.index);
-    kinds.push_back(r.reclaim);
+    kinds.push_back(r.kind);
     if ((fits = probe.Fits(set))) break;
   }
   if (!fits) return out;
@@ -126,7 +133,7 @@ VictimSet FindVictims(Cluster& cluster, Placer& placer, QuotaLedger& ledger,
   out.fits = probe.Fits(set);  // true: it did with this set; this finds the placement again
   out.placement = std::move(probe.placement);
   out.victims = set;
-  for (bool k : kinds) out.kinds.push_back(k ? "reclaim" : "priority");
+  out.kinds = std::move(kinds);
   return out;
 }
 

@@ -31,7 +31,7 @@ struct VictimSet {
   // The preemptor fits once the stopping jobs and `victims` are gone.
   bool fits = false;
   std::vector<size_t> victims;     // indexes into the candidates, in the order chosen
-  std::vector<std::string> kinds;  // per victim: "reclaim" or "priority"
+  std::vector<std::string> kinds;  // per victim: "reclaim", "priority" or "reservation"
   // Where the preemptor goes once the victims and the jobs stopping for it are gone.
   std::vector<ReplicaPlacement> placement;
 };
@@ -40,7 +40,8 @@ struct VictimSet {
 // cluster, and never one that does not (so preemption cannot loop). Who may be a victim: a
 // preemptible, not yet stopping job that is either of the preemptor's queue with a lower base
 // priority, or of another queue that runs on borrowed capacity while the preemptor's queue
-// stays within its nominal quota (reclaim). Candidates are tried borrowers first, then lowest
+// stays within its nominal quota (reclaim), or that borrows the nodes of an active reservation
+// the preemptor holds (reservation). Candidates are tried borrowers first, then lowest
 // priority, then least progress lost (latest start), then highest id; a last pass drops every
 // victim the preemptor can do without. Leaves cluster, placer and ledger as they were.
 VictimSet FindVictims(Cluster& cluster, Placer& placer, QuotaLedger& ledger,

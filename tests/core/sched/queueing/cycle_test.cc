@@ -372,6 +372,36 @@ TEST(Cycle, BorrowingQueueCannotReclaimFromOthers) {
   EXPECT_TRUE(d.preemptions.empty());
 }
 
+// A reservation's holder takes its room back from the jobs borrowing the reserved nodes, of any
+// queue or priority, and from no other job.
+TEST(Cycle, AReservationsHolderPreemptsItsBorrowersOnly) {
+  Cluster cluster = H200Cluster(1, 4);
+  OneCycle c(&cluster);
+  c.input.queues = {Queue("a", "", 8), Queue("b", "", 8)};
+  c.input.running.push_back(Running(cluster, 1, "b", Gpus(2), 500, 1));  // borrows, priority 500
+  c.input.running.back().borrows = "launch";
+  c.input.running.push_back(Running(cluster, 2, "b", Gpus(2), 0, 2));  // another's: no borrower
+  c.input.running.back().borrows = "other";
+  PendingJob holder = Pending(3, "a", Gpus(2), 0);
+  holder.holds = {"launch"};
+  c.input.pending.push_back(holder);
+  Decisions d = c.Run();
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim, 1);
+  EXPECT_EQ(d.preemptions[0].kind, "reservation");
+  EXPECT_EQ(d.preemptions[0].reason,
+            "preempted by job 3, which holds reservation launch: this job borrowed its nodes");
+  // Without the reservation, job 3 (priority 0, another queue, within quota) preempts nothing.
+  Cluster again = H200Cluster(1, 4);
+  OneCycle plain(&again);
+  plain.input.queues = c.input.queues;
+  plain.input.running.push_back(Running(again, 1, "b", Gpus(2), 500, 1));
+  plain.input.running.back().borrows = "launch";
+  plain.input.running.push_back(Running(again, 2, "b", Gpus(2), 0, 2));
+  plain.input.pending.push_back(Pending(3, "a", Gpus(2), 0));
+  EXPECT_TRUE(plain.Run().preemptions.empty());
+}
+
 TEST(Cycle, CompactTopologyPrefersOneNodeThenOneRack) {
   Cluster cluster = H200Cluster(4, 4,
                                 {{{"rack", "r1"}, {"nvlink-domain", "d1"}},

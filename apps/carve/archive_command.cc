@@ -1,0 +1,73 @@
+// `carve export all` and `carve import` (runtime/archive.h): leaving a server, or moving in.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "client_common.h"
+#include "core/model/gpu_catalog.h"
+#include "ports/store.h"
+#include "runtime/archive.h"
+
+namespace carve::app {
+
+using json = nlohmann::json;
+
+void AddExportAll(CLI::App& exp, std::shared_ptr<Connection> c) {
+  auto out = std::make_shared<std::string>();
+  CLI::App* all = exp.add_subcommand(
+      "all",
+      "Every configuration document, finished job, usage record, utilization series and the event "
+      "log, with a manifest of checksums (admins; carve import reads it)");
+  all->add_option("--out", *out, "A new or empty directory")->required();
+  all->callback([c, out] {
+    ApiClient client = Client(*c);
+    json manifest = Check(ExportArchive(client, *out));
+    if (Structured(*c, manifest)) return;
+    for (const json& f : manifest["files"]) {
+      std::cout << f["path"].get<std::string>() << ": " << f["records"] << " records\n";
+    }
+    std::cout << "events: " << manifest["events"]["events"] << ", head "
+              << manifest["events"]["head_hash"].get<std::string>() << "\n";
+    for (const json& why : manifest["left_out"]) {
+      std::cout << "left out: " << why.get<std::string>() << "\n";
+    }
+  });
+}
+
+void AddImport(CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  auto data = std::make_shared<std::string>();
+  CLI::App* import = app.add_subcommand(
+      "import",
+      "Write an export (carve export all) into a new data directory, checked against its "
+      "manifest; then start carve server --data on it");
+  import->add_option("dir", *dir, "The export's directory")->required();
+  import->add_option("--data", *data, "A new or empty data directory for carve server")->required();
+  import->callback([dir, data] {
+    ::umask(077);
+  std::error_code ec;
+  std::filesystem::create_directories(*data, ec);
+  if (ec) Die(absl::InternalError(absl::StrCat(*data, ": ", ec.message())));
+  // The server's own lock: no server starts on the directory while it is written.
+  const std::string lock = *data + "/server.lock";
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    Die(absl::FailedPreconditionError(
+        absl::StrCat(*data, " is in use by a carve server (", std::strerror(errno), ")")));
+  }
+  auto store = OpenSqliteStore(*data + "/carve.db");
+  if (!store.ok()) Die(store.status());
+  const GpuCatalog catalog = GpuCatalog::BuiltIn();
+  json report = Check(ImportArchive(*dir, **store, catalog, *data + "/logs"));
+  std::cout << report.dump(2) << "\n";
+});
+}  // namespace carve::app
+
+}  // namespace carve::app

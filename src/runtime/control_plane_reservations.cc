@@ -1,0 +1,162 @@
+// Reservations (kind: reservation, reservation_config.h): their starts and ends, and what each
+// holds now. The scheduler's side (taints, tolerations, borrowers) is in reservations.h.
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "runtime/control_plane.h"
+#include "runtime/reservations.h"
+
+namespace carve {
+
+using json = nlohmann::json;
+using Phase = ReservationConfig::Phase;
+
+namespace {
+
+std::string Utc(int64_t us) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMicros(us), absl::UTCTimeZone());
+}
+
+// "" is no reservation's name: its entry in the phases marks that a look was taken since start.
+constexpr const char* kLooked = "";
+
+// The entry that marks a reservation as enforced in this form: a change to its holder, nodes,
+// window or borrowing while it is active is enforced again.
+std::string Enforced(const ReservationConfig& r) {
+  return absl::StrCat("\n", r.name, "\n", r.tenant, "|", r.queue, "|", absl::StrJoin(r.nodes, ","),
+                      "|", r.pool, "|", r.borrowable, "|", r.start_us, "|", r.end_us);
+}
+
+// Moves the jobs that may not stay off the nodes of `r`, now active: those of other tenants
+// (or queues) unless `r` is borrowable and they are preemptible. A job already stopping, or
+// whose replicas there are already being replaced, is left to finish that. Returns the ids.
+std::set<int64_t> MoveOffReserved(
+    const ReservationConfig& r, const std::vector<std::string>& nodes, JobTable& jobs,
+    const std::function<bool(JobRecord&, const std::string&)>& displace) {
+  std::set<int64_t> moved;
+  for (const std::string& node : nodes) {
+    for (JobRecord* placed : jobs.PlacedOn(node)) {
+      JobRecord& job = *placed;
+      if (IsFinal(job.state) || !job.Uses(node) || r.HeldBy(job.spec.tenant, job.spec.queue) ||
+          !job.displaced.empty() || job.cancel_requested) {
+        continue;
+      }
+      if (r.borrowable && job.spec.preemptible.value_or(true)) continue;  // a borrower
+      const bool serving_there =
+          std::any_of(job.replicas.begin(), job.replicas.end(), [&](const ReplicaRecord& rep) {
+            return rep.node == node && rep.retire.empty() && rep.state != ReplicaState::kRetired;
+          });
+      if (serving_there && displace(job, node)) moved.insert(job.id);
+    }
+  }
+  return moved;
+}
+
+}  // namespace
+
+void ControlPlane::ReservationTimers(int64_t now, StoreBatch& batch) {
+  const std::vector<ReservationConfig> all = config_.Reservations();
+  if (all.empty()) return;
+  // The first look after a start enforces each active reservation again (one that started while
+  // no server ran); it moves nothing that was moved before.
+  const bool first = reservation_phases_.count(kLooked) == 0;
+  std::optional<ReservationView> view;
+  std::map<std::string, Phase> next{{kLooked, Phase::kOver}};
+  for (const ReservationConfig& r : all) {
+    const Phase phase = r.PhaseAt(now);
+    const std::string enforced = Enforced(r);
+    next[r.name] = next[enforced] = phase;
+    auto was = reservation_phases_.find(r.name);
+    const bool changed = was == reservation_phases_.end() || was->second != phase;
+    const bool edited = !first && !changed && !reservation_phases_.count(enforced);
+    if (!changed && !edited && !(first && phase == Phase::kActive)) continue;
+    const std::string subject = "reservation/" + r.name;
+    json details = {{"tenant", r.tenant},
+                    {"queue", r.queue},
+                    {"start", Utc(r.start_us)},
+                    {"end", Utc(r.end_us)},
+                    {"borrowable", r.borrowable}};
+    if (phase == Phase::kActive) {
+      if (!view) view.emplace(all, nodes_, config_.Pools(), now);
+      details["nodes"] = view->NodesOf(r);
+      const std::string cause = absl::StrCat("reservation ", r.name, " holds this node until ",
+                                             Utc(r.end_us), " for its holder");
+      // Counted, not named: the moved jobs are other tenants' (each has its job.displaced).
+      details["moved"] =
+          MoveOffReserved(r, view->NodesOf(r), jobs_, [&](JobRecord& job, const std::string& node) {
+            return DisplaceOn(job, node, -1, -1, cause, false, batch);
+          }).size();
+      if (changed || edited) {
+        Event(batch, "scheduler", changed ? "reservation.started" : "reservation.changed", subject,
+              absl::StrCat("reservation ", r.name, " of tenant ", r.tenant,
+                           changed ? " starts on " : " now holds ", details["nodes"].size(),
+                           " node(s) until ", Utc(r.end_us)),
+              details);
+      }
+    } else if (phase == Phase::kOver && changed && was != reservation_phases_.end()) {
+      Event(batch, "scheduler", "reservation.ended", subject,
+            absl::StrCat("reservation ", r.name, " of tenant ", r.tenant, " ended"), details);
+    }
+  }
+  reservation_phases_ = std::move(next);
+}
+
+json ControlPlane::ListReservations(const Principal& who) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = now_();
+  const std::vector<ReservationConfig> all = config_.Reservations();
+  const ReservationView view(all, nodes_, config_.Pools(), now);
+  const bool admin = who.role == Role::kAdmin;
+  json out = json::array();
+  for (const ReservationConfig& r : all) {
+    if (!admin && r.tenant != who.tenant) continue;
+    const Phase phase = r.PhaseAt(now);
+    json item = {{"name", r.name},           {"tenant", r.tenant},
+                 {"queue", r.queue},         {"pool", r.pool},
+                 {"start", Utc(r.start_us)}, {"end", Utc(r.end_us)},
+                 {"start_us", r.start_us},   {"end_us", r.end_us},
+                 {"phase", Name(phase)},     {"borrowable", r.borrowable}};
+    // What runs on its nodes now, in milli-GPUs (a MIG instance by its compute, a share by its
+    // share): the holder's, borrowers' (active) or others' (ahead: ending before the start).
+    int64_t gpus = 0, holder = 0, others = 0;
+    json jobs = json::array();
+    const std::vector<std::string> nodes = phase == Phase::kOver ? r.nodes : view.NodesOf(r);
+    for (const std::string& node : nodes) {
+      auto rec = nodes_.find(node);
+      if (rec != nodes_.end()) gpus += 1000 * static_cast<int64_t>(rec->second.gpus.size());
+      if (phase == Phase::kOver) continue;
+      for (const JobRecord* job : jobs_.PlacedOn(node)) {
+        if (IsFinal(job->state)) continue;
+        int64_t milli = 0;
+        for (const ReplicaRecord& rep : job->replicas) {
+          if (rep.node != node || rep.state == ReplicaState::kRetired) continue;
+          for (const GrantRecord& g : rep.grants) milli += g.compute_milli;
+        }
+        const bool holds = r.HeldBy(job->spec.tenant, job->spec.queue);
+        (holds ? holder : others) += milli;
+        json entry = {{"node", node},
+                      {"gpu_milli", milli},
+                      {"role", holds                     ? "holder"
+                               : phase == Phase::kActive ? "borrower"
+                                                         : "ahead"}};
+        if (admin || job->spec.tenant == who.tenant) entry["job"] = job->id;
+        jobs.push_back(entry);
+      }
+    }
+    item["nodes"] = nodes;
+    item["gpu_milli"] = gpus;
+    item["use"] = {{"holder_milli", holder},
+                   {phase == Phase::kActive ? "borrowed_milli" : "others_milli", others},
+                   {"idle_milli", std::max<int64_t>(0, gpus - holder - others)}};
+    item["jobs"] = jobs;
+    out.push_back(item);
+  }
+  return {{"reservations", out}, {"now_us", now}};
+}
+
+}  // namespace carve

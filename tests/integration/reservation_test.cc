@@ -1,0 +1,212 @@
+// Reservations against the real server and agents (issue 16): before the start only jobs that
+// end in time use the reserved node; in the window the holder's jobs alone, or borrowers that
+// the holder's jobs preempt; `carve reservations` shows the use; explanations name the
+// reservation; each tenant sees its own; a restart neither loses nor repeats the start.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "integration/cli.h"
+#include "integration/harness.h"
+#include "integration/sanitized.h"
+
+namespace carve::it {
+namespace {
+
+using ::testing::HasSubstr;
+
+const NodeList kNodes = {{"r-1", "gpus:\n  - {model: H200, count: 1, mode: exclusive}\n"},
+                         {"r-2", "gpus:\n  - {model: H200, count: 1, mode: exclusive}\n"}};
+
+std::string Utc(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+class ReservationTest : public PlatformTest {
+ protected:
+  const NodeList& Nodes() const override { return kNodes; }
+
+  void SetUp() override {
+    PlatformTest::SetUp();
+    ApiPost("/api/v1/apply",
+            json::array({{{"kind", "tenant"}, {"name", "acme"}},
+                         {{"kind", "tenant"}, {"name", "globex"}},
+                         {{"kind", "project"}, {"name", "vision"}, {"tenant", "acme"}},
+                         {{"kind", "project"}, {"name", "nlp"}, {"tenant", "globex"}}}));
+  }
+
+  // A reservation of r-1 for acme from `start` for ten minutes.
+  json Reservation(absl::Time start, bool borrowable) {
+    return {{"kind", "reservation"},   {"name", "launch"},
+            {"tenant", "acme"},        {"nodes", {"r-1"}},
+            {"start", Utc(start)},     {"end", Utc(start + absl::Minutes(10))},
+            {"borrowable", borrowable}};
+  }
+
+  int64_t SubmitAs(const std::string& tenant, json extra = json::object()) {
+    json spec = {{"tenant", tenant},
+                 {"project", tenant == "acme" ? "vision" : "nlp"},
+                 {"command", {"sleep", "300"}},
+                 {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}};
+    spec.update(extra);
+    return Submit(spec)["id"];
+  }
+
+  std::string NodeOf(int64_t id) { return Job(id)["replicas"][0].value("node", ""); }
+
+  json Status(const std::string& token) {
+    auto r = ApiClient(url_, token, ca_).Get("/api/v1/reservations/status");
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? (*r)["reservations"] : json();
+  }
+};
+
+// Whole seconds: the start is written to the second.
+absl::Time SecondsFromNow(int seconds) {
+  return absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()) + 1 + seconds);
+}
+
+TEST_F(ReservationTest, AheadOnlyJobsEndingInTimeThenTheHolderAlone) {
+  // Room for a short job to end before the start on a loaded machine (sanitizers slow it).
+  ApiPost("/api/v1/apply", json::array({Reservation(SecondsFromNow(kSanitized ? 14 : 7), false)}));
+  const int64_t first = SubmitAs("globex");
+  ASSERT_TRUE(Eventually([&] { return Job(first)["state"] == "running"; })) << ServerLog();
+  EXPECT_EQ(NodeOf(first), "r-2") << "a job without max_runtime landed on the reserved node";
+  const int64_t quick = SubmitAs(
+      "globex", {{"max_runtime", kSanitized ? "4s" : "2s"}, {"command", {"sleep", "0.2"}}});
+  json done = WaitFinal(quick);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
+  EXPECT_EQ(done["replicas"][0]["node"], "r-1") << "a job that ends before the start may use it";
+  const int64_t waits = SubmitAs("globex");
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(Job(waits).value("explanation", ""), "reservation launch (1 node)");
+  })) << Job(waits).dump(2);
+
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("reservation.started").empty(); }, 30));
+  json started = EventsOf("reservation.started")[0];
+  EXPECT_EQ(started["details"]["nodes"], json::array({"r-1"}));
+  EXPECT_EQ(started["details"]["moved"], 0);
+  const int64_t holder = SubmitAs("acme");
+  ASSERT_TRUE(Eventually([&] { return Job(holder)["state"] == "running"; })) << ServerLog();
+  EXPECT_EQ(NodeOf(holder), "r-1");
+  EXPECT_EQ(Job(waits)["state"], "queued");
+  EXPECT_THAT(Job(waits).value("explanation", ""), HasSubstr("reservation launch"));
+
+  // The use, in the API and the CLI; each tenant's members see their own reservations only.
+  json all = Status(token_);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0]["phase"], "active");
+  EXPECT_EQ(all[0]["use"]["holder_milli"], 1000);
+  EXPECT_EQ(all[0]["use"]["idle_milli"], 0);
+  EXPECT_EQ(all[0]["jobs"][0]["job"], holder);
+  CliRun cli = RunShell(absl::StrCat("CARVE_SERVER=", url_, " CARVE_TOKEN=", token_, " ",
+                                     CARVE_BINARY, " reservations 2>&1"));
+  ASSERT_EQ(cli.exit, 0) << cli.out;
+  EXPECT_THAT(cli.out, HasSubstr("launch             acme         active")) << cli.out;
+  EXPECT_EQ(Status(MemberToken("gina", "globex", "nlp")), json::array());
+  EXPECT_EQ(Status(MemberToken("ada", "acme", "vision")).size(), 1u);
+
+  // A restart keeps the reservation and does not start it again.
+  Kill(server_, SIGKILL);
+  StartServer();
+  const int64_t later = SubmitAs("globex");
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(Job(later).value("explanation", ""), "reservation launch");
+  })) << Job(later).dump(2);
+  EXPECT_EQ(EventsOf("reservation.started").size(), 1u);
+  EXPECT_EQ(NodeOf(holder), "r-1");
+}
+
+TEST_F(ReservationTest, BorrowersRunUntilTheHolderTakesTheRoomBack) {
+  ApiPost("/api/v1/apply", json::array({Reservation(SecondsFromNow(1), true)}));
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("reservation.started").empty(); }, 30));
+  const int64_t a = SubmitAs("globex"), b = SubmitAs("globex");
+  ASSERT_TRUE(Eventually([&] {
+    return Job(a)["state"] == "running" && Job(b)["state"] == "running";
+  })) << ServerLog();
+  const int64_t borrower = NodeOf(a) == "r-1" ? a : b;
+  ASSERT_EQ(NodeOf(borrower), "r-1");
+  json use = Status(token_)[0]["use"];
+  EXPECT_EQ(use["borrowed_milli"], 1000) << use.dump();
+  EXPECT_EQ(use["holder_milli"], 0);
+
+  const int64_t holder = SubmitAs("acme");
+  ASSERT_TRUE(Eventually([&] { return Job(holder)["state"] == "running"; }))
+      << Job(holder).dump(2) << ServerLog();
+  EXPECT_EQ(NodeOf(holder), "r-1");
+  json preempted = EventsOf("job.preempted");
+  ASSERT_EQ(preempted.size(), 1u) << preempted.dump(2);
+  EXPECT_EQ(preempted[0]["subject"], absl::StrCat("job/", borrower));
+  EXPECT_EQ(preempted[0]["details"]["kind"], "reservation");
+  EXPECT_THAT(preempted[0]["reason"].get<std::string>(), HasSubstr("holds reservation launch"));
+  const int64_t other = borrower == a ? b : a;
+  EXPECT_EQ(Job(other)["state"], "running") << "a job off the reserved node was preempted";
+  EXPECT_EQ(Job(other)["attempt"], 0);
+  // The borrower goes back to the queue by its policy and waits for room.
+  ASSERT_TRUE(Eventually([&] { return Job(borrower)["state"] == "queued"; }))
+      << Job(borrower).dump(2);
+  EXPECT_EQ(Job(borrower)["attempt"], 1);
+
+  // What the holder left unused of its reservation is charged to it at the reserved price; the
+  // borrowers' use does not count as the holder's.
+  ApiPost("/api/v1/apply",
+          json::array({{{"kind", "price"},
+                        {"name", "list"},
+                        {"effective_from", "2026-01-01"},
+                        {"gpu_hour", {{"H200", {{"*", 4.0}, {"reserved", 1.0}}}}}}}));
+  json cost = ApiGet("/api/v1/cost?by=tenant&since_us=0");
+  json acme;
+  for (const json& r : cost["rows"]) {
+    if (r["tenant"] == "acme") acme = r;
+  }
+  ASSERT_TRUE(acme.is_object()) << cost.dump(2);
+  const double unused = acme["reserved_unused_gpu_hours"];
+  EXPECT_GT(unused, 0) << "the borrower's hours counted as the holder's";
+  EXPECT_NEAR(acme["reserved_unused_cost"].get<double>(), unused * 1.0, 1e-9);
+  EXPECT_EQ(acme["jobs"], 1);
+}
+
+TEST_F(ReservationTest, OverlapsAndBadWindowsAreRefusedNamingWhy) {
+  ApiPost("/api/v1/apply", json::array({Reservation(SecondsFromNow(3600), false)}));
+  json other = Reservation(SecondsFromNow(3900), false);
+  other["name"] = "other";
+  other["tenant"] = "globex";
+  auto overlap = Api().Post("/api/v1/apply", json::array({other}));
+  ASSERT_FALSE(overlap.ok());
+  EXPECT_THAT(std::string(overlap.status().message()),
+              HasSubstr("document 0: reservation other would hold a node that reservation launch "
+                        "holds over the same time"));
+  other["nodes"] = {"r-2"};
+  other["end"] = other["start"];
+  auto empty = Api().Post("/api/v1/apply", json::array({other}));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("end: must be after start"));
+  json past = Reservation(absl::Now() - absl::Hours(1), false);
+  past["name"] = "past";
+  past["nodes"] = {"r-2"};
+  auto late = Api().Post("/api/v1/apply", json::array({past}));
+  ASSERT_FALSE(late.ok());
+  EXPECT_THAT(std::string(late.status().message()),
+              HasSubstr("start: a reservation's start must not be in the past"));
+  // A pool that holds r-1 overlaps the reservation naming r-1.
+  ApiPost("/api/v1/apply",
+          json::array({{{"kind", "node"}, {"name", "r-1"}, {"labels", {{"pool", "big"}}}}}));
+  json by_pool = Reservation(SecondsFromNow(3700), false);
+  by_pool["name"] = "by-pool";
+  by_pool.erase("nodes");
+  by_pool["pool"] = "big";
+  auto pooled = Api().Post("/api/v1/apply", json::array({by_pool}));
+  ASSERT_FALSE(pooled.ok());
+  EXPECT_THAT(std::string(pooled.status().message()), HasSubstr("reservation launch"));
+  EXPECT_EQ(ApiGet("/api/v1/reservations").size(), 1u) << "a refused document was kept";
+  EXPECT_EQ(Status(token_)[0]["phase"], "ahead");
+}
+
+}  // namespace
+}  // namespace carve::it
