@@ -142,6 +142,41 @@ TEST_F(FakeNvmlActivityTest, UtilizationIsReportedWhereTheDriverHasIt) {
   EXPECT_EQ(gpus[1].health, "healthy");
 }
 
+// A MIG GPU's activity is GPM's SM activity of each GPU instance over the time since the last
+// look, weighted by its compute slices: H200 (7 slices), a 3-slice instance 80% busy and a
+// 2-slice one 20% busy: (3 x 80 + 2 x 20) / 7 = 40%, the free 2 slices idle. The first look has
+// nothing to measure against, a failed metric leaves it unknown, and so does a GPU without GPM.
+TEST_F(FakeNvmlActivityTest, AMigGpusActivityComesFromGpmPerInstance) {
+  int gpm = AddGpu("NVIDIA H200", "GPU-gpm", 143771, true);
+  AddMig(gpm, 0, "MIG-a", 3, 71 * 1024, 9, 0);
+  AddMig(gpm, 1, "MIG-b", 2, 35 * 1024, 14, 4);
+  Fn<void (*)(int, int)>("FakeNvmlSetGpm")(gpm, 1);
+  auto set = Fn<void (*)(int, unsigned int, int)>("FakeNvmlSetMigSmUtil");
+  set(gpm, 0, 80);
+  set(gpm, 1, 20);
+  int none = AddGpu("NVIDIA H200", "GPU-nogpm", 143771, true);  // GPM not supported
+  AddMig(none, 0, "MIG-c", 3, 71 * 1024, 9, 0);
+  set(none, 0, 50);
+  std::unique_ptr<DeviceBackend> backend = Open();
+  ASSERT_NE(backend, nullptr);
+  auto look = [&] {
+    absl::StatusOr<std::vector<DiscoveredGpu>> gpus = backend->Discover();
+    EXPECT_TRUE(gpus.ok()) << gpus.status();
+    std::vector<int> pct;
+    for (const DiscoveredGpu& g : gpus.ok() ? *gpus : std::vector<DiscoveredGpu>{}) {
+      pct.push_back(g.utilization_pct);
+    }
+    return pct;
+  };
+  EXPECT_EQ(look(), (std::vector<int>{-1, -1})) << "a first sample measures nothing";
+  EXPECT_EQ(look(), (std::vector<int>{40, -1}));
+  set(gpm, 0, 100);
+  set(gpm, 1, 100);
+  EXPECT_EQ(look(), (std::vector<int>{71, -1}));  // 5 of 7 slices held, all busy
+  set(gpm, 1, -1);
+  EXPECT_EQ(look(), (std::vector<int>{-1, -1})) << "one instance unknown: the GPU is unknown";
+}
+
 // --- XID events ----------------------------------------------------------------------------------
 
 TEST_F(FakeNvmlActivityTest, CriticalXidMarksOnlyItsGpuAndStays) {

@@ -149,6 +149,43 @@ inline constexpr unsigned int kComputeInstanceProfileIndexBound = 0x10;
 // NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED.
 inline constexpr unsigned int kComputeInstanceEngineProfileShared = 0;
 
+// GPU Performance Monitoring (Hopper and later, NVML R520 and later): opaque samples, and
+// metrics over the time between two of them. A MIG GPU's activity comes from here: the
+// utilization rates answer NOT_SUPPORTED in MIG mode.
+struct GpmSampleSt;
+using GpmSample = GpmSampleSt*;
+// nvmlGpmSupport_t.
+struct GpmSupport {
+  unsigned int version;  // kGpmSupportVersion
+  unsigned int isSupportedDevice;
+};
+inline constexpr unsigned int kGpmSupportVersion = 1;
+// nvmlGpmMetric_t.
+struct GpmMetric {
+  unsigned int metricId;  // in
+  Return nvmlReturn;      // out: the value is valid when kSuccess
+  double value;
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;
+};
+// nvmlGpmMetricsGet_t, with room for every metric id NVML has defined: NVML_GPM_METRIC_MAX was 98
+// in R520's header and is 333 in later ones, both under version 1 (the library fills
+// `numMetrics` entries), so the larger bound fits either.
+inline constexpr unsigned int kGpmMetricMax = 333;
+struct GpmMetricsGet {
+  unsigned int version;  // kGpmMetricsGetVersion
+  unsigned int numMetrics;
+  GpmSample sample1;
+  GpmSample sample2;
+  GpmMetric metrics[kGpmMetricMax];
+};
+inline constexpr unsigned int kGpmMetricsGetVersion = 1;
+// NVML_GPM_METRIC_SM_UTIL: percent of the SMs that were busy (0..100).
+inline constexpr unsigned int kGpmMetricSmUtil = 2;
+
 using InitFn = Return (*)();                                         // nvmlInit_v2
 using ShutdownFn = Return (*)();                                     // nvmlShutdown
 using ErrorStringFn = const char* (*)(Return);                       // nvmlErrorString
@@ -198,6 +235,12 @@ using GpuInstanceCreateComputeInstanceFn = Return (*)(GpuInstance, unsigned int 
 using GpuInstanceGetComputeInstancesFn = Return (*)(GpuInstance, unsigned int profile_id,
                                                     ComputeInstance*, unsigned int* count);
 using ComputeInstanceDestroyFn = Return (*)(ComputeInstance);
+using GpmQueryDeviceSupportFn = Return (*)(Device, GpmSupport*);
+using GpmSampleAllocFn = Return (*)(GpmSample*);
+using GpmSampleFreeFn = Return (*)(GpmSample);
+// nvmlGpmMigSampleGet(device, GPU instance id, sample).
+using GpmMigSampleGetFn = Return (*)(Device, unsigned int, GpmSample);
+using GpmMetricsGetFn = Return (*)(GpmMetricsGet*);
 
 }  // namespace carve::nvml
 

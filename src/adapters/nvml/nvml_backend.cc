@@ -4,6 +4,7 @@
 #include "adapters/nvml/nvml_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "adapters/nvml/nvml_api.h"
+#include "adapters/nvml/nvml_gpm.h"
 #include "adapters/nvml/nvml_library.h"
 #include "adapters/nvml/nvml_mig_layout.h"
 #include "adapters/nvml/nvml_names.h"
@@ -50,8 +52,12 @@ class NvmlBackend : public DeviceBackend {
       if (lib_->fn().get_handle(i, &handles[i]) != nvml::kSuccess) handles[i] = nullptr;
     }
     xids_ = std::make_unique<NvmlXidWatch>(*lib_, handles);
+    gpm_ = std::make_unique<NvmlGpm>(lib_.get());
   }
-  ~NvmlBackend() override { xids_.reset(); }  // frees the event set while NVML is still up
+  ~NvmlBackend() override {  // frees the event set and samples while NVML is still up
+    xids_.reset();
+    gpm_.reset();
+  }
 
   std::string name() const override { return "nvml"; }
 
@@ -279,7 +285,8 @@ class NvmlBackend : public DeviceBackend {
           current == nvml::kMigEnable) {
         gpu.mode = "partition";
         gpu.mig_enabled = true;
-        DescribeMig(device, model, gpu);
+        std::vector<NvmlGpm::Instance> instances = DescribeMig(device, model, gpu);
+        ReadMigActivity(device, index, model, instances, gpu);
       }
     }
     CheckMemoryHealth(device, gpu);
@@ -287,18 +294,32 @@ class NvmlBackend : public DeviceBackend {
     return gpu;
   }
 
+  // A MIG GPU's activity from GPM (nvml_gpm.h); unknown (-1) where it cannot be measured.
+  void ReadMigActivity(nvml::Device device, unsigned int index, const GpuModel* model,
+                       const std::vector<NvmlGpm::Instance>& instances, DiscoveredGpu& gpu) const {
+    if (model == nullptr || model->mig_compute_slices <= 0) return;
+    std::optional<double> busy = gpm_->MigBusy(device, index, model->mig_compute_slices, instances);
+    if (busy) gpu.utilization_pct = static_cast<int>(std::lround(*busy));
+  }
+
   // The MIG devices (compute instances) of a MIG-enabled GPU. The profile is named from the
   // instance's slice count and memory (nvmlDeviceGetAttributes_v2); the GPU instance's profile id
   // and placement come from nvmlDeviceGetGpuInstanceById, which needs a privileged user: without
-  // it `start` stays -1 and "+me" profiles read as their plain twins.
-  void DescribeMig(nvml::Device device, const GpuModel* model, DiscoveredGpu& gpu) const {
+  // it `start` stays -1 and "+me" profiles read as their plain twins. Returns the GPU instances
+  // with their compute slices (for GPM; an instance whose id or slices NVML would not give has
+  // slices 0).
+  std::vector<NvmlGpm::Instance> DescribeMig(nvml::Device device, const GpuModel* model,
+                                             DiscoveredGpu& gpu) const {
     const NvmlLibrary::Functions& f = lib_->fn();
+    std::vector<NvmlGpm::Instance> instances;
     if (f.get_max_mig == nullptr || f.get_mig_handle == nullptr) {
       Degrade(gpu, "suspect", "MIG is enabled but this NVML cannot list MIG devices");
-      return;
+      return instances;
     }
     unsigned int max = 0;
-    if (!Check(gpu, f.get_max_mig(device, &max), "nvmlDeviceGetMaxMigDeviceCount")) return;
+    if (!Check(gpu, f.get_max_mig(device, &max), "nvmlDeviceGetMaxMigDeviceCount")) {
+      return instances;
+    }
     for (unsigned int i = 0; i < max; ++i) {
       nvml::Device mig = nullptr;
       nvml::Return r = f.get_mig_handle(device, i, &mig);
@@ -332,11 +353,18 @@ class NvmlBackend : public DeviceBackend {
         instance.profile = FallbackMigProfileName(slices, memory_mib);
       }
       gpu.mig_instances.push_back(std::move(instance));
+      unsigned int gi = 0;
+      if (f.get_gi_id != nullptr && f.get_gi_id(mig, &gi) == nvml::kSuccess) {
+        instances.push_back({gi, std::max(slices, 0)});
+      } else {
+        instances.push_back({0, 0});  // its activity cannot be sampled: the GPU's stays unknown
+      }
     }
     std::stable_sort(gpu.mig_instances.begin(), gpu.mig_instances.end(),
                      [](const DiscoveredMigInstance& a, const DiscoveredMigInstance& b) {
                        return a.start < b.start;
                      });
+    return instances;
   }
 
   // The GPU instance behind a MIG device; false when NVML will not tell (unprivileged user, old
@@ -380,7 +408,7 @@ class NvmlBackend : public DeviceBackend {
   // when it cannot be read: MIG mode answers NOT_SUPPORTED, and a failed read is not a health
   // signal.
   void ReadUtilization(nvml::Device device, DiscoveredGpu& gpu) const {
-    if (lib_->fn().get_utilization == nullptr) return;
+    if (lib_->fn().get_utilization == nullptr || gpu.mig_enabled) return;  // MIG: GPM's, above
     nvml::Utilization utilization{};
     if (lib_->fn().get_utilization(device, &utilization) == nvml::kSuccess) {
       gpu.utilization_pct = static_cast<int>(std::min(utilization.gpu, 100u));
@@ -390,6 +418,7 @@ class NvmlBackend : public DeviceBackend {
   std::unique_ptr<NvmlLibrary> lib_;
   GpuCatalog catalog_;
   std::unique_ptr<NvmlXidWatch> xids_;
+  std::unique_ptr<NvmlGpm> gpm_;
 };
 
 }  // namespace

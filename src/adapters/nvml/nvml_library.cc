@@ -102,6 +102,11 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string
   load(f.create_ci, "nvmlGpuInstanceCreateComputeInstance", false);
   load(f.get_cis, "nvmlGpuInstanceGetComputeInstances", false);
   load(f.destroy_ci, "nvmlComputeInstanceDestroy", false);
+  load(f.gpm_support, "nvmlGpmQueryDeviceSupport", false);
+  load(f.gpm_alloc, "nvmlGpmSampleAlloc", false);
+  load(f.gpm_free, "nvmlGpmSampleFree", false);
+  load(f.gpm_mig_sample, "nvmlGpmMigSampleGet", false);
+  load(f.gpm_metrics, "nvmlGpmMetricsGet", false);
   if (missing != nullptr) {
     return absl::UnavailableError(
         absl::StrCat("NVML unavailable: ", path, " has no ", missing, " (driver too old?)"));

@@ -54,6 +54,12 @@ class NvmlLibrary {
     nvml::GpuInstanceCreateComputeInstanceFn create_ci = nullptr;
     nvml::GpuInstanceGetComputeInstancesFn get_cis = nullptr;
     nvml::ComputeInstanceDestroyFn destroy_ci = nullptr;
+    // Optional: GPM (R520 and later), a MIG GPU's activity.
+    nvml::GpmQueryDeviceSupportFn gpm_support = nullptr;
+    nvml::GpmSampleAllocFn gpm_alloc = nullptr;
+    nvml::GpmSampleFreeFn gpm_free = nullptr;
+    nvml::GpmMigSampleGetFn gpm_mig_sample = nullptr;
+    nvml::GpmMetricsGetFn gpm_metrics = nullptr;
   };
 
   // Unavailable, saying why, when the library cannot be loaded, lacks a required function or

@@ -25,6 +25,7 @@ struct FakeMig {
   unsigned int start = 0;
   unsigned int size = 0;  // memory slices from start
   bool compute = true;    // has its compute instance
+  int sm_util = -1;       // GPM SM activity percent; -1: the metric fails
 };
 
 struct FakeProcess {
@@ -50,6 +51,7 @@ struct FakeGpu {
   bool lost = false;
   bool remap_pending = false;
   int utilization = -1;  // -1: NOT_SUPPORTED
+  bool gpm = false;      // GPM supported (nvmlGpmQueryDeviceSupport)
   nvml::Return processes_result = nvml::kSuccess;
   nvml::Return register_result = nvml::kSuccess;
   bool registered = false;
