@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/store/postgres_store.h"
 #include "client_common.h"
 #include "core/model/gpu_catalog.h"
 #include "ports/store.h"
@@ -41,28 +42,45 @@ void AddExportAll(CLI::App& exp, std::shared_ptr<Connection> c) {
   });
 }
 
+namespace {
+
+// The server's own lock on `data`: no server starts on the directory while the import writes.
+void LockDataDir(const std::string& data) {
+  std::error_code ec;
+  std::filesystem::create_directories(data, ec);
+  if (ec) Die(absl::InternalError(absl::StrCat(data, ": ", ec.message())));
+  const std::string lock = data + "/server.lock";
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    Die(absl::FailedPreconditionError(
+        absl::StrCat(data, " is in use by a carve server (", std::strerror(errno), ")")));
+  }
+}
+
+}  // namespace
+
 void AddImport(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto data = std::make_shared<std::string>();
+  auto store_url = std::make_shared<std::string>();
   CLI::App* import = app.add_subcommand(
       "import",
       "Write an export (carve export all) into a new data directory, checked against its "
       "manifest; then start carve server --data on it");
   import->add_option("dir", *dir, "The export's directory")->required();
   import->add_option("--data", *data, "A new or empty data directory for carve server")->required();
-  import->callback([dir, data] {
+  import->add_option("--store", *store_url,
+                     "postgresql://...: an empty PostgreSQL database instead of SQLite in --data "
+                     "(start carve server --store with the same URL)");
+  import->callback([dir, data, store_url] {
     ::umask(077);
-  std::error_code ec;
-  std::filesystem::create_directories(*data, ec);
-  if (ec) Die(absl::InternalError(absl::StrCat(*data, ": ", ec.message())));
-  // The server's own lock: no server starts on the directory while it is written.
-  const std::string lock = *data + "/server.lock";
-  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    Die(absl::FailedPreconditionError(
-        absl::StrCat(*data, " is in use by a carve server (", std::strerror(errno), ")")));
+  LockDataDir(*data);
+  if (!store_url->empty() && !IsPostgresUrl(*store_url)) {
+    Die(absl::InvalidArgumentError(
+        absl::StrCat("--store ", *store_url, ": not a postgres:// or postgresql:// URL")));
   }
-  auto store = OpenSqliteStore(*data + "/carve.db");
+  auto store =
+      store_url->empty() ? OpenSqliteStore(*data + "/carve.db") : OpenPostgresStore(*store_url);
   if (!store.ok()) Die(store.status());
   const GpuCatalog catalog = GpuCatalog::BuiltIn();
   json report = Check(ImportArchive(*dir, **store, catalog, *data + "/logs"));

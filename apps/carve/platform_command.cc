@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "adapters/nvml/nvml_backend.h"
+#include "adapters/store/postgres_store.h"
 #include "command_line.h"
 #include "core/base/quantity.h"
 #include "ports/devices.h"
@@ -127,6 +128,7 @@ void BlockSignals() {
 }
 
 struct ServerSettings {
+  std::string store;  // empty: SQLite in --data; postgres://...: PostgreSQL
   std::string data = "./carve-data";
   std::string checkpoint_root;  // empty: DATA/../carve-jobs/checkpoints
   std::string listen = "127.0.0.1:7070";
@@ -165,6 +167,8 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
       };
       if (key == "data") {
         set("--data", s.data);
+      } else if (key == "store") {
+        set("--store", s.store);
       } else if (key == "checkpoint_root") {
         set("--checkpoint-root", s.checkpoint_root);
       } else if (key == "listen") {
@@ -190,11 +194,11 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
       } else if (key == "max_log_bytes") {
         set("--max-log-bytes", s.max_log_bytes);
       } else {
-        Die(absl::InvalidArgumentError(
-            absl::StrCat(s.config, ": unknown key \"", key,
-                         "\"; known: data, checkpoint_root, listen, policy, schedule_interval_ms, "
-                         "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, max_log_bytes, "
-                         "tls_cert, tls_key, insecure, log_level")));
+        Die(absl::InvalidArgumentError(absl::StrCat(
+            s.config, ": unknown key \"", key,
+            "\"; known: data, store, checkpoint_root, listen, policy, schedule_interval_ms, "
+            "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, max_log_bytes, "
+            "tls_cert, tls_key, insecure, log_level")));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -205,6 +209,10 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
 void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
   cmd->add_option("--data", s.data, "Data directory (SQLite store, logs, tokens)")
       ->capture_default_str();
+  cmd->add_option("--store", s.store,
+                  "postgres://USER@HOST:PORT/DB: keep the state in PostgreSQL instead of SQLite in "
+                  "--data (which still holds logs and tokens); or CARVE_STORE")
+      ->envname("CARVE_STORE");
   cmd->add_option("--checkpoint-root", s.checkpoint_root,
                   "Where jobs' checkpoint directories live, reachable by every node and outside "
                   "the data directory (default: DATA/../carve-jobs/checkpoints)");
@@ -359,10 +367,15 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
                                                 " is inside the private data directory ", data)));
   }
   LogInfo("carve server ", CarveVersion(), " starting: data ", data, ", policy ", s.policy);
-  auto store = OpenSqliteStore(s.data + "/carve.db");
+  if (!s.store.empty() && !IsPostgresUrl(s.store)) {
+    Die(absl::InvalidArgumentError(absl::StrCat("--store ", s.store,
+                                                ": not a postgres:// or postgresql:// URL (without "
+                                                "--store the state is SQLite in --data)")));
+  }
+  auto store = s.store.empty() ? OpenSqliteStore(s.data + "/carve.db") : OpenPostgresStore(s.store);
   if (!store.ok()) Die(store.status());
   c->store = *std::move(store);
-  LogInfo("store opened: ", data, "/carve.db");
+  LogInfo("store opened: ", s.store.empty() ? data + "/carve.db" : "PostgreSQL");
   ControlPlane::Options options;
   options.policy = s.policy;
   options.log_dir = s.data + "/logs";

@@ -23,4 +23,24 @@ absl::StatusOr<std::string> EventHash(const StoredEvent& event, const std::strin
 
 std::string GenesisHash() { return std::string(64, '0'); }
 
+absl::Status CheckChainLink(const StoredEvent& event, int64_t expected_seq,
+                            const std::string& prev_hash, const std::string& store) {
+  const auto broken = [&](absl::string_view why) {
+    return absl::DataLossError(
+        absl::StrCat("event chain of ", store, " broken at seq ", event.seq, ": ", why));
+  };
+  if (event.seq != expected_seq) return broken(absl::StrCat("expected seq ", expected_seq));
+  if (event.prev_hash != prev_hash) {
+    return broken(event.seq == 1 ? "prev_hash of the first event is not the genesis hash"
+                                 : "prev_hash does not match the previous event's hash");
+  }
+  absl::StatusOr<std::string> computed = EventHash(event, prev_hash);
+  if (!computed.ok()) return computed.status();
+  if (*computed != event.hash) {
+    return broken(
+        absl::StrCat("stored hash ", event.hash, " does not match the fields (", *computed, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace carve

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ports/store.h"
 
@@ -13,6 +14,10 @@ namespace carve {
 absl::StatusOr<std::string> EventHash(const StoredEvent& event, const std::string& prev_hash);
 // prev_hash of the first event: 64 '0's.
 std::string GenesisHash();
+// Checks `event`, read back from `store` (named in the error), as the chain's next link: seq
+// `expected_seq`, linked to `prev_hash`, its hash that of its fields. DataLoss naming the seq.
+absl::Status CheckChainLink(const StoredEvent& event, int64_t expected_seq,
+                            const std::string& prev_hash, const std::string& store);
 
 }  // namespace carve
 

@@ -585,23 +585,7 @@ absl::Status SqliteStore::Impl::VerifyEventChain() {
       return SqliteError(use.db(), rc, absl::StrCat("cannot read the event chain of ", path_));
     }
     const StoredEvent event = ReadEvent(use.get());
-    const auto broken = [&](absl::string_view why) {
-      return absl::DataLossError(
-          absl::StrCat("event chain of ", path_, " broken at seq ", event.seq, ": ", why));
-    };
-    if (event.seq != expected_seq) {
-      return broken(absl::StrCat("expected seq ", expected_seq));
-    }
-    if (event.prev_hash != prev_hash) {
-      return broken(event.seq == 1 ? "prev_hash of the first event is not the genesis hash"
-                                   : "prev_hash does not match the previous event's hash");
-    }
-    absl::StatusOr<std::string> computed = EventHash(event, prev_hash);
-    if (!computed.ok()) return computed.status();
-    if (*computed != event.hash) {
-      return broken(
-          absl::StrCat("stored hash ", event.hash, " does not match the fields (", *computed, ")"));
-    }
+    if (absl::Status s = CheckChainLink(event, expected_seq, prev_hash, path_); !s.ok()) return s;
     ++expected_seq;
     prev_hash = event.hash;
   }
