@@ -101,14 +101,13 @@ class PostgresStore : public Store {
 
   absl::StatusOr<std::vector<StoredRecord>> Load(const std::string& kind) override {
     return Records("load", "SELECT kind, id, json FROM carve_records WHERE kind = $1 ORDER BY id",
-                   kind, "", -1);
+                   kind);
   }
 
   absl::StatusOr<std::optional<StoredRecord>> Get(const std::string& kind,
                                                   const std::string& id) override {
-    auto rows =
-        Records("get", "SELECT kind, id, json FROM carve_records WHERE kind = $1 AND id = $2", kind,
-                id, -1);
+    auto rows = Records(
+        "get", "SELECT kind, id, json FROM carve_records WHERE kind = $1 AND id = $2", kind, id);
     if (!rows.ok()) return rows.status();
     if (rows->empty()) return std::optional<StoredRecord>();
     return std::optional<StoredRecord>(std::move(rows->front()));
@@ -183,14 +182,13 @@ class PostgresStore : public Store {
     }
   }
 
+  // The records a query with `params` selects as (kind, id, json).
+  template <typename... Params>
   absl::StatusOr<std::vector<StoredRecord>> Records(const char* what, const char* sql,
-                                                    const std::string& kind,
-                                                    const std::string& second, int64_t limit) {
+                                                    const Params&... params) {
     return Run<std::vector<StoredRecord>>(what, [&](pqxx::connection& c) {
       pqxx::read_transaction t(c);
-      pqxx::result r = limit >= 0                     ? t.exec_params(sql, kind, second, limit)
-                       : absl::StrContains(sql, "$2") ? t.exec_params(sql, kind, second)
-                                                      : t.exec_params(sql, kind);
+      pqxx::result r = t.exec_params(sql, params...);
       std::vector<StoredRecord> out;
       out.reserve(r.size());
       for (const pqxx::row& row : r) {
