@@ -296,7 +296,10 @@ void ControlPlane::PlanJob(CyclePlan& plan, JobRecord& job, uint64_t revision,
     bool unplaced = std::any_of(job.replicas.begin(), job.replicas.end(), [](const auto& r) {
       return r.node.empty() && r.state == ReplicaState::kPending;
     });
-    if (unplaced) {  // most running jobs have none: no request to copy
+    // A job being stopped (displaced, cancelled) places no new replica: it would hold GPUs it
+    // never uses, never a victim while it stops (a stopping borrower starved a reservation's
+    // holder).
+    if (unplaced && !Stopping(job)) {  // most running jobs have none: no request to copy
       JobRequest replica = *request;
       TolerateWindows(replica, job.spec, now, windows);
       AddReplicaWork(job, replica, nominated_.count(id) ? nominated_.at(id) : 0, in, plan.work);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "runtime/control_plane.h"
 #include "runtime/control_plane_fixture.h"
 
@@ -154,6 +155,39 @@ TEST_F(ServiceSchedulingTest, ScaleUpBeyondQuotaWaitsAndSaysWhy) {
   ApplyQueue(3);
   ASSERT_TRUE(TickUntil([&] { return Serving(Job(id)) == 3; })) << Job(id).dump(2);
   EXPECT_EQ(Job(id)["explanation"], "");
+}
+
+// A service stopped by the platform (here: a reservation of its node starts, and no other replica
+// serves) places no new replica meanwhile: a scale-up replica waiting for quota stays unplaced
+// when quota comes back. It was placed, holding GPUs it would never use (a hostile tenant's
+// stopping service held a borrowable reservation's GPUs this way and starved the holder).
+TEST_F(ServiceSchedulingTest, AStoppingServicePlacesNoNewReplica) {
+  AddNode("a1", "a", 2);
+  ApplyQueue(2);
+  int64_t id = SubmitService(2);
+  ASSERT_TRUE(TickUntil([&] { return Serving(Job(id)) == 2; })) << Job(id).dump(2);
+  ASSERT_TRUE(cp_->Scale(id, 3, kAdmin).ok());
+  Tick();
+  ASSERT_EQ(Job(id)["replicas"][2]["node"], "");  // waits for quota
+  const auto utc = [](int64_t us) {
+    return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMicros(us), absl::UTCTimeZone());
+  };
+  const int64_t start = (now_ / kSecond + 5) * kSecond;
+  auto applied = cp_->Apply(json::array({{{"kind", "tenant"}, {"name", "acme"}},
+                                         {{"kind", "reservation"},
+                                          {"name", "launch"},
+                                          {"tenant", "acme"},
+                                          {"nodes", {"a1"}},
+                                          {"start", utc(start)},
+                                          {"end", utc(start + 600 * kSecond)}}}),
+                            kAdmin);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  AddNode("a2", "a", 1);
+  now_ = start;
+  ASSERT_TRUE(TickUntil([&] { return Job(id)["displaced"] != ""; })) << Job(id).dump(2);
+  ApplyQueue(3);
+  for (int i = 0; i < 5; ++i) Tick();
+  EXPECT_EQ(Job(id)["replicas"][2]["node"], "") << "a stopping service's replica was placed";
 }
 
 }  // namespace
