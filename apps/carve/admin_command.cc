@@ -325,6 +325,7 @@ void AddUsage(CLI::App& app, std::shared_ptr<Connection> c) {
   AddInvoice(*exp, c);
   AddExportAll(*exp, c);
   AddImport(app);
+  AddStore(app);
   CLI::App* records = exp->add_subcommand("usage", "One usage record per job attempt");
   records->add_option("--format", *format, "csv | jsonl")->capture_default_str();
   records->add_option("--since", *since, "From (time or 24h ago)");

@@ -9,12 +9,14 @@
 #include <filesystem>
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/store/postgres_store.h"
 #include "client_common.h"
 #include "core/model/gpu_catalog.h"
 #include "ports/store.h"
 #include "runtime/archive.h"
+#include "runtime/store_migrate.h"
 
 namespace carve::app {
 
@@ -57,7 +59,58 @@ void LockDataDir(const std::string& data) {
   }
 }
 
+// A store named on the command line: sqlite:DIR (the carve.db of a server's --data, locked as
+// the server locks it) or a postgres:// URL. `must_exist`: a SQLite source is never created.
+std::unique_ptr<Store> OpenNamedStore(const std::string& flag, const std::string& name,
+                                      bool must_exist) {
+  if (IsPostgresUrl(name)) {
+    auto store = OpenPostgresStore(name);
+    if (!store.ok()) Die(store.status());
+    return *std::move(store);
+  }
+  if (!absl::StartsWith(name, "sqlite:") || name.size() == 7) {
+    Die(absl::InvalidArgumentError(absl::StrCat(
+        flag, " ", name, ": name a store as sqlite:DIR (a server's --data) or postgresql://...")));
+  }
+  const std::string dir = name.substr(7);
+  const std::string db = dir + "/carve.db";
+  if (must_exist && !std::filesystem::exists(db)) {
+    Die(absl::NotFoundError(absl::StrCat(flag, " ", name, ": ", db, " does not exist")));
+  }
+  LockDataDir(dir);
+  auto store = OpenSqliteStore(db);
+  if (!store.ok()) Die(store.status());
+  return *std::move(store);
+}
+
 }  // namespace
+
+void AddStore(CLI::App& app) {
+  CLI::App* store = app.add_subcommand("store", "Move a server's state between stores");
+  store->require_subcommand(1);
+  auto from = std::make_shared<std::string>();
+  auto to = std::make_shared<std::string>();
+  CLI::App* migrate = store->add_subcommand(
+      "migrate",
+      "Copy every record and the event log into a new, empty store, with the chain's head hash "
+      "checked the same (stop the server first)");
+  migrate->add_option("--from", *from, "sqlite:DIR (a server's --data) or postgresql://...")
+      ->required();
+  migrate->add_option("--to", *to, "An empty store: postgresql://... or sqlite:DIR")->required();
+  migrate->callback([from, to] {
+    ::umask(077);
+    if (*from == *to) Die(absl::InvalidArgumentError("--from and --to name the same store"));
+    std::unique_ptr<Store> source = OpenNamedStore("--from", *from, true);
+    std::unique_ptr<Store> destination = OpenNamedStore("--to", *to, false);
+    json report = Check(MigrateStore(*source, *destination));
+    report["from"] = absl::StartsWith(*from, "sqlite:") ? *from : "postgresql";
+    report["to"] = absl::StartsWith(*to, "sqlite:") ? *to : "postgresql";
+    report["not_moved"] =
+        "job logs and token files stay in the server's --data directory: start the server with "
+        "the same --data and --store set to the new store";
+    std::cout << report.dump(2) << "\n";
+  });
+}
 
 void AddImport(CLI::App& app) {
   auto dir = std::make_shared<std::string>();

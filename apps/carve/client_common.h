@@ -60,6 +60,7 @@ void AddPocCommands(CLI::App& app, std::shared_ptr<Connection> c);  // poc run, 
 // `carve export all` (under `carve export`) and `carve import` (archive_command.cc).
 void AddExportAll(CLI::App& exp, std::shared_ptr<Connection> c);
 void AddImport(CLI::App& app);
+void AddStore(CLI::App& app);
 // `carve show JOB` as a page: sections for the request, timeline, replicas, attempts and
 // preemption, times in the local zone (show_command.cc).
 void PrintJobPage(const nlohmann::json& job);

@@ -66,6 +66,8 @@ class Store {
                                                          int64_t limit) = 0;
   // The greatest id of `kind` (ids compare as strings); nullopt when it has no record.
   virtual absl::StatusOr<std::optional<std::string>> LastId(const std::string& kind) = 0;
+  // Every kind that holds a record, in byte order (what a whole-store copy must read).
+  virtual absl::StatusOr<std::vector<std::string>> Kinds() = 0;
   // Events with seq > after_seq, in order, at most `limit`.
   virtual absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) = 0;
   // Recomputes every event's hash from its fields and its predecessor's hash; the error names

@@ -110,10 +110,22 @@ absl::StatusOr<int64_t> IdParam(const httplib::Request& req) {
   return id;
 }
 
-int64_t IntParam(const httplib::Request& req, const char* name, int64_t fallback) {
+absl::StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_t fallback) {
+  if (!req.has_param(name)) return fallback;
   int64_t v;
-  if (req.has_param(name) && absl::SimpleAtoi(req.get_param_value(name), &v)) return v;
-  return fallback;
+  if (!absl::SimpleAtoi(req.get_param_value(name), &v)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": \"", req.get_param_value(name), "\" is not an integer"));
+  }
+  return v;
+}
+
+absl::StatusOr<Window> WindowParams(const httplib::Request& req) {
+  auto since = NonNegativeParam(req, "since_us", 0);
+  if (!since.ok()) return since.status();
+  auto until = NonNegativeParam(req, "until_us", 0);
+  if (!until.ok()) return until.status();
+  return Window{*since, *until};
 }
 
 void StreamPages(httplib::Response& res, const std::string& type, std::string first, int64_t next,

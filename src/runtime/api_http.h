@@ -30,7 +30,14 @@ absl::Status FormBodyError();
 absl::StatusOr<int64_t> NonNegativeParam(const httplib::Request& req, const char* name,
                                          int64_t fallback);
 absl::StatusOr<int64_t> IdParam(const httplib::Request& req);
-int64_t IntParam(const httplib::Request& req, const char* name, int64_t fallback);
+// A query parameter that must be an integer when present (`fallback` when absent).
+absl::StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_t fallback);
+// A report's window: ?since_us=&until_us= (microseconds since the epoch; 0 or absent: open).
+struct Window {
+  int64_t since_us = 0;
+  int64_t until_us = 0;
+};
+absl::StatusOr<Window> WindowParams(const httplib::Request& req);
 // A response streamed page by page (a list that may be far larger than one response in memory):
 // `first`, then `more(after, &next)` from `next` on until a page sets next to 0, then `tail`. A
 // page that fails ends the stream short (the client sees a cut-off body, not a complete one).

@@ -113,15 +113,18 @@ void ApiServer::TenancyRoutes() {
   // `carve export all` (archive.h): a page of one kind's stored records, raw.
   s.Get(R"(/api/v1/export/([a-z._-]+))",
         user_call(Verb::kInspect, [this](const auto& req, auto& res, const Principal& who) {
+          auto limit = NonNegativeParam(req, "limit", 1000);
+          if (!limit.ok()) return ReplyError(res, limit.status());
           Respond(res, control_->ExportRecords(req.matches[1].str(), req.get_param_value("after"),
-                                               IntParam(req, "limit", 1000), who));
+                                               *limit, who));
         }));
   s.Get("/api/v1/audit",
         user_call(Verb::kReport, [this](const auto& req, auto& res, const Principal& who) {
           std::string format = req.has_param("format") ? req.get_param_value("format") : "jsonl";
           if (absl::Status st = CheckFormat(format); !st.ok()) return ReplyError(res, st);
-          AuditLog::Query q{req.get_param_value("tenant"), IntParam(req, "since_us", 0),
-                            IntParam(req, "until_us", 0)};
+          auto window = WindowParams(req);
+          if (!window.ok()) return ReplyError(res, window.status());
+          AuditLog::Query q{req.get_param_value("tenant"), window->since_us, window->until_us};
           int64_t next = 0;
           auto first = control_->audit().AuditPage(q, who, 0, 1000, &next);
           if (!first.ok()) return ReplyError(res, first.status());
@@ -137,16 +140,18 @@ void ApiServer::TenancyRoutes() {
         }));
   s.Get("/api/v1/usage",
         user_call(Verb::kRead, [this](const auto& req, auto& res, const Principal& who) {
-          Respond(res,
-                  control_->Usage(req.has_param("by") ? req.get_param_value("by") : "tenant",
-                                  IntParam(req, "since_us", 0), IntParam(req, "until_us", 0), who));
+          auto window = WindowParams(req);
+          if (!window.ok()) return ReplyError(res, window.status());
+          Respond(res, control_->Usage(req.has_param("by") ? req.get_param_value("by") : "tenant",
+                                       window->since_us, window->until_us, who));
         }));
   s.Get("/api/v1/usage/records",
         user_call(Verb::kRead, [this](const auto& req, auto& res, const Principal& who) {
           std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
           if (absl::Status st = CheckFormat(format); !st.ok()) return ReplyError(res, st);
-          json records = control_->UsageRecords(IntParam(req, "since_us", 0),
-                                                IntParam(req, "until_us", 0), who);
+          auto window = WindowParams(req);
+          if (!window.ok()) return ReplyError(res, window.status());
+          json records = control_->UsageRecords(window->since_us, window->until_us, who);
           if (format == "json") return Reply(res, 200, records);
           res.set_content(Format(records, format, kUsageColumns, true),
                           format == "csv" ? "text/csv" : "application/x-ndjson");
@@ -154,9 +159,10 @@ void ApiServer::TenancyRoutes() {
   // Cost allocation (cost.h): usage priced, by owner; a tenant's invoice for a month.
   s.Get("/api/v1/cost",
         user_call(Verb::kRead, [this](const auto& req, auto& res, const Principal& who) {
-          Respond(res,
-                  control_->Cost(req.has_param("by") ? req.get_param_value("by") : "tenant",
-                                 IntParam(req, "since_us", 0), IntParam(req, "until_us", 0), who));
+          auto window = WindowParams(req);
+          if (!window.ok()) return ReplyError(res, window.status());
+          Respond(res, control_->Cost(req.has_param("by") ? req.get_param_value("by") : "tenant",
+                                      window->since_us, window->until_us, who));
         }));
   s.Get("/api/v1/invoices",
         user_call(Verb::kRead, [this](const auto& req, auto& res, const Principal& who) {
@@ -172,8 +178,9 @@ void ApiServer::TenancyRoutes() {
     if (!Authed(req, res, Verb::kInspect)) return;
     auto step = NonNegativeParam(req, "step_us", 0);
     if (!step.ok()) return ReplyError(res, step.status());
-    Respond(res, control_->Utilization(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0),
-                                       *step));
+    auto window = WindowParams(req);
+    if (!window.ok()) return ReplyError(res, window.status());
+    Respond(res, control_->Utilization(window->since_us, window->until_us, *step));
   });
   PocReportRoutes();
   // Reservations: each one's phase, nodes and use now (admins: all; others: their tenant's).

@@ -397,15 +397,18 @@ void ApiServer::Routes() {
     if (!who) return;
     auto step = NonNegativeParam(req, "step_us", 0);
     if (!step.ok()) return ReplyError(res, step.status());
-    Respond(res, control_->QueueHistory(IntParam(req, "since_us", 0), IntParam(req, "until_us", 0),
-                                        *step, *who));
+    auto window = WindowParams(req);
+    if (!window.ok()) return ReplyError(res, window.status());
+    Respond(res, control_->QueueHistory(window->since_us, window->until_us, *step, *who));
   });
   s.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
          [=, this](const httplib::Request& req, httplib::Response& res) {
            auto who = authed(req, res, Verb::kOperate);
            if (!who) return;
+           auto gpu = IntParam(req, "gpu", -1);
+           if (!gpu.ok()) return ReplyError(res, gpu.status());
            respond(res, control_->Cordon(req.matches[1].str(), req.matches[2].str(),
-                                         static_cast<int>(IntParam(req, "gpu", -1)), *who));
+                                         static_cast<int>(*gpu), *who));
          });
   s.Post(R"(/api/v1/nodes/([^/]+)/credential/revoke)",
          [=, this](const httplib::Request& req, httplib::Response& res) {
@@ -448,7 +451,11 @@ void ApiServer::Routes() {
   s.Get("/api/v1/events", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto who = authed(req, res, Verb::kRead);
     if (!who) return;
-    auto events = control_->audit().Events(IntParam(req, "after", 0), IntParam(req, "limit", 1000));
+    auto after = NonNegativeParam(req, "after", 0);
+    if (!after.ok()) return ReplyError(res, after.status());
+    auto limit = NonNegativeParam(req, "limit", 1000);
+    if (!limit.ok()) return ReplyError(res, limit.status());
+    auto events = control_->audit().Events(*after, *limit);
     if (!events.ok()) return ReplyError(res, events.status());
     // The page is read, then narrowed (what `who` may see, then ?job=&type=&since_us=): the
     // header says how far it read, so a reader goes on from there and not from its last match.
@@ -510,9 +517,12 @@ void ApiServer::Routes() {
     if (!who) return;
     auto offset = NonNegativeParam(req, "offset", 0);
     if (!offset.ok()) return ReplyError(res, offset.status());
-    absl::Status st = control_->AppendLog(IntParam(req, "job", -1),
-                                          static_cast<int>(IntParam(req, "replica", -1)), *offset,
-                                          req.body, *who);
+    auto job = IntParam(req, "job", -1);
+    if (!job.ok()) return ReplyError(res, job.status());
+    auto replica = IntParam(req, "replica", -1);
+    if (!replica.ok()) return ReplyError(res, replica.status());
+    absl::Status st =
+        control_->AppendLog(*job, static_cast<int>(*replica), *offset, req.body, *who);
     if (!st.ok()) return ReplyError(res, st);
     Reply(res, 200, {{"ok", true}});
   });

@@ -15,6 +15,7 @@
 #include "runtime/configuration.h"
 #include "runtime/control_plane.h"
 #include "runtime/job_spec.h"
+#include "runtime/store_migrate.h"
 
 namespace carve {
 
@@ -172,24 +173,6 @@ absl::StatusOr<Archive> ReadArchive(const std::string& dir) {
   return a;
 }
 
-absl::Status CheckEmpty(Store& store) {
-  auto events = store.Events(0, 1);
-  if (!events.ok()) return events.status();
-  std::vector<std::string> kinds(std::begin(kConfigKinds), std::end(kConfigKinds));
-  kinds.insert(kinds.end(), std::begin(kArchiveKinds), std::end(kArchiveKinds));
-  for (const char* k : {kImportedEventKind, "node", "token"}) kinds.push_back(k);
-  bool empty = events->empty();
-  for (const std::string& kind : kinds) {
-    auto last = store.LastId(kind);
-    if (!last.ok()) return last.status();
-    empty = empty && !last->has_value();
-  }
-  if (empty) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      "the store holds records or events already: an import goes into a new, empty --data "
-      "directory, before any server starts on it");
-}
-
 absl::Status Commit(Store& store, StoreBatch& batch) {
   if (batch.empty()) return absl::OkStatus();
   auto s = store.Commit(std::move(batch));
@@ -252,7 +235,11 @@ absl::StatusOr<json> ImportArchive(const std::string& dir, Store& store, const G
                                    const std::string& log_dir) {
   auto archive = ReadArchive(dir);
   if (!archive.ok()) return archive.status();
-  if (absl::Status s = CheckEmpty(store); !s.ok()) return s;
+  if (absl::Status s = CheckStoreEmpty(store); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(),
+                                               ": an import goes into a new, empty --data "
+                                               "directory, before any server starts on it"));
+  }
   json counts = json::object();
   absl::Status s = ApplyConfiguration(*archive, store, catalog, log_dir);
   if (s.ok()) s = WriteRecords(*archive, store, counts);

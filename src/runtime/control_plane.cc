@@ -370,14 +370,7 @@ absl::Status ControlPlane::CancelJob(JobRecord& job, const Principal& who, Store
     job.cancelled_by = who.name;
     job.reason = "cancel requested by " + who.name + "; stopping its processes";
     Event(batch, "user:" + who.name, "job.cancel-requested", absl::StrCat("job/", id), job.reason);
-    // Replicas still waiting for a node (a scale-up or a replacement not placed yet) hold
-    // nothing and will never report an end: they are retired now, or the job waited for them
-    // forever. They stay in place: agents name replicas by their index.
-    for (ReplicaRecord& r : job.replicas) {
-      if (!r.node.empty() || r.state != ReplicaState::kPending) continue;
-      r.state = ReplicaState::kRetired;
-      if (r.retire.empty()) r.retire = "the job was cancelled before it was placed";
-    }
+    RetireUnplaced(job, "the job was cancelled before it was placed");
     FinishIfDone(job, batch);  // the placed ones may all have ended already
   }
   Touch(job, batch);

@@ -374,6 +374,10 @@ class ControlPlane {
                          bool planned, StoreBatch& batch);
   // Whether the agent must stop this replica now.
   static bool MustStop(const JobRecord& job, const ReplicaRecord& rep);
+  // Retires the replicas still waiting for a node (a scale-up or a replacement not placed yet):
+  // they hold nothing and never report an end, so a job that is ending would wait for them
+  // forever. They keep their index: agents name replicas by it.
+  static void RetireUnplaced(JobRecord& job, const std::string& why);
   // A replaced replica's evidence is in: it gives its devices back (or quarantines them).
   void Retire(JobRecord& job, int replica, StoreBatch& batch);
   // Devices whose reclaim checks failed leave the pool until an admin clears them. Returns

@@ -240,6 +240,13 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const ReplicaReport& repor
               ? absl::StrCat("replica ", r, " exited with code ", *rep.exit_code)
               : absl::StrCat("replica ", r, " was killed by signal ", rep.signal.value_or(0)),
           {{"replica", r}, {"timed_out", rep.timed_out}});
+    // A replica that ran past max_runtime or failed ends the job: its replicas still waiting
+    // for a node are not placed (and started on a fresh max_runtime) any more.
+    if (rep.retire.empty() && (rep.timed_out || !(rep.exit_code && *rep.exit_code == 0))) {
+      RetireUnplaced(
+          job, absl::StrCat("replica ", r, rep.timed_out ? " ran past max_runtime" : " failed",
+                            " before it was placed"));
+    }
     if (!rep.retire.empty() && !rep.reclaim.is_null()) Retire(job, r, batch);
     FinishIfDone(job, batch);
     Touch(job, batch);

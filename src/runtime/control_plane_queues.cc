@@ -383,11 +383,17 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
 void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) {
   JobRecord& victim = jobs_.At(p.victim);
   JobRecord& preemptor = jobs_.At(p.preemptor);
+  // A borrower of another tenant is not told the reservation's name (its holder's).
+  const std::string reason =
+      p.kind == "reservation" && victim.spec.tenant != preemptor.spec.tenant
+          ? absl::StrCat("preempted by job ", p.preemptor,
+                         ", whose tenant holds the reservation of the nodes this job borrowed")
+          : p.reason;
   victim.preempted_by = p.preemptor;
-  victim.preemption = p.reason;
-  Event(batch, "scheduler", "job.preempted", absl::StrCat("job/", p.victim), p.reason,
+  victim.preemption = reason;
+  Event(batch, "scheduler", "job.preempted", absl::StrCat("job/", p.victim), reason,
         {{"preemptor", p.preemptor}, {"kind", p.kind}, {"queue", p.victim_queue}});
-  Displace(victim, p.reason, batch);
+  Displace(victim, reason, batch);
   preemptor.victims.push_back({{"job", p.victim}, {"reason", p.reason}});
   nominated_.emplace(p.preemptor, now);
   Touch(preemptor, batch);

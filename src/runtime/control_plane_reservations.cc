@@ -84,11 +84,14 @@ void ControlPlane::ReservationTimers(int64_t now, StoreBatch& batch) {
     if (phase == Phase::kActive) {
       if (!view) view.emplace(all, nodes_, config_.Pools(), now);
       details["nodes"] = view->NodesOf(r);
-      const std::string cause = absl::StrCat("reservation ", r.name, " holds this node until ",
-                                             Utc(r.end_us), " for its holder");
+      // A displaced job of another tenant is not told the reservation's name (its holder's).
+      const std::string until = absl::StrCat(" holds this node until ", Utc(r.end_us));
+      const std::string named = absl::StrCat("reservation ", r.name, until, " for its holder");
+      const std::string unnamed = absl::StrCat("a reservation of another tenant", until);
       // Counted, not named: the moved jobs are other tenants' (each has its job.displaced).
       details["moved"] =
           MoveOffReserved(r, view->NodesOf(r), jobs_, [&](JobRecord& job, const std::string& node) {
+            const std::string& cause = job.spec.tenant == r.tenant ? named : unnamed;
             return DisplaceOn(job, node, -1, -1, cause, false, batch);
           }).size();
       if (changed || edited) {

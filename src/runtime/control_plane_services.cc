@@ -140,6 +140,14 @@ bool ControlPlane::QuarantineFailedChecks(const JobRecord& job, const ReplicaRec
   return false;
 }
 
+void ControlPlane::RetireUnplaced(JobRecord& job, const std::string& why) {
+  for (ReplicaRecord& r : job.replicas) {
+    if (!r.node.empty() || r.state != ReplicaState::kPending) continue;
+    r.state = ReplicaState::kRetired;
+    if (r.retire.empty()) r.retire = why;
+  }
+}
+
 void ControlPlane::Retire(JobRecord& job, int r, StoreBatch& batch) {
   ReplicaRecord& rep = job.replicas[r];
   rep.state = ReplicaState::kRetired;
@@ -170,6 +178,13 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
   if (job.state != JobState::kRunning || job.cancel_requested) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " is ", Name(job.state), "; only a running service scales"));
+  }
+  for (size_t r = 0; r < job.replicas.size(); ++r) {
+    if (job.replicas[r].retire.empty() && job.replicas[r].state == ReplicaState::kExited) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", id, " is ending: its replica ", r, " exited (",
+          EndCause(job.replicas[r], job.spec.memory), "); only a running service scales"));
+    }
   }
   StoreBatch batch;
   int from = job.spec.replicas;

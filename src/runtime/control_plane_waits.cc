@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -60,7 +61,9 @@ namespace {
 
 // A placement that reservations' taints kept off nodes names them ("reservation launch (2
 // nodes)"), so a job's explanation says which reservation holds it back.
-void NameReservations(const CyclePlan& plan, Decisions& d) {
+// Another tenant's reservation is counted, not named: its name and holder are that tenant's.
+void NameReservations(const CyclePlan& plan, const std::vector<ReservationConfig>& reservations,
+                      Decisions& d) {
   const ReservationTaintCounts counts = CountReservationTaints(plan.base);
   if (counts.empty()) return;
   std::map<int64_t, const PendingJob*> pending;
@@ -68,9 +71,14 @@ void NameReservations(const CyclePlan& plan, Decisions& d) {
   for (WaitExplanation& w : d.waits) {
     auto p = pending.find(w.job);
     if (p == pending.end()) continue;
+    auto tenant = plan.tenants.find(w.job);
+    std::set<std::string> unnamed;
+    for (const ReservationConfig& r : reservations) {
+      if (tenant == plan.tenants.end() || r.tenant != tenant->second) unnamed.insert(r.name);
+    }
     for (GateFacts& g : w.gates) {
       if (g.gate != Gate::kPlacement || !g.reasons.count("taint")) continue;
-      const std::string held = ReservationsHoldingBack(counts, p->second->request.replica);
+      const std::string held = ReservationsHoldingBack(counts, unnamed, p->second->request.replica);
       if (!held.empty()) absl::StrAppend(&g.summary, " (held: ", held, ")");
     }
   }
@@ -82,7 +90,7 @@ void ControlPlane::TableWaits(CyclePlan& plan, Decisions& d) const {
   plan.waits = std::make_shared<WaitMap>();
   plan.waits->reserve(d.waits.size());
   const size_t planned = plan.in.pending.size();
-  NameReservations(plan, d);
+  NameReservations(plan, config_.Reservations(), d);
   for (size_t i = 0; i < d.waits.size(); ++i) {
     WaitExplanation& w = d.waits[i];
     HideOtherTenants(w, w.job < 0 ? plan.work[-w.job - 1].job : w.job, plan.tenants);

@@ -120,6 +120,7 @@ ReservationTaintCounts CountReservationTaints(const Cluster& cluster) {
 }
 
 std::string ReservationsHoldingBack(const ReservationTaintCounts& counts,
+                                    const std::set<std::string>& unnamed,
                                     const ReplicaRequest& replica) {
   std::map<std::string, int> held;  // reservation -> nodes it keeps the replica off
   for (const auto& [taint, count] : counts) {
@@ -130,9 +131,18 @@ std::string ReservationsHoldingBack(const ReservationTaintCounts& counts,
     }
   }
   std::vector<std::string> parts;
+  int others = 0;
   for (const auto& [name, count] : held) {
+    if (unnamed.count(name)) {
+      others += count;
+      continue;
+    }
     parts.push_back(
         absl::StrCat("reservation ", name, " (", count, count == 1 ? " node)" : " nodes)"));
+  }
+  if (others > 0) {
+    parts.push_back(
+        absl::StrCat(others, others == 1 ? " node" : " nodes", " reserved for another tenant"));
   }
   return absl::StrJoin(parts, ", ");
 }

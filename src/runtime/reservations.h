@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,8 +66,10 @@ using ReservationTaintCounts = std::map<std::pair<std::string, std::string>, int
 ReservationTaintCounts CountReservationTaints(const Cluster& cluster);
 
 // The reservations whose taints (`counts`) keep `replica` off nodes, for explanations:
-// "reservation launch (2 nodes)"; "" when none does.
+// "reservation launch (2 nodes)"; "" when none does. Those in `unnamed` (other tenants') are
+// counted without their names: "2 nodes reserved for another tenant".
 std::string ReservationsHoldingBack(const ReservationTaintCounts& counts,
+                                    const std::set<std::string>& unnamed,
                                     const ReplicaRequest& replica);
 
 }  // namespace carve

@@ -2,6 +2,7 @@
 // suite starts from Debian's packages (initdb and pg_ctl in a temporary directory, a free port on
 // 127.0.0.1) and stops: the Store port's contract — ids in byte order, puts before deletes, the
 // hash chain and its check, concurrent writers in one process and in two, state across reopen.
+// What every adapter must do is in store_contract_test.cc; this suite keeps what is PostgreSQL's.
 #include "adapters/store/postgres_store.h"
 
 #include <gmock/gmock.h>
@@ -15,31 +16,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "adapters/private_postgres.h"
+#include "adapters/stored_event.h"
 
 namespace carve {
 namespace {
 
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // One private server for the suite; each test gets a database of its own.
 class PostgresStoreTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    pg_ = new testing_pg::PrivatePostgres();
-    why_not_ = pg_->Start(absl::StrCat(::testing::TempDir(), "carve-pg-", getpid()));
-  }
-  static void TearDownTestSuite() {
-    delete pg_;
-    pg_ = nullptr;
-  }
+  static void SetUpTestSuite() { testing_pg::SuitePostgres::Start("carve-pg"); }
+  static void TearDownTestSuite() { testing_pg::SuitePostgres::Stop(); }
 
   void SetUp() override {
-    ASSERT_EQ(why_not_, "") << "the private PostgreSQL did not start";
-    const std::string name =
-        absl::StrCat("t_", ::testing::UnitTest::GetInstance()->current_test_info()->line());
-    pg_->CreateDatabase(name);
-    url_ = pg_->Url(name);
+    url_ = testing_pg::SuitePostgres::NewDatabase("t_");
+    ASSERT_NE(url_, "");
   }
 
   std::unique_ptr<Store> OpenOrDie() {
@@ -53,46 +45,10 @@ class PostgresStoreTest : public ::testing::Test {
     n.exec(sql);
   }
 
-  static inline testing_pg::PrivatePostgres* pg_ = nullptr;
-  static inline std::string why_not_;
   std::string url_;
 };
 
-StoredEvent Event(const std::string& subject) {
-  StoredEvent e;
-  e.time_us = 1'700'000'000'000'000;
-  e.actor = "scheduler";
-  e.type = "job.submitted";
-  e.subject = subject;
-  e.reason = "because the test says so";
-  return e;
-}
-
-std::vector<std::string> Ids(const std::vector<StoredRecord>& records) {
-  std::vector<std::string> ids;
-  for (const StoredRecord& r : records) ids.push_back(r.id);
-  return ids;
-}
-
-TEST_F(PostgresStoreTest, RecordsPageInByteOrderAndPutsComeBeforeDeletes) {
-  std::unique_ptr<Store> store = OpenOrDie();
-  ASSERT_NE(store, nullptr);
-  StoreBatch batch;
-  for (const char* id : {"b9", "a", "B", "b10"}) batch.puts.push_back({"job", id, "{}"});
-  batch.puts.push_back({"job", "gone", "{}"});
-  batch.deletes.push_back({"job", "gone"});
-  batch.puts.push_back({"usage", "x", "{\"n\":1}"});
-  ASSERT_TRUE(store->Commit(batch).ok());
-  EXPECT_THAT(Ids(*store->Load("job")), ElementsAre("B", "a", "b10", "b9"));  // bytes, not locale
-  EXPECT_THAT(Ids(*store->List("job", "a", 2)), ElementsAre("b10", "b9"));
-  EXPECT_EQ(*store->LastId("job"), "b9");
-  EXPECT_FALSE(store->LastId("nothing")->has_value());
-  EXPECT_EQ((*store->Get("usage", "x"))->json, "{\"n\":1}");
-  EXPECT_FALSE(store->Get("job", "gone")->has_value());
-  // A put replaces.
-  ASSERT_TRUE(store->Commit({{{"usage", "x", "{\"n\":2}"}}, {}, {}}).ok());
-  EXPECT_EQ((*store->Get("usage", "x"))->json, "{\"n\":2}");
-}
+using testing_store::Event;
 
 TEST_F(PostgresStoreTest, EventsChainAcrossReopenAndATamperedOneBreaksIt) {
   {

@@ -4,6 +4,7 @@
 #ifndef CARVE_TESTS_ADAPTERS_PRIVATE_POSTGRES_H_
 #define CARVE_TESTS_ADAPTERS_PRIVATE_POSTGRES_H_
 
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <sys/socket.h>
@@ -85,6 +86,33 @@ class PrivatePostgres {
   int port_ = 0;
   bool started_ = false;
   std::error_code ec_;
+};
+
+// One private server for a whole test suite (started in SetUpTestSuite, stopped in
+// TearDownTestSuite); each test takes a database of its own, named after its line.
+class SuitePostgres {
+ public:
+  static void Start(const std::string& name) {
+    server_ = new PrivatePostgres();
+    why_not_ = server_->Start(absl::StrCat(::testing::TempDir(), name, "-", getpid()));
+  }
+  static void Stop() {
+    delete server_;
+    server_ = nullptr;
+  }
+  // A new, empty database for the running test, and its URL; a failure when the server is not up.
+  static std::string NewDatabase(const std::string& prefix) {
+    EXPECT_EQ(why_not_, "") << "the private PostgreSQL did not start";
+    if (server_ == nullptr || !why_not_.empty()) return "";
+    const std::string name =
+        absl::StrCat(prefix, ::testing::UnitTest::GetInstance()->current_test_info()->line());
+    server_->CreateDatabase(name);
+    return server_->Url(name);
+  }
+
+ private:
+  static inline PrivatePostgres* server_ = nullptr;
+  static inline std::string why_not_;
 };
 
 }  // namespace carve::testing_pg

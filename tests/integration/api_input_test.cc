@@ -325,6 +325,25 @@ TEST_F(ApiInputTest, BadEnvNamesOffsetsAndFormBodiesGetClearErrors) {
   EXPECT_EQ(Call("POST", "/api/v1/jobs", token_, spec).status, 201);
 }
 
+// A hostile-tenant run: a report's window that is not an integer (`/api/v1/cost?since_us=abc`)
+// was quietly read as the default, so the answer covered all time while the caller believed it
+// covered the window asked for. Every report window, page and limit now refuses it by name.
+TEST_F(ApiInputTest, UnparseableWindowsAndPagesAreRefusedNotDefaulted) {
+  for (const std::string& path :
+       {std::string("/api/v1/cost?since_us=abc"), std::string("/api/v1/usage?until_us=1e6"),
+        std::string("/api/v1/usage/records?since_us=-5"), std::string("/api/v1/audit?since_us=x"),
+        std::string("/api/v1/utilization?until_us=soon"),
+        std::string("/api/v1/queues/history?since_us=yesterday"),
+        std::string("/api/v1/events?after=abc"), std::string("/api/v1/events?limit=lots"),
+        std::string("/api/v1/export/job?limit=many")}) {
+    Reply r = Call("GET", path, token_);
+    EXPECT_EQ(r.status, 400) << path << ": " << r.body;
+    const std::string param = path.substr(path.find('?') + 1, path.find('=') - path.find('?') - 1);
+    EXPECT_THAT(r.body, HasSubstr(param + ": \\\"")) << path << ": " << r.body;
+  }
+  EXPECT_EQ(Call("GET", "/api/v1/cost?since_us=0&until_us=0", token_).status, 200);
+}
+
 // Red team: an integer above INT64_MAX was read as a wrapped int64, so `"priority":
 // 18446744073709551615` passed the range check and was stored as priority -1 (a record of what
 // was never asked). It is refused as out of range and nothing is stored.

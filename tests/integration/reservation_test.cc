@@ -84,9 +84,12 @@ TEST_F(ReservationTest, AheadOnlyJobsEndingInTimeThenTheHolderAlone) {
   EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
   EXPECT_EQ(done["replicas"][0]["node"], "r-1") << "a job that ends before the start may use it";
   const int64_t waits = SubmitAs("globex");
+  // Another tenant's reservation is counted, not named (its name is acme's).
   ASSERT_TRUE(Eventually([&] {
-    return absl::StrContains(Job(waits).value("explanation", ""), "reservation launch (1 node)");
+    return absl::StrContains(Job(waits).value("explanation", ""),
+                             "1 node reserved for another tenant");
   })) << Job(waits).dump(2);
+  EXPECT_THAT(Job(waits).value("explanation", ""), ::testing::Not(HasSubstr("launch")));
 
   ASSERT_TRUE(Eventually([&] { return !EventsOf("reservation.started").empty(); }, 30));
   json started = EventsOf("reservation.started")[0];
@@ -96,7 +99,7 @@ TEST_F(ReservationTest, AheadOnlyJobsEndingInTimeThenTheHolderAlone) {
   ASSERT_TRUE(Eventually([&] { return Job(holder)["state"] == "running"; })) << ServerLog();
   EXPECT_EQ(NodeOf(holder), "r-1");
   EXPECT_EQ(Job(waits)["state"], "queued");
-  EXPECT_THAT(Job(waits).value("explanation", ""), HasSubstr("reservation launch"));
+  EXPECT_THAT(Job(waits).value("explanation", ""), HasSubstr("reserved for another tenant"));
 
   // The use, in the API and the CLI; each tenant's members see their own reservations only.
   json all = Status(token_);
@@ -117,7 +120,7 @@ TEST_F(ReservationTest, AheadOnlyJobsEndingInTimeThenTheHolderAlone) {
   StartServer();
   const int64_t later = SubmitAs("globex");
   ASSERT_TRUE(Eventually([&] {
-    return absl::StrContains(Job(later).value("explanation", ""), "reservation launch");
+    return absl::StrContains(Job(later).value("explanation", ""), "reserved for another tenant");
   })) << Job(later).dump(2);
   EXPECT_EQ(EventsOf("reservation.started").size(), 1u);
   EXPECT_EQ(NodeOf(holder), "r-1");
@@ -144,7 +147,9 @@ TEST_F(ReservationTest, BorrowersRunUntilTheHolderTakesTheRoomBack) {
   ASSERT_EQ(preempted.size(), 1u) << preempted.dump(2);
   EXPECT_EQ(preempted[0]["subject"], absl::StrCat("job/", borrower));
   EXPECT_EQ(preempted[0]["details"]["kind"], "reservation");
-  EXPECT_THAT(preempted[0]["reason"].get<std::string>(), HasSubstr("holds reservation launch"));
+  EXPECT_THAT(preempted[0]["reason"].get<std::string>(),
+              HasSubstr("whose tenant holds the reservation of the nodes this job borrowed"));
+  EXPECT_THAT(preempted[0]["reason"].get<std::string>(), ::testing::Not(HasSubstr("launch")));
   const int64_t other = borrower == a ? b : a;
   EXPECT_EQ(Job(other)["state"], "running") << "a job off the reserved node was preempted";
   EXPECT_EQ(Job(other)["attempt"], 0);

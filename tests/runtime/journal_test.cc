@@ -40,6 +40,7 @@ class GatedStore : public Store {
   absl::StatusOr<std::optional<std::string>> LastId(const std::string&) override {
     return std::nullopt;
   }
+  absl::StatusOr<std::vector<std::string>> Kinds() override { return std::vector<std::string>{}; }
   absl::StatusOr<std::vector<StoredEvent>> Events(int64_t, int64_t) override {
     return std::vector<StoredEvent>{};
   }

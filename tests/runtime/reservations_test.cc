@@ -169,9 +169,11 @@ TEST(ReservationsHoldingBackTest, NamesTheReservationsAReplicaDoesNotTolerate) {
   const ReservationTaintCounts counts = CountReservationTaints(cluster);
   EXPECT_EQ(counts.size(), 1u) << "a maintenance taint is not a reservation's";
   ReplicaRequest r;
-  EXPECT_EQ(ReservationsHoldingBack(counts, r), "reservation launch (2 nodes)");
+  EXPECT_EQ(ReservationsHoldingBack(counts, {}, r), "reservation launch (2 nodes)");
+  // Another tenant's reservation: counted, its name (and so its holder's plans) not shown.
+  EXPECT_EQ(ReservationsHoldingBack(counts, {"launch"}, r), "2 nodes reserved for another tenant");
   r.tolerations.push_back({kReservationTaint, "launch"});
-  EXPECT_EQ(ReservationsHoldingBack(counts, r), "");
+  EXPECT_EQ(ReservationsHoldingBack(counts, {}, r), "");
 }
 
 }  // namespace

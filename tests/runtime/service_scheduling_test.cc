@@ -64,7 +64,9 @@ class ServiceSchedulingTest : public ControlPlaneFixture {
       for (const json& job : Jobs(false)) {
         for (size_t r = 0; r < job["replicas"].size(); ++r) {
           const json& rep = job["replicas"][r];
-          if (rep["node"] != node || rep["state"] == "lost" || rep["state"] == "retired") continue;
+          if (rep["node"] != node || (rep["state"] != "running" && rep["state"] != "pending")) {
+            continue;
+          }
           reports.push_back({{"job", job["id"]},
                              {"replica", r},
                              {"state", "running"},
@@ -188,6 +190,48 @@ TEST_F(ServiceSchedulingTest, AStoppingServicePlacesNoNewReplica) {
   ApplyQueue(3);
   for (int i = 0; i < 5; ++i) Tick();
   EXPECT_EQ(Job(id)["replicas"][2]["node"], "") << "a stopping service's replica was placed";
+}
+
+// A service's replicas all reach max_runtime while a scale-up replica still waits for room: the
+// job ends as timed out, and the waiting replica is retired with it (found by a hostile-tenant
+// run: the job stayed running with nothing serving, and its waiting replicas could still be
+// placed and start a fresh max_runtime).
+TEST_F(ServiceSchedulingTest, AServiceThatRanPastMaxRuntimeEndsWithItsWaitingReplicas) {
+  AddNode("a1", "a", 2);
+  ApplyQueue(2);
+  auto submitted = cp_->Submit({{"kind", "inference"},
+                                {"queue", "qa"},
+                                {"replicas", 2},
+                                {"max_runtime", "2m"},
+                                {"command", {"sleep", "600"}},
+                                {"resources", {{"gpus", 1}, {"gpu_model", {"H200"}}}}},
+                               "", kAdmin);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const int64_t id = (*submitted)["id"];
+  ASSERT_TRUE(TickUntil([&] { return Serving(Job(id)) == 2; })) << Job(id).dump(2);
+  ASSERT_TRUE(cp_->Scale(id, 4, kAdmin).ok());
+  Tick();
+  ASSERT_EQ(Job(id)["replicas"][2]["node"], "");  // waits for quota
+  json exits = json::array();
+  for (int r = 0; r < 2; ++r) {
+    exits.push_back({{"job", id},
+                     {"replica", r},
+                     {"state", "exited"},
+                     {"pid", 1000 + r},
+                     {"started_us", kT0},
+                     {"timed_out", true},
+                     {"signal", 9},
+                     {"reclaim", VerifiedReclaim(2)}});
+  }
+  ASSERT_TRUE(cp_->Heartbeat({{"node", "a1"}, {"replicas", exits}}, kAdmin).ok());
+  ASSERT_TRUE(TickUntil([&] { return Job(id)["state"] != "running"; })) << Job(id).dump(2);
+  json job = Job(id);
+  EXPECT_EQ(job["state"], "timed-out") << job.dump(2);
+  EXPECT_THAT(job["reason"].get<std::string>(), HasSubstr("max_runtime 2m"));
+  for (int r = 2; r < 4; ++r) {
+    EXPECT_EQ(job["replicas"][r]["state"], "retired") << job.dump(2);
+    EXPECT_EQ(job["replicas"][r]["node"], "") << "a timed-out service's replica was placed";
+  }
 }
 
 }  // namespace

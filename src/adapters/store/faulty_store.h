@@ -57,6 +57,7 @@ class FaultyStore final : public Store {
   absl::StatusOr<std::optional<std::string>> LastId(const std::string& kind) override {
     return inner_->LastId(kind);
   }
+  absl::StatusOr<std::vector<std::string>> Kinds() override { return inner_->Kinds(); }
   absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) override;
   absl::Status VerifyEventChain() override;
 

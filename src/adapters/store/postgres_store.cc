@@ -131,6 +131,17 @@ class PostgresStore : public Store {
     });
   }
 
+  absl::StatusOr<std::vector<std::string>> Kinds() override {
+    return Run<std::vector<std::string>>("kinds", [&](pqxx::connection& c) {
+      pqxx::read_transaction t(c);
+      std::vector<std::string> kinds;
+      for (const pqxx::row& r : t.exec("SELECT DISTINCT kind FROM carve_records ORDER BY kind")) {
+        kinds.push_back(r[0].as<std::string>());
+      }
+      return kinds;
+    });
+  }
+
   absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) override {
     return Run<std::vector<StoredEvent>>("events", [&](pqxx::connection& c) {
       pqxx::read_transaction t(c);

@@ -164,6 +164,7 @@ class SqliteStore::Impl {
   absl::StatusOr<std::vector<StoredRecord>> List(const std::string& kind,
                                                  const std::string& after_id, int64_t limit);
   absl::StatusOr<std::optional<std::string>> LastId(const std::string& kind);
+  absl::StatusOr<std::vector<std::string>> Kinds();
   absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit);
   absl::Status VerifyEventChain();
   int64_t transactions() const { return transactions_.load(std::memory_order_relaxed); }
@@ -205,7 +206,7 @@ class SqliteStore::Impl {
 
   std::mutex reader_mu_;  // guards the read connection and its statements
   DbPtr reader_;
-  StmtPtr load_, get_, list_, last_, events_, chain_;
+  StmtPtr load_, get_, list_, last_, kinds_, events_, chain_;
 };
 
 absl::StatusOr<std::unique_ptr<SqliteStore::Impl>> SqliteStore::Impl::Open(
@@ -304,6 +305,7 @@ absl::Status SqliteStore::Impl::OpenReader(const SqliteStoreOptions& options) {
       {&get_, "SELECT json FROM records WHERE kind = ?1 AND id = ?2"},
       {&list_, "SELECT id, json FROM records WHERE kind = ?1 AND id > ?2 ORDER BY id LIMIT ?3"},
       {&last_, "SELECT id FROM records WHERE kind = ?1 ORDER BY id DESC LIMIT 1"},
+      {&kinds_, "SELECT DISTINCT kind FROM records ORDER BY kind"},
       {&events_, events_sql.c_str()},
       {&chain_, chain_sql.c_str()},
   };
@@ -553,6 +555,18 @@ absl::StatusOr<std::optional<std::string>> SqliteStore::Impl::LastId(const std::
   return ColumnText(use.get(), 0);
 }
 
+absl::StatusOr<std::vector<std::string>> SqliteStore::Impl::Kinds() {
+  std::lock_guard<std::mutex> lock(reader_mu_);
+  StmtUse use(kinds_.get());
+  const std::string what = absl::StrCat("cannot list the record kinds of ", path_);
+  if (use.rc() != SQLITE_OK) return SqliteError(use.db(), use.rc(), what);
+  std::vector<std::string> kinds;
+  int rc;
+  while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) kinds.push_back(ColumnText(use.get(), 0));
+  if (rc != SQLITE_DONE) return SqliteError(use.db(), rc, what);
+  return kinds;
+}
+
 absl::StatusOr<std::vector<StoredEvent>> SqliteStore::Impl::Events(int64_t after_seq,
                                                                    int64_t limit) {
   if (limit < 0) {
@@ -619,6 +633,7 @@ absl::StatusOr<std::vector<StoredRecord>> SqliteStore::List(const std::string& k
 absl::StatusOr<std::optional<std::string>> SqliteStore::LastId(const std::string& kind) {
   return impl_->LastId(kind);
 }
+absl::StatusOr<std::vector<std::string>> SqliteStore::Kinds() { return impl_->Kinds(); }
 absl::StatusOr<std::vector<StoredEvent>> SqliteStore::Events(int64_t after_seq, int64_t limit) {
   return impl_->Events(after_seq, limit);
 }

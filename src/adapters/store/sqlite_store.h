@@ -45,6 +45,7 @@ class SqliteStore final : public Store {
                                                  const std::string& after_id,
                                                  int64_t limit) override;
   absl::StatusOr<std::optional<std::string>> LastId(const std::string& kind) override;
+  absl::StatusOr<std::vector<std::string>> Kinds() override;
   absl::StatusOr<std::vector<StoredEvent>> Events(int64_t after_seq, int64_t limit) override;
   absl::Status VerifyEventChain() override;
 

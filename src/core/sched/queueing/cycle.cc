@@ -383,7 +383,15 @@ void Cycle::Reserve(const PendingJob& job, WaitExplanation& wait) {
   }
   reservation_ = Reservation::Make(cluster_, in_.policy, JobOf(job), job.request, holdings);
   if (!reservation_) {
-    wait.fix = "cannot fit this cluster even when every running job has ended: " + wait.fix;
+    // Nodes a taint keeps it off (a reservation's, a dedicated pool's) may free up, or be the
+    // only ones it would fit: "this cluster" would overstate it.
+    const bool tainted =
+        std::any_of(cluster_.nodes().begin(), cluster_.nodes().end(), [&](const Node& node) {
+          return CheckNode(cluster_, node, job.request.replica) == FitReason::kTaint;
+        });
+    wait.fix = absl::StrCat(
+        tainted ? "cannot fit the nodes its tolerations allow" : "cannot fit this cluster",
+        " even when every running job has ended: ", wait.fix);
     return;
   }
   wait.reserved = true;

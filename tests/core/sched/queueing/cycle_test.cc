@@ -144,6 +144,20 @@ TEST(Cycle, GangOfEightIsNeverPartiallyPlaced) {
             "more replica(s) next to the 5 that fit now");
 }
 
+// A job too big for the nodes it may use, while a taint (here a reservation's) keeps it off
+// another: the fix does not claim it cannot fit the whole cluster.
+TEST(Cycle, AJobKeptOffTaintedNodesIsNotToldTheClusterIsTooSmall) {
+  Cluster cluster = H200Cluster(2, 4);
+  cluster.mutable_node(NodeId(1)).taints.push_back({"carve.io/reservation", "launch"});
+  OneCycle c(&cluster);
+  c.input.pending.push_back(Pending(1, "q", Gpus(8)));
+  Decisions d = c.Run();
+  const WaitExplanation* w = WaitOf(d, 1);
+  ASSERT_NE(w, nullptr);
+  EXPECT_THAT(w->fix, ::testing::StartsWith("cannot fit the nodes its tolerations allow even "
+                                            "when every running job has ended: "));
+}
+
 TEST(Cycle, PlacementGateSaysWhatWouldMakeItFit) {
   Cluster cluster = H200Cluster(2, 4);
   cluster.mutable_node(NodeId(1)).state = NodeState::kCordoned;
