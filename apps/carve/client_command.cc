@@ -439,7 +439,9 @@ void AddConfig(CLI::App& app, std::shared_ptr<Connection> c) {
 
 void AddClientCommands(CLI::App& app) {
   auto c = std::make_shared<Connection>();
-  app.add_option("--server", c->server, "Carve server URL (or CARVE_SERVER)");
+  app.add_option("--server", c->server,
+                 "Carve server URL, or several separated by commas (servers on one PostgreSQL "
+                 "store: calls go to the one that leads); or CARVE_SERVER");
   app.add_option("--token", c->token, "API token (or CARVE_TOKEN)");
   app.add_option("--ca", c->ca, "PEM CA that signed an https server's certificate (or CARVE_CA)");
   app.add_option("-o,--output", c->output, "table | json | yaml");

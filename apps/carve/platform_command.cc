@@ -24,6 +24,7 @@
 #include "adapters/store/postgres_store.h"
 #include "command_line.h"
 #include "core/base/quantity.h"
+#include "leader.h"
 #include "ports/devices.h"
 #include "ports/process.h"
 #include "runtime/agent.h"
@@ -129,6 +130,11 @@ void BlockSignals() {
 
 struct ServerSettings {
   std::string store;  // empty: SQLite in --data; postgres://...: PostgreSQL
+  // Several servers on one PostgreSQL store (leader.h): this one's name, the URL clients that ask
+  // a follower are sent to, and how long the leader's lease lasts unrenewed.
+  std::string name;       // empty: HOST:PORT of --listen
+  std::string advertise;  // empty: the URL of --listen
+  int64_t lease_ms = 3000;
   std::string data = "./carve-data";
   std::string checkpoint_root;  // empty: DATA/../carve-jobs/checkpoints
   std::string listen = "127.0.0.1:7070";
@@ -169,6 +175,12 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
         set("--data", s.data);
       } else if (key == "store") {
         set("--store", s.store);
+      } else if (key == "name") {
+        set("--name", s.name);
+      } else if (key == "advertise") {
+        set("--advertise", s.advertise);
+      } else if (key == "lease_ms") {
+        set("--lease-ms", s.lease_ms);
       } else if (key == "checkpoint_root") {
         set("--checkpoint-root", s.checkpoint_root);
       } else if (key == "listen") {
@@ -194,11 +206,12 @@ void ApplyConfig(ServerSettings& s, const CLI::App& cmd) {
       } else if (key == "max_log_bytes") {
         set("--max-log-bytes", s.max_log_bytes);
       } else {
-        Die(absl::InvalidArgumentError(absl::StrCat(
-            s.config, ": unknown key \"", key,
-            "\"; known: data, store, checkpoint_root, listen, policy, schedule_interval_ms, "
-            "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, max_log_bytes, "
-            "tls_cert, tls_key, insecure, log_level")));
+        Die(absl::InvalidArgumentError(
+            absl::StrCat(s.config, ": unknown key \"", key,
+                         "\"; known: data, store, name, advertise, lease_ms, checkpoint_root, "
+                         "listen, policy, schedule_interval_ms, "
+                         "node_timeout_ms, lost_after_ms, reclaim_timeout_ms, max_log_bytes, "
+                         "tls_cert, tls_key, insecure, log_level")));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -213,6 +226,17 @@ void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
                   "postgres://USER@HOST:PORT/DB: keep the state in PostgreSQL instead of SQLite in "
                   "--data (which still holds logs and tokens); or CARVE_STORE")
       ->envname("CARVE_STORE");
+  cmd->add_option("--name", s.name,
+                  "With --store postgresql://: this server's name among those on the database "
+                  "(default: HOST:PORT of --listen)");
+  cmd->add_option("--advertise", s.advertise,
+                  "With --store postgresql://: the URL a follower sends clients to while this "
+                  "server leads (default: from --listen)");
+  cmd->add_option("--lease-ms", s.lease_ms,
+                  "With --store postgresql://: how long the leader's lease lasts unrenewed; a "
+                  "follower takes over once it has run out")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{300}, int64_t{600000}));
   cmd->add_option("--checkpoint-root", s.checkpoint_root,
                   "Where jobs' checkpoint directories live, reachable by every node and outside "
                   "the data directory (default: DATA/../carve-jobs/checkpoints)");
@@ -292,6 +316,7 @@ struct Controller {
   std::string agent_token;
   std::string url;
   int data_lock = -1;
+  std::unique_ptr<Leadership> leadership;  // several servers on PostgreSQL: this one leads
 };
 
 // Each tenant's jobs run as its own Unix user and start in a directory under `dir`: every
@@ -372,7 +397,33 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
                                                 ": not a postgres:// or postgresql:// URL (without "
                                                 "--store the state is SQLite in --data)")));
   }
-  auto store = s.store.empty() ? OpenSqliteStore(s.data + "/carve.db") : OpenPostgresStore(s.store);
+  int fd = *listen_fd;
+  if (!s.store.empty()) {
+    const std::string scheme = s.tls_cert.empty() ? "http://" : "https://";
+    LeaderSettings lead{
+        s.store,
+        s.name.empty() ? absl::StrCat(l.host, ":", LocalPort(fd)) : s.name,
+        s.advertise.empty() ? absl::StrCat(scheme, l.host, ":", LocalPort(fd)) : s.advertise,
+        s.lease_ms,
+        s.tls_cert,
+        s.tls_key};
+    const int port = LocalPort(fd);
+    // A follower is a running server too: its URL is where it answers (503, naming the leader).
+    c->leadership = FollowUntilLeader(
+        lead, fd, [&] { WriteServerFile(s.data, absl::StrCat(scheme, l.host, ":", port)); });
+    if (c->leadership == nullptr) {
+      LogInfo("carve server stopped before it led");
+      std::exit(0);
+    }
+    if (fd < 0) {  // the follower's API closed its socket: the leader's takes the same port
+      auto again = ListenExclusive(l.host, port);
+      if (!again.ok()) Die(again.status());
+      fd = *again;
+    }
+  }
+  auto store = s.store.empty() ? OpenSqliteStore(s.data + "/carve.db")
+                               : OpenFencedPostgresStore(s.store, c->leadership->holder(),
+                                                         c->leadership->term());
   if (!store.ok()) Die(store.status());
   c->store = *std::move(store);
   LogInfo("store opened: ", s.store.empty() ? data + "/carve.db" : "PostgreSQL");
@@ -395,7 +446,11 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   ApiServer::Options api{l.host, l.port, s.schedule_interval_ms};
   api.tls_cert = s.tls_cert;
   api.tls_key = s.tls_key;
-  api.listen_fd = *listen_fd;
+  api.listen_fd = fd;
+  if (c->leadership) {
+    api.role = "leader";
+    api.term = c->leadership->term();
+  }
   c->api = std::make_unique<ApiServer>(c->control.get(), api);
   if (auto st = c->api->Start(); !st.ok()) Die(st);
   c->url = absl::StrCat(s.tls_cert.empty() ? "http://" : "https://", l.host, ":", c->api->port());
@@ -503,6 +558,7 @@ void AddServer(CLI::App& app) {
               << std::flush;
     WaitForSignal();
     c->api->Stop();
+    if (c->leadership) c->leadership->Release();
     LogInfo("carve server stopped");
   });
 }
@@ -518,7 +574,11 @@ void AddAgent(CLI::App& app) {
   o->data_dir = "./carve-agent";
   CLI::App* agent =
       app.add_subcommand("agent", "Run a node agent: discover GPUs, register, run assigned jobs");
-  agent->add_option("--server", o->server, "Server URL")->capture_default_str();
+  agent
+      ->add_option("--server", o->server,
+                   "Server URL, or several separated by commas (servers on one PostgreSQL store: "
+                   "the agent follows the one that leads)")
+      ->capture_default_str();
   agent
       ->add_option("--token-file", *token_file,
                    "File holding the join token (the server's agent.token); the agent then keeps "

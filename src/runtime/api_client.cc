@@ -1,7 +1,11 @@
 #include "runtime/api_client.h"
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "httplib.h"
 
 namespace carve {
@@ -59,24 +63,54 @@ absl::StatusOr<const httplib::Response*> Check(const Result& r, const std::strin
 }  // namespace
 
 ApiClient::ApiClient(const std::string& server, std::string token, const std::string& ca_file)
-    : server_(absl::StartsWith(server, "http") ? server : "http://" + server),
-      token_(std::move(token)),
-      http_(std::make_unique<httplib::Client>(server_)) {
-  http_->enable_server_certificate_verification(true);
-  if (!ca_file.empty()) http_->set_ca_cert_path(ca_file);
-  http_->set_connection_timeout(2, 0);
-  // httplib writes a request's head and body separately: without this a body waited for the
-  // server's delayed ACK (40 ms) behind Nagle's algorithm.
-  http_->set_tcp_nodelay(true);
-  http_->set_read_timeout(30, 0);
-  if (!token_.empty()) http_->set_bearer_token_auth(token_);
+    : token_(std::move(token)), ca_file_(ca_file) {
+  for (absl::string_view one : absl::StrSplit(server, ',', absl::SkipWhitespace())) {
+    std::string s(absl::StripAsciiWhitespace(one));
+    servers_.push_back(absl::StartsWith(s, "http") ? s : "http://" + s);
+  }
+  if (servers_.empty()) servers_.push_back("http://" + server);  // "" as before: fails to connect
+  http_.resize(servers_.size());
 }
 
 ApiClient::~ApiClient() = default;
 
+template <typename Call>
+absl::StatusOr<const httplib::Response*> ApiClient::Send(Call call) {
+  absl::Status last;
+  for (size_t tries = 0; tries < servers_.size(); ++tries) {
+    const size_t i = current_;
+    if (http_[i] == nullptr) {
+      auto c = std::make_unique<httplib::Client>(servers_[i]);
+      c->enable_server_certificate_verification(true);
+      if (!ca_file_.empty()) c->set_ca_cert_path(ca_file_);
+      c->set_connection_timeout(2, 0);
+      // httplib writes a request's head and body separately: without this a body waited for
+      // the server's delayed ACK (40 ms) behind Nagle's algorithm.
+      c->set_tcp_nodelay(true);
+      c->set_read_timeout(30, 0);
+      if (!token_.empty()) c->set_bearer_token_auth(token_);
+      http_[i] = std::move(c);
+    }
+    auto r = std::make_unique<httplib::Result>(call(*http_[i]));
+    // Not sent (nothing to repeat), or refused by a follower: the next server, or the leader.
+    const bool unreachable = !*r && r->error() == httplib::Error::Connection;
+    const std::string leader =
+        *r && (*r)->status == 503 ? (*r)->get_header_value("X-Carve-Leader") : "";
+    if (servers_.size() == 1 || (!unreachable && leader.empty())) {
+      last_ = std::move(r);
+      return Check(*last_, servers_[i]);
+    }
+    last = Check(*r, servers_[i]).status();
+    auto named = std::find(servers_.begin(), servers_.end(), leader);
+    current_ = named != servers_.end() && named - servers_.begin() != static_cast<ptrdiff_t>(i)
+                   ? static_cast<size_t>(named - servers_.begin())
+                   : (i + 1) % servers_.size();
+  }
+  return last;
+}
+
 absl::StatusOr<json> ApiClient::Get(const std::string& path) {
-  auto r = http_->Get(path);
-  auto res = Check(r, server_);
+  auto res = Send([&](httplib::Client& c) { return c.Get(path); });
   if (!res.ok()) return res.status();
   json j = json::parse((*res)->body, nullptr, false);
   if (j.is_discarded()) return absl::InternalError("the server sent invalid JSON");
@@ -87,8 +121,8 @@ absl::StatusOr<json> ApiClient::Post(const std::string& path, const json& body,
                                      const std::map<std::string, std::string>& headers) {
   httplib::Headers h;
   for (const auto& [k, v] : headers) h.emplace(k, v);
-  auto r = http_->Post(path, h, body.dump(), "application/json");
-  auto res = Check(r, server_);
+  const std::string text = body.dump();
+  auto res = Send([&](httplib::Client& c) { return c.Post(path, h, text, "application/json"); });
   if (!res.ok()) return res.status();
   json j = json::parse((*res)->body, nullptr, false);
   if (j.is_discarded()) return absl::InternalError("the server sent invalid JSON");
@@ -97,8 +131,7 @@ absl::StatusOr<json> ApiClient::Post(const std::string& path, const json& body,
 
 absl::StatusOr<std::string> ApiClient::GetText(const std::string& path,
                                                std::map<std::string, std::string>* headers) {
-  auto r = http_->Get(path);
-  auto res = Check(r, server_);
+  auto res = Send([&](httplib::Client& c) { return c.Get(path); });
   if (!res.ok()) return res.status();
   if (headers) {
     for (const auto& [k, v] : (*res)->headers) (*headers)[k] = v;
@@ -107,8 +140,8 @@ absl::StatusOr<std::string> ApiClient::GetText(const std::string& path,
 }
 
 absl::StatusOr<json> ApiClient::PostText(const std::string& path, const std::string& body) {
-  auto r = http_->Post(path, body, "application/octet-stream");
-  auto res = Check(r, server_);
+  auto res =
+      Send([&](httplib::Client& c) { return c.Post(path, body, "application/octet-stream"); });
   if (!res.ok()) return res.status();
   return json::parse((*res)->body, nullptr, false);
 }

@@ -4,13 +4,16 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
 namespace httplib {
 class Client;
-}
+class Result;
+struct Response;
+}  // namespace httplib
 
 namespace carve {
 
@@ -18,9 +21,12 @@ namespace carve {
 // turned back into a Status with the server's message.
 class ApiClient {
  public:
-  // `server` is "http://host:port", "https://host:port" (or "host:port"). An https server's
-  // certificate must chain to `ca_file` (PEM) when given, else to the system's CAs, and name the
-  // host.
+  // `server` is "http://host:port", "https://host:port" (or "host:port"), or several of them
+  // separated by commas (several servers on one PostgreSQL store, one of them leading): a call
+  // goes to the server that answered last, and moves on to the next one when that one cannot be
+  // reached, or to the one a follower names as leader (a 503 with X-Carve-Leader, when it is in
+  // the list); a call already sent is never sent twice. An https server's certificate must chain
+  // to `ca_file` (PEM) when given, else to the system's CAs, and name the host.
   ApiClient(const std::string& server, std::string token, const std::string& ca_file = "");
   ~ApiClient();
 
@@ -33,9 +39,16 @@ class ApiClient {
   absl::StatusOr<nlohmann::json> PostText(const std::string& path, const std::string& body);
 
  private:
-  std::string server_;
+  // Sends with `call` to the current server, moving on as the constructor says.
+  template <typename Call>
+  absl::StatusOr<const httplib::Response*> Send(Call call);
+
+  std::vector<std::string> servers_;
   std::string token_;
-  std::unique_ptr<httplib::Client> http_;
+  std::string ca_file_;
+  size_t current_ = 0;
+  std::vector<std::unique_ptr<httplib::Client>> http_;  // one per server, made when first used
+  std::unique_ptr<httplib::Result> last_;               // the answer Send pointed to
 };
 
 }  // namespace carve

@@ -247,8 +247,13 @@ void ApiServer::Routes() {
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     absl::Status ready = control_->Ready();
-    if (ready.ok()) return Reply(res, 200, {{"status", "ready"}});
-    Reply(res, 503, {{"status", "not ready"}, {"reason", ready.message()}});
+    json body = ready.ok() ? json{{"status", "ready"}}
+                           : json{{"status", "not ready"}, {"reason", ready.message()}};
+    if (!options_.role.empty()) {
+      body["role"] = options_.role;
+      body["term"] = options_.term;
+    }
+    Reply(res, ready.ok() ? 200 : 503, body);
   });
   s.Get("/api/v1/openapi.json", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(OpenApiDocument(), "application/json");

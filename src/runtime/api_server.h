@@ -41,6 +41,9 @@ class ApiServer {
     std::string tls_key{};
     // A socket from ListenExclusive (api_socket.h) to serve on; -1: Start binds host:port.
     int listen_fd = -1;
+    // Several servers on one PostgreSQL store: "leader" and its lease's term, in /readyz.
+    std::string role{};
+    int64_t term = 0;
   };
   ApiServer(ControlPlane* control, Options options);
   ~ApiServer();

@@ -14,9 +14,6 @@
 namespace carve {
 namespace {
 
-// Serializes writers of one database across processes (pg_advisory_xact_lock's key).
-constexpr int64_t kWriterLock = 0x63617276650001;  // "carve" 1
-
 constexpr const char* kSchema = R"(
 CREATE TABLE IF NOT EXISTS carve_records (
   kind TEXT COLLATE "C" NOT NULL,
@@ -32,15 +29,20 @@ CREATE TABLE IF NOT EXISTS carve_events (
   reason TEXT NOT NULL,
   details_json TEXT NOT NULL,
   prev_hash TEXT NOT NULL,
-  hash TEXT NOT NULL))";
+  hash TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS carve_leader (
+  id INT PRIMARY KEY CHECK (id = 1),
+  term BIGINT NOT NULL,
+  holder TEXT NOT NULL,
+  address TEXT NOT NULL,
+  expires TIMESTAMPTZ NOT NULL))";
 
-// The URL without its password, for messages.
-std::string Redacted(const std::string& url) {
-  static const std::regex kPassword(R"(://([^:/@]*):[^@/]*@)");
-  std::string out = std::regex_replace(url, kPassword, "://$1:***@");
-  static const std::regex kKeyword(R"(password\s*=\s*\S+)");
-  return std::regex_replace(out, kKeyword, "password=***");
-}
+std::string Redacted(const std::string& url) { return RedactedPostgresUrl(url); }
+
+// A commit of a server that no longer holds the lease it was opened with.
+struct Fenced : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 StoredEvent ReadEvent(const pqxx::row& r) {
   StoredEvent e;
@@ -58,13 +60,22 @@ StoredEvent ReadEvent(const pqxx::row& r) {
 
 class PostgresStore : public Store {
  public:
-  PostgresStore(std::string url, std::unique_ptr<pqxx::connection> conn)
-      : url_(std::move(url)), conn_(std::move(conn)) {}
+  PostgresStore(std::string url, std::unique_ptr<pqxx::connection> conn, std::string holder = "",
+                int64_t term = 0)
+      : url_(std::move(url)), holder_(std::move(holder)), term_(term), conn_(std::move(conn)) {}
 
   absl::StatusOr<int64_t> Commit(StoreBatch batch) override {
     return Run<int64_t>("commit", [&](pqxx::connection& c) {
       pqxx::work w(c);
-      w.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLock);
+      w.exec_params("SELECT pg_advisory_xact_lock($1)", kPostgresWriterLock);
+      if (term_ > 0 && w.exec_params("SELECT 1 FROM carve_leader WHERE id = 1 AND holder = $1 "
+                                     "AND term = $2 AND expires > clock_timestamp()",
+                                     holder_, term_)
+                           .empty()) {
+        throw Fenced(absl::StrCat("this server (", holder_,
+                                  ") no longer holds the leader's lease of term ", term_,
+                                  ": another server leads, or the lease ran out"));
+      }
       int64_t seq = 0;
       std::string hash = GenesisHash();
       pqxx::result tail = w.exec("SELECT seq, hash FROM carve_events ORDER BY seq DESC LIMIT 1");
@@ -183,6 +194,9 @@ class PostgresStore : public Store {
       conn_.reset();
       return absl::UnavailableError(absl::StrCat("postgres ", Redacted(url_), ": ", what,
                                                  ": the connection broke: ", e.what()));
+    } catch (const Fenced& e) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("postgres ", Redacted(url_), ": ", what, " refused (fenced): ", e.what()));
     } catch (const pqxx::in_doubt_error& e) {
       conn_.reset();
       return absl::UnavailableError(absl::StrCat("postgres ", Redacted(url_), ": ", what,
@@ -211,26 +225,42 @@ class PostgresStore : public Store {
   }
 
   const std::string url_;
+  const std::string holder_;  // with term_ > 0: the lease every commit must still hold
+  const int64_t term_;
   std::mutex mu_;
   std::unique_ptr<pqxx::connection> conn_;
 };
 
 }  // namespace
 
+std::string RedactedPostgresUrl(const std::string& url) {
+  static const std::regex kPassword(R"(://([^:/@]*):[^@/]*@)");
+  std::string out = std::regex_replace(url, kPassword, "://$1:***@");
+  static const std::regex kKeyword(R"(password\s*=\s*\S+)");
+  return std::regex_replace(out, kKeyword, "password=***");
+}
+
 bool IsPostgresUrl(const std::string& url) {
   return absl::StartsWith(url, "postgres://") || absl::StartsWith(url, "postgresql://");
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url) {
+  return OpenFencedPostgresStore(url, "", 0);
+}
+
+absl::StatusOr<std::unique_ptr<Store>> OpenFencedPostgresStore(const std::string& url,
+                                                               const std::string& holder,
+                                                               int64_t term) {
   try {
     auto conn = std::make_unique<pqxx::connection>(url);
     {
       pqxx::work w(*conn);
-      w.exec_params("SELECT pg_advisory_xact_lock($1)", kWriterLock);  // one creator at a time
+      w.exec_params("SELECT pg_advisory_xact_lock($1)",
+                    kPostgresWriterLock);  // one creator at a time
       w.exec(kSchema);
       w.commit();
     }
-    return std::unique_ptr<Store>(new PostgresStore(url, std::move(conn)));
+    return std::unique_ptr<Store>(new PostgresStore(url, std::move(conn), holder, term));
   } catch (const pqxx::broken_connection& e) {
     return absl::UnavailableError(
         absl::StrCat("postgres ", Redacted(url), ": cannot connect: ", e.what()));

@@ -5,6 +5,7 @@
 #ifndef CARVE_ADAPTERS_STORE_POSTGRES_STORE_H_
 #define CARVE_ADAPTERS_STORE_POSTGRES_STORE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -19,6 +20,21 @@ bool IsPostgresUrl(const std::string& url);
 // Connects (a libpq connection URI or key=value string) and creates the tables when missing.
 // Unavailable, naming the server without its password, when it cannot connect.
 absl::StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url);
+
+// The store of the leader of several servers on one database (postgres_lease.h): every commit
+// first checks, under the writers' lock, that `holder` still holds the lease with `term` and that
+// it has not expired, and fails FailedPrecondition ("fenced") otherwise, writing nothing. A paused
+// or cut-off leader's late commits are refused once another server has taken over, or its lease
+// ran out.
+absl::StatusOr<std::unique_ptr<Store>> OpenFencedPostgresStore(const std::string& url,
+                                                               const std::string& holder,
+                                                               int64_t term);
+
+// For messages: the URL without its password.
+std::string RedactedPostgresUrl(const std::string& url);
+// The transaction-scoped advisory lock that serializes the database's writers (commits, and
+// taking or renewing the lease) across processes.
+inline constexpr int64_t kPostgresWriterLock = 0x63617276650001;  // "carve" 1
 
 }  // namespace carve
 

@@ -1,0 +1,119 @@
+#include "leader.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client_common.h"
+#include "runtime/follower_server.h"
+#include "runtime/log.h"
+
+namespace carve::app {
+
+Leadership::Leadership(std::unique_ptr<PostgresLease> lease, int64_t term)
+    : lease_(std::move(lease)), term_(term) {}
+
+Leadership::~Leadership() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+}
+
+void Leadership::StartRenewing() {
+  renewer_ = std::thread([this] { Renew(); });
+}
+
+void Leadership::Renew() {
+  const auto every = std::chrono::milliseconds(lease_->lease_ms() / 3);
+  auto renewed = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, every, [this] { return stopping_; })) {
+    lock.unlock();
+    absl::Status s = lease_->Renew(term_);
+    const auto now = std::chrono::steady_clock::now();
+    // Unreachable for a while is not lost yet; past the lease it is (the store fences it too).
+    const bool lost = s.code() == absl::StatusCode::kFailedPrecondition ||
+                      (!s.ok() && now - renewed > std::chrono::milliseconds(lease_->lease_ms()));
+    if (lost) {
+      LogError("lost the leader's lease (term ", term_, "): ", s.message(),
+               "; stopping so that no late commit is tried (restart it: it will follow)");
+      std::_Exit(75);
+    }
+    if (s.ok()) {
+      renewed = now;
+    } else {
+      LogWarn("cannot renew the leader's lease yet: ", s.message());
+    }
+    lock.lock();
+  }
+}
+
+void Leadership::Release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+  if (absl::Status s = lease_->Release(term_); !s.ok()) {
+    LogWarn("could not give the lease up (a follower takes over when it runs out): ", s.message());
+  } else {
+    LogInfo("gave the leader's lease (term ", term_, ") up");
+  }
+}
+
+namespace {
+
+// Waits up to `ms` for SIGINT or SIGTERM (blocked in every thread); true when one came.
+bool Signalled(int64_t ms) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  timespec t{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1'000'000)};
+  return sigtimedwait(&set, nullptr, &t) > 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Leadership> FollowUntilLeader(const LeaderSettings& s, int& listen_fd,
+                                              const std::function<void()>& following) {
+  auto lease = PostgresLease::Open(s.url, s.holder, s.address, s.lease_ms);
+  if (!lease.ok()) Die(lease.status());
+  std::unique_ptr<FollowerServer> follower;
+  const int64_t poll_ms = std::max<int64_t>(50, s.lease_ms / 6);
+  for (;;) {
+    absl::StatusOr<int64_t> term = (*lease)->TryAcquire();
+    if (term.ok() && *term > 0) {
+      if (follower) follower->Stop();  // closes the socket: the leader's API listens anew
+      if (follower) listen_fd = -1;
+      LogInfo("leads as ", s.holder, " (term ", *term, ")");
+      auto lead = std::make_unique<Leadership>(*std::move(lease), *term);
+      lead->StartRenewing();
+      return lead;
+    }
+    if (!term.ok()) LogWarn("cannot take the leader's lease: ", term.status().message());
+    if (!follower) {
+      follower = std::make_unique<FollowerServer>(s.tls_cert, s.tls_key);
+      if (absl::Status st = follower->Start(listen_fd); !st.ok()) Die(st);
+      LogInfo("follows as ", s.holder, ": another server holds the leader's lease");
+      following();
+    }
+    auto row = (*lease)->Current();
+    if (row.ok() && row->has_value()) follower->SetLeader((*row)->address, (*row)->term);
+    if (Signalled(poll_ms)) {
+      follower->Stop();
+      listen_fd = -1;
+      return nullptr;
+    }
+  }
+}
+
+}  // namespace carve::app
