@@ -132,7 +132,7 @@ struct ServerSettings {
   std::string store;  // empty: SQLite in --data; postgres://...: PostgreSQL
   // Several servers on one PostgreSQL store (leader.h): this one's name, the URL clients that ask
   // a follower are sent to, and how long the leader's lease lasts unrenewed.
-  std::string name;       // empty: HOST:PORT of --listen
+  std::string name;       // empty: HOSTNAME:PORT (of --listen)
   std::string advertise;  // empty: the URL of --listen
   int64_t lease_ms = 3000;
   std::string data = "./carve-data";
@@ -226,9 +226,10 @@ void AddServerFlags(CLI::App* cmd, ServerSettings& s) {
                   "postgres://USER@HOST:PORT/DB: keep the state in PostgreSQL instead of SQLite in "
                   "--data (which still holds logs and tokens); or CARVE_STORE")
       ->envname("CARVE_STORE");
-  cmd->add_option("--name", s.name,
-                  "With --store postgresql://: this server's name among those on the database "
-                  "(default: HOST:PORT of --listen)");
+  cmd->add_option(
+      "--name", s.name,
+      "With --store postgresql://: this server's name among those on the database "
+      "(default: this machine's host name and the port of --listen; unique per server)");
   cmd->add_option("--advertise", s.advertise,
                   "With --store postgresql://: the URL a follower sends clients to while this "
                   "server leads (default: from --listen)");
@@ -400,9 +401,13 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   int fd = *listen_fd;
   if (!s.store.empty()) {
     const std::string scheme = s.tls_cert.empty() ? "http://" : "https://";
+    // The machine's name, not the listen address: two machines listening on 0.0.0.0:7070 under
+    // one name would take the lease from each other (a holder takes its own back at once).
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
     LeaderSettings lead{
         s.store,
-        s.name.empty() ? absl::StrCat(l.host, ":", LocalPort(fd)) : s.name,
+        s.name.empty() ? absl::StrCat(host, ":", LocalPort(fd)) : s.name,
         s.advertise.empty() ? absl::StrCat(scheme, l.host, ":", LocalPort(fd)) : s.advertise,
         s.lease_ms,
         s.tls_cert,
