@@ -24,10 +24,36 @@ Leadership::~Leadership() {
   }
   cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
+namespace {
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 void Leadership::StartRenewing() {
+  renewed_ns_ = SteadyNs();  // just taken: a whole lease from about now
   renewer_ = std::thread([this] { Renew(); });
+  watchdog_ = std::thread([this] { Watch(); });
+}
+
+void Leadership::Watch() {
+  const int64_t lease_ns = lease_->lease_ms() * 1'000'000;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(lease_->lease_ms() / 6),
+                       [this] { return stopping_; })) {
+    if (SteadyNs() - renewed_ns_ > lease_ns - lease_ns / 6) {
+      LogError("the leader's lease (term ", term_, ") was not renewed in time; stopping before ",
+               "a follower can take over (restart it: it will follow)");
+      std::_Exit(75);
+    }
+  }
 }
 
 void Leadership::Renew() {
@@ -36,6 +62,7 @@ void Leadership::Renew() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, every, [this] { return stopping_; })) {
     lock.unlock();
+    const int64_t sent = SteadyNs();
     absl::Status s = lease_->Renew(term_);
     const auto now = std::chrono::steady_clock::now();
     // Unreachable for a while is not lost yet; past the lease it is (the store fences it too).
@@ -43,11 +70,12 @@ void Leadership::Renew() {
                       (!s.ok() && now - renewed > std::chrono::milliseconds(lease_->lease_ms()));
     if (lost) {
       LogError("lost the leader's lease (term ", term_, "): ", s.message(),
-               "; stopping so that no late commit is tried (restart it: it will follow)");
+               "; stopping: its late commits are refused (restart it: it will follow)");
       std::_Exit(75);
     }
     if (s.ok()) {
       renewed = now;
+      renewed_ns_ = sent;
     } else {
       LogWarn("cannot renew the leader's lease yet: ", s.message());
     }
@@ -62,6 +90,7 @@ void Leadership::Release() {
   }
   cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
+  if (watchdog_.joinable()) watchdog_.join();
   if (absl::Status s = lease_->Release(term_); !s.ok()) {
     LogWarn("could not give the lease up (a follower takes over when it runs out): ", s.message());
   } else {
@@ -90,7 +119,14 @@ std::unique_ptr<Leadership> FollowUntilLeader(const LeaderSettings& s, int& list
   std::unique_ptr<FollowerServer> follower;
   const int64_t poll_ms = std::max<int64_t>(50, s.lease_ms / 6);
   for (;;) {
+    auto before = (*lease)->Current();
+    const bool own = before.ok() && before->has_value() && (*before)->holder == s.holder &&
+                     (*before)->expires_in_ms > 0;
     absl::StatusOr<int64_t> term = (*lease)->TryAcquire();
+    if (own && term.ok() && *term > 0) {
+      LogWarn("took over the unexpired lease of ", s.holder, ": a restart of this server, or ",
+              "another server with the same name (give each server its own --name)");
+    }
     if (term.ok() && *term > 0) {
       if (follower) follower->Stop();  // closes the socket: the leader's API listens anew
       if (follower) listen_fd = -1;
@@ -107,7 +143,10 @@ std::unique_ptr<Leadership> FollowUntilLeader(const LeaderSettings& s, int& list
       following();
     }
     auto row = (*lease)->Current();
-    if (row.ok() && row->has_value()) follower->SetLeader((*row)->address, (*row)->term);
+    if (row.ok() && row->has_value()) {
+      // An expired lease names nobody: clients would be sent to a server that is gone.
+      follower->SetLeader((*row)->expires_in_ms > 0 ? (*row)->address : "", (*row)->term);
+    }
     if (Signalled(poll_ms)) {
       follower->Stop();
       listen_fd = -1;

@@ -6,6 +6,7 @@
 #ifndef CARVE_APPS_CARVE_LEADER_H_
 #define CARVE_APPS_CARVE_LEADER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -35,7 +36,9 @@ class Leadership {
   int64_t term() const { return term_; }
   const std::string& holder() const { return lease_->holder(); }
   // Renews every lease_ms / 3 until Release; exits the process (status 75) once the lease is
-  // lost, so that no commit of a deposed leader is even tried.
+  // lost, or once lease_ms less a sixth has passed since the last renewal that succeeded was
+  // sent (a watchdog: a renewal blocked on a silent network cannot keep it alive), so that it
+  // stops before a follower can lead. Late commits tried before that are refused by the store.
   void StartRenewing();
   // A clean stop: gives the lease up, so that a follower takes over at once.
   void Release();
@@ -45,10 +48,16 @@ class Leadership {
 
   std::unique_ptr<PostgresLease> lease_;
   const int64_t term_;
+  void Watch();
+
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  // When the last renewal that succeeded was sent (steady clock): the lease lasts at least
+  // lease_ms from then, whatever the renewer is blocked on now.
+  std::atomic<int64_t> renewed_ns_{0};
   std::thread renewer_;
+  std::thread watchdog_;
 };
 
 // Follows until this server takes the lease: serves FollowerServer on `listen_fd` meanwhile

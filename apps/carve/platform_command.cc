@@ -406,12 +406,14 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
     LeaderSettings lead{
-        s.store,
-        s.name.empty() ? absl::StrCat(host, ":", LocalPort(fd)) : s.name,
-        s.advertise.empty() ? absl::StrCat(scheme, l.host, ":", LocalPort(fd)) : s.advertise,
-        s.lease_ms,
-        s.tls_cert,
-        s.tls_key};
+        s.store, s.name.empty() ? absl::StrCat(host, ":", LocalPort(fd)) : s.name,
+        // A wildcard listen address reaches no one: the host name stands in for it.
+        s.advertise.empty()
+            ? absl::StrCat(scheme,
+                           l.host == "0.0.0.0" || l.host == "::" || l.host.empty() ? host : l.host,
+                           ":", LocalPort(fd))
+            : s.advertise,
+        s.lease_ms, s.tls_cert, s.tls_key};
     const int port = LocalPort(fd);
     // A follower is a running server too: its URL is where it answers (503, naming the leader).
     c->leadership = FollowUntilLeader(
@@ -428,7 +430,7 @@ std::unique_ptr<Controller> StartController(const ServerSettings& s) {
   }
   auto store = s.store.empty() ? OpenSqliteStore(s.data + "/carve.db")
                                : OpenFencedPostgresStore(s.store, c->leadership->holder(),
-                                                         c->leadership->term());
+                                                         c->leadership->term(), s.lease_ms / 2);
   if (!store.ok()) Die(store.status());
   c->store = *std::move(store);
   LogInfo("store opened: ", s.store.empty() ? data + "/carve.db" : "PostgreSQL");

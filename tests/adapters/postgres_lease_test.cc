@@ -30,7 +30,7 @@ class PostgresLeaseTest : public ::testing::Test {
     ASSERT_NE(url_, "");
   }
 
-  std::unique_ptr<PostgresLease> Lease(const std::string& holder, int64_t lease_ms = 400) {
+  std::unique_ptr<PostgresLease> Lease(const std::string& holder, int64_t lease_ms = 2000) {
     auto lease = PostgresLease::Open(url_, holder, "http://" + holder, lease_ms);
     EXPECT_TRUE(lease.ok()) << lease.status();
     return lease.ok() ? *std::move(lease) : nullptr;
@@ -63,7 +63,7 @@ TEST_F(PostgresLeaseTest, OneLeaderAtATimeAndATakeOverFencesTheOldOne) {
   EXPECT_EQ(row.term, 1);
   EXPECT_GT(row.expires_in_ms, 0);
 
-  auto fenced_a = OpenFencedPostgresStore(url_, "a:1", 1);
+  auto fenced_a = OpenFencedPostgresStore(url_, "a:1", 1, 1000);
   ASSERT_TRUE(fenced_a.ok()) << fenced_a.status();
   ASSERT_TRUE((*fenced_a)->Commit({{{"job", "1", "{}"}}, {}, {Event("job/1")}}).ok());
 
@@ -78,7 +78,7 @@ TEST_F(PostgresLeaseTest, OneLeaderAtATimeAndATakeOverFencesTheOldOne) {
   late = (*fenced_a)->Commit({{{"job", "3", "{}"}}, {}, {Event("job/3")}}).status();
   EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
 
-  auto fenced_b = OpenFencedPostgresStore(url_, "b:1", 2);
+  auto fenced_b = OpenFencedPostgresStore(url_, "b:1", 2, 1000);
   ASSERT_TRUE(fenced_b.ok()) << fenced_b.status();
   EXPECT_EQ(*(*fenced_b)->Commit({{{"job", "4", "{}"}}, {}, {Event("job/4")}}), 2);
   EXPECT_EQ((*fenced_b)->Load("job")->size(), 2u) << "the refused commits wrote nothing";
@@ -91,7 +91,7 @@ TEST_F(PostgresLeaseTest, ARestartTakesItsOwnLeaseBackAndAReleaseHandsItOverAtOn
   ASSERT_EQ(*a->TryAcquire(), 1);
   std::unique_ptr<PostgresLease> again = Lease("a:1", 60'000);  // the same server, restarted
   ASSERT_EQ(*again->TryAcquire(), 2) << "a restarted server need not wait for its old lease";
-  auto old_term = OpenFencedPostgresStore(url_, "a:1", 1);
+  auto old_term = OpenFencedPostgresStore(url_, "a:1", 1, 1000);
   ASSERT_TRUE(old_term.ok());
   EXPECT_EQ((*old_term)->Commit({{}, {}, {Event("job/1")}}).status().code(),
             absl::StatusCode::kFailedPrecondition)

@@ -1,5 +1,6 @@
 #include "adapters/store/postgres_lease.h"
 
+#include <algorithm>
 #include <pqxx/pqxx>
 #include <utility>
 
@@ -36,12 +37,23 @@ absl::StatusOr<std::unique_ptr<PostgresLease>> PostgresLease::Open(const std::st
   return lease;
 }
 
+namespace {
+
+// The lease's connection gives up on a silent server within a third of the lease (the kernel's
+// TCP_USER_TIMEOUT), so a renewal never hangs past the point where it matters.
+std::string WithTimeouts(const std::string& url, int64_t lease_ms) {
+  return absl::StrCat(url, url.find('?') == std::string::npos ? "?" : "&",
+                      "connect_timeout=2&tcp_user_timeout=", std::max<int64_t>(100, lease_ms / 3));
+}
+
+}  // namespace
+
 template <typename T, typename F>
 absl::StatusOr<T> PostgresLease::Run(const char* what, F f) {
   std::lock_guard<std::mutex> lock(mu_);
   try {
     if (conn_ == nullptr || !conn_->c.is_open()) {
-      conn_.reset(new Connection{pqxx::connection(url_)});
+      conn_.reset(new Connection{pqxx::connection(WithTimeouts(url_, lease_ms_))});
     }
     return f(conn_->c);
   } catch (const pqxx::broken_connection& e) {
@@ -57,6 +69,8 @@ absl::StatusOr<T> PostgresLease::Run(const char* what, F f) {
 absl::StatusOr<int64_t> PostgresLease::TryAcquire() {
   return Run<int64_t>("take", [&](pqxx::connection& c) {
     pqxx::work w(c);
+    // A writers' lock held by a paused leader's commit fails this try instead of blocking it.
+    w.exec(absl::StrCat("SET LOCAL lock_timeout = ", std::max<int64_t>(100, lease_ms_ / 6)));
     w.exec_params("SELECT pg_advisory_xact_lock($1)", kPostgresWriterLock);
     pqxx::result r = w.exec_params(
         "INSERT INTO carve_leader (id, term, holder, address, expires) VALUES (1, 1, $1, $2, "
@@ -74,6 +88,8 @@ absl::StatusOr<int64_t> PostgresLease::TryAcquire() {
 absl::Status PostgresLease::Renew(int64_t term) {
   auto renewed = Run<bool>("renew", [&](pqxx::connection& c) {
     pqxx::work w(c);
+    // A writers' lock held by a paused leader's commit fails this try instead of blocking it.
+    w.exec(absl::StrCat("SET LOCAL lock_timeout = ", std::max<int64_t>(100, lease_ms_ / 6)));
     w.exec_params("SELECT pg_advisory_xact_lock($1)", kPostgresWriterLock);
     pqxx::result r = w.exec_params(
         "UPDATE carve_leader SET expires = clock_timestamp() + $3 * interval '1 millisecond' "
@@ -93,6 +109,10 @@ absl::Status PostgresLease::Release(int64_t term) {
   return Run<bool>("release",
                    [&](pqxx::connection& c) {
                      pqxx::work w(c);
+                     // A writers' lock held by a paused leader's commit fails this try instead of
+                     // blocking it.
+                     w.exec(absl::StrCat("SET LOCAL lock_timeout = ",
+                                         std::max<int64_t>(100, lease_ms_ / 6)));
                      w.exec_params("SELECT pg_advisory_xact_lock($1)", kPostgresWriterLock);
                      w.exec_params(
                          "UPDATE carve_leader SET expires = clock_timestamp() - interval '1 "

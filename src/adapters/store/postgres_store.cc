@@ -60,9 +60,13 @@ StoredEvent ReadEvent(const pqxx::row& r) {
 
 class PostgresStore : public Store {
  public:
-  PostgresStore(std::string url, std::unique_ptr<pqxx::connection> conn, std::string holder = "",
-                int64_t term = 0)
-      : url_(std::move(url)), holder_(std::move(holder)), term_(term), conn_(std::move(conn)) {}
+  PostgresStore(std::string url, std::unique_ptr<pqxx::connection> conn, std::string holder,
+                int64_t term, std::string session)
+      : url_(std::move(url)),
+        holder_(std::move(holder)),
+        term_(term),
+        session_(std::move(session)),
+        conn_(std::move(conn)) {}
 
   absl::StatusOr<int64_t> Commit(StoreBatch batch) override {
     return Run<int64_t>("commit", [&](pqxx::connection& c) {
@@ -188,6 +192,7 @@ class PostgresStore : public Store {
     try {
       if (conn_ == nullptr || !conn_->is_open()) {
         conn_ = std::make_unique<pqxx::connection>(url_);  // the last one broke: once more
+        if (!session_.empty()) pqxx::nontransaction(*conn_).exec(session_);
       }
       return f(*conn_);
     } catch (const pqxx::broken_connection& e) {
@@ -227,6 +232,7 @@ class PostgresStore : public Store {
   const std::string url_;
   const std::string holder_;  // with term_ > 0: the lease every commit must still hold
   const int64_t term_;
+  const std::string session_;  // run on each new connection (the fenced store's timeout)
   std::mutex mu_;
   std::unique_ptr<pqxx::connection> conn_;
 };
@@ -245,12 +251,14 @@ bool IsPostgresUrl(const std::string& url) {
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url) {
-  return OpenFencedPostgresStore(url, "", 0);
+  return OpenFencedPostgresStore(url, "", 0, 0);
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenFencedPostgresStore(const std::string& url,
                                                                const std::string& holder,
-                                                               int64_t term) {
+                                                               int64_t term, int64_t idle_ms) {
+  const std::string session =
+      idle_ms > 0 ? absl::StrCat("SET idle_in_transaction_session_timeout = ", idle_ms) : "";
   try {
     auto conn = std::make_unique<pqxx::connection>(url);
     {
@@ -260,7 +268,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenFencedPostgresStore(const std::string
       w.exec(kSchema);
       w.commit();
     }
-    return std::unique_ptr<Store>(new PostgresStore(url, std::move(conn), holder, term));
+    if (!session.empty()) pqxx::nontransaction(*conn).exec(session);
+    return std::unique_ptr<Store>(new PostgresStore(url, std::move(conn), holder, term, session));
   } catch (const pqxx::broken_connection& e) {
     return absl::UnavailableError(
         absl::StrCat("postgres ", Redacted(url), ": cannot connect: ", e.what()));

@@ -25,10 +25,12 @@ absl::StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url)
 // first checks, under the writers' lock, that `holder` still holds the lease with `term` and that
 // it has not expired, and fails FailedPrecondition ("fenced") otherwise, writing nothing. A paused
 // or cut-off leader's late commits are refused once another server has taken over, or its lease
-// ran out.
+// ran out. Its sessions end a transaction left idle for `idle_ms` (PostgreSQL's
+// idle_in_transaction_session_timeout), so a leader paused inside a commit cannot hold the
+// writers' lock, and with it every follower's take-over, for longer than that.
 absl::StatusOr<std::unique_ptr<Store>> OpenFencedPostgresStore(const std::string& url,
                                                                const std::string& holder,
-                                                               int64_t term);
+                                                               int64_t term, int64_t idle_ms);
 
 // For messages: the URL without its password.
 std::string RedactedPostgresUrl(const std::string& url);
