@@ -17,7 +17,9 @@ namespace carve::app {
 Leadership::Leadership(std::unique_ptr<PostgresLease> lease, int64_t term)
     : lease_(std::move(lease)), term_(term) {}
 
-Leadership::~Leadership() {
+Leadership::~Leadership() { Stop(); }
+
+void Leadership::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -58,23 +60,18 @@ void Leadership::Watch() {
 
 void Leadership::Renew() {
   const auto every = std::chrono::milliseconds(lease_->lease_ms() / 3);
-  auto renewed = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, every, [this] { return stopping_; })) {
     lock.unlock();
     const int64_t sent = SteadyNs();
     absl::Status s = lease_->Renew(term_);
-    const auto now = std::chrono::steady_clock::now();
-    // Unreachable for a while is not lost yet; past the lease it is (the store fences it too).
-    const bool lost = s.code() == absl::StatusCode::kFailedPrecondition ||
-                      (!s.ok() && now - renewed > std::chrono::milliseconds(lease_->lease_ms()));
-    if (lost) {
+    // Unreachable for a while is not lost yet: the watchdog stops it before the lease runs out.
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {
       LogError("lost the leader's lease (term ", term_, "): ", s.message(),
                "; stopping: its late commits are refused (restart it: it will follow)");
       std::_Exit(75);
     }
     if (s.ok()) {
-      renewed = now;
       renewed_ns_ = sent;
     } else {
       LogWarn("cannot renew the leader's lease yet: ", s.message());
@@ -84,13 +81,7 @@ void Leadership::Renew() {
 }
 
 void Leadership::Release() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (renewer_.joinable()) renewer_.join();
-  if (watchdog_.joinable()) watchdog_.join();
+  Stop();
   if (absl::Status s = lease_->Release(term_); !s.ok()) {
     LogWarn("could not give the lease up (a follower takes over when it runs out): ", s.message());
   } else {
@@ -119,17 +110,20 @@ std::unique_ptr<Leadership> FollowUntilLeader(const LeaderSettings& s, int& list
   std::unique_ptr<FollowerServer> follower;
   const int64_t poll_ms = std::max<int64_t>(50, s.lease_ms / 6);
   for (;;) {
-    auto before = (*lease)->Current();
-    const bool own = before.ok() && before->has_value() && (*before)->holder == s.holder &&
-                     (*before)->expires_in_ms > 0;
+    // One read per poll: whether the lease is this server's own, and whom followers name.
+    auto row = (*lease)->Current();
+    const bool own =
+        row.ok() && row->has_value() && (*row)->holder == s.holder && (*row)->expires_in_ms > 0;
     absl::StatusOr<int64_t> term = (*lease)->TryAcquire();
     if (own && term.ok() && *term > 0) {
       LogWarn("took over the unexpired lease of ", s.holder, ": a restart of this server, or ",
               "another server with the same name (give each server its own --name)");
     }
     if (term.ok() && *term > 0) {
-      if (follower) follower->Stop();  // closes the socket: the leader's API listens anew
-      if (follower) listen_fd = -1;
+      if (follower) {
+        follower->Stop();  // closes the socket: the leader's API listens anew
+        listen_fd = -1;
+      }
       LogInfo("leads as ", s.holder, " (term ", *term, ")");
       auto lead = std::make_unique<Leadership>(*std::move(lease), *term);
       lead->StartRenewing();
@@ -142,7 +136,6 @@ std::unique_ptr<Leadership> FollowUntilLeader(const LeaderSettings& s, int& list
       LogInfo("follows as ", s.holder, ": another server holds the leader's lease");
       following();
     }
-    auto row = (*lease)->Current();
     if (row.ok() && row->has_value()) {
       // An expired lease names nobody: clients would be sent to a server that is gone.
       follower->SetLeader((*row)->expires_in_ms > 0 ? (*row)->address : "", (*row)->term);

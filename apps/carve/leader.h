@@ -45,10 +45,11 @@ class Leadership {
 
  private:
   void Renew();
+  void Watch();
+  void Stop();  // the renewer and the watchdog
 
   std::unique_ptr<PostgresLease> lease_;
   const int64_t term_;
-  void Watch();
 
   std::mutex mu_;
   std::condition_variable cv_;

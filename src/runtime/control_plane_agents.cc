@@ -14,6 +14,9 @@ namespace carve {
 
 namespace {
 
+// Whether an exited replica ended with code 0 (not by a signal, not with an error).
+bool ExitedWithZero(const ReplicaRecord& rep) { return rep.exit_code && *rep.exit_code == 0; }
+
 // Whether a share's isolation record (one object, or a list of them) says a process bypassed MPS.
 bool Bypassed(const nlohmann::json& isolation) {
   if (isolation.is_array()) {
@@ -242,7 +245,7 @@ void ControlPlane::ApplyReport(JobRecord& job, int r, const ReplicaReport& repor
           {{"replica", r}, {"timed_out", rep.timed_out}});
     // A replica that ran past max_runtime or failed ends the job: its replicas still waiting
     // for a node are not placed (and started on a fresh max_runtime) any more.
-    if (rep.retire.empty() && (rep.timed_out || !(rep.exit_code && *rep.exit_code == 0))) {
+    if (rep.retire.empty() && (rep.timed_out || !ExitedWithZero(rep))) {
       RetireUnplaced(
           job, absl::StrCat("replica ", r, rep.timed_out ? " ran past max_runtime" : " failed",
                             " before it was placed"));
@@ -382,8 +385,7 @@ namespace {
 // other replicas stop.
 bool AReplicaFailed(const JobRecord& job) {
   return std::any_of(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& rep) {
-    return rep.retire.empty() && rep.state == ReplicaState::kExited &&
-           !(rep.exit_code && *rep.exit_code == 0);
+    return rep.retire.empty() && rep.state == ReplicaState::kExited && !ExitedWithZero(rep);
   });
 }
 

@@ -68,17 +68,23 @@ void NameReservations(const CyclePlan& plan, const std::vector<ReservationConfig
   if (counts.empty()) return;
   std::map<int64_t, const PendingJob*> pending;
   for (const PendingJob& p : plan.in.pending) pending[p.id] = &p;
+  static const std::string kNoTenant;  // a job whose tenant is not known sees no name
+  std::map<std::string, std::set<std::string>> unnamed;  // tenant -> others' reservations
   for (WaitExplanation& w : d.waits) {
     auto p = pending.find(w.job);
     if (p == pending.end()) continue;
     auto tenant = plan.tenants.find(w.job);
-    std::set<std::string> unnamed;
-    for (const ReservationConfig& r : reservations) {
-      if (tenant == plan.tenants.end() || r.tenant != tenant->second) unnamed.insert(r.name);
+    const std::string& of = tenant == plan.tenants.end() ? kNoTenant : tenant->second;
+    auto [hidden, fresh] = unnamed.try_emplace(of);  // once per tenant, not per waiting job
+    if (fresh) {
+      for (const ReservationConfig& r : reservations) {
+        if (of == kNoTenant || r.tenant != of) hidden->second.insert(r.name);
+      }
     }
     for (GateFacts& g : w.gates) {
       if (g.gate != Gate::kPlacement || !g.reasons.count("taint")) continue;
-      const std::string held = ReservationsHoldingBack(counts, unnamed, p->second->request.replica);
+      const std::string held =
+          ReservationsHoldingBack(counts, hidden->second, p->second->request.replica);
       if (!held.empty()) absl::StrAppend(&g.summary, " (held: ", held, ")");
     }
   }

@@ -37,8 +37,6 @@ CREATE TABLE IF NOT EXISTS carve_leader (
   address TEXT NOT NULL,
   expires TIMESTAMPTZ NOT NULL))";
 
-std::string Redacted(const std::string& url) { return RedactedPostgresUrl(url); }
-
 // A commit of a server that no longer holds the lease it was opened with.
 struct Fenced : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -178,7 +176,8 @@ class PostgresStore : public Store {
       if (!page.ok()) return page.status();
       if (page->empty()) return absl::OkStatus();
       for (const StoredEvent& e : *page) {
-        if (absl::Status s = CheckChainLink(e, expected, prev, Redacted(url_)); !s.ok()) return s;
+        if (absl::Status s = CheckChainLink(e, expected, prev, RedactedPostgresUrl(url_)); !s.ok())
+          return s;
         prev = e.hash;
         ++expected;
       }
@@ -197,18 +196,18 @@ class PostgresStore : public Store {
       return f(*conn_);
     } catch (const pqxx::broken_connection& e) {
       conn_.reset();
-      return absl::UnavailableError(absl::StrCat("postgres ", Redacted(url_), ": ", what,
+      return absl::UnavailableError(absl::StrCat("postgres ", RedactedPostgresUrl(url_), ": ", what,
                                                  ": the connection broke: ", e.what()));
     } catch (const Fenced& e) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("postgres ", Redacted(url_), ": ", what, " refused (fenced): ", e.what()));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "postgres ", RedactedPostgresUrl(url_), ": ", what, " refused (fenced): ", e.what()));
     } catch (const pqxx::in_doubt_error& e) {
       conn_.reset();
-      return absl::UnavailableError(absl::StrCat("postgres ", Redacted(url_), ": ", what,
+      return absl::UnavailableError(absl::StrCat("postgres ", RedactedPostgresUrl(url_), ": ", what,
                                                  ": the commit's outcome is unknown: ", e.what()));
     } catch (const std::exception& e) {
       return absl::InternalError(
-          absl::StrCat("postgres ", Redacted(url_), ": ", what, ": ", e.what()));
+          absl::StrCat("postgres ", RedactedPostgresUrl(url_), ": ", what, ": ", e.what()));
     }
   }
 
@@ -272,10 +271,10 @@ absl::StatusOr<std::unique_ptr<Store>> OpenFencedPostgresStore(const std::string
     return std::unique_ptr<Store>(new PostgresStore(url, std::move(conn), holder, term, session));
   } catch (const pqxx::broken_connection& e) {
     return absl::UnavailableError(
-        absl::StrCat("postgres ", Redacted(url), ": cannot connect: ", e.what()));
+        absl::StrCat("postgres ", RedactedPostgresUrl(url), ": cannot connect: ", e.what()));
   } catch (const std::exception& e) {
-    return absl::InternalError(
-        absl::StrCat("postgres ", Redacted(url), ": cannot set up its tables: ", e.what()));
+    return absl::InternalError(absl::StrCat("postgres ", RedactedPostgresUrl(url),
+                                            ": cannot set up its tables: ", e.what()));
   }
 }
 
