@@ -453,6 +453,7 @@ void AddClientCommands(CLI::App& app) {
   AddQueueCommands(app, c);
   AddAdminCommands(app, c);
   AddPocCommands(app, c);
+  AddSimLiveCommands(app, c);
 }
 
 }  // namespace carve::app

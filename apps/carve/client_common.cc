@@ -63,19 +63,23 @@ std::string ServerUrl(const Connection& c) {
   return server;
 }
 
-ApiClient Client(const Connection& c) {
-  const std::string server = ServerUrl(c);
-  std::string token = c.token;
-  if (token.empty() && std::getenv("CARVE_TOKEN")) token = std::getenv("CARVE_TOKEN");
-  if (token.empty()) token = ReadFirstLine("carve-data/admin.token");
-  if (token.empty()) {
+Connection Resolved(const Connection& c) {
+  Connection out = c;
+  out.server = ServerUrl(c);
+  if (out.token.empty() && std::getenv("CARVE_TOKEN")) out.token = std::getenv("CARVE_TOKEN");
+  if (out.token.empty()) out.token = ReadFirstLine("carve-data/admin.token");
+  if (out.token.empty()) {
     Die(absl::UnauthenticatedError(
         "no token: pass --token, set CARVE_TOKEN, or run from the directory where `carve dev` "
         "wrote carve-data/admin.token"));
   }
-  std::string ca = c.ca;
-  if (ca.empty() && std::getenv("CARVE_CA")) ca = std::getenv("CARVE_CA");
-  return ApiClient(server, token, ca);
+  if (out.ca.empty() && std::getenv("CARVE_CA")) out.ca = std::getenv("CARVE_CA");
+  return out;
+}
+
+ApiClient Client(const Connection& c) {
+  const Connection r = Resolved(c);
+  return ApiClient(r.server, r.token, r.ca);
 }
 
 json Check(absl::StatusOr<json> r) {

@@ -27,6 +27,8 @@ struct Connection {
 // Flags, then CARVE_SERVER / CARVE_TOKEN / CARVE_CA, then what `carve dev` wrote to
 // ./carve-data.
 ApiClient Client(const Connection& c);
+// The server, token and CA Client would use (Die without a token).
+Connection Resolved(const Connection& c);
 // The server Client talks to, resolved the same way.
 std::string ServerUrl(const Connection& c);
 // The value, or Die.
@@ -65,6 +67,8 @@ void AddStore(CLI::App& app);
 // preemption, times in the local zone (show_command.cc).
 void PrintJobPage(const nlohmann::json& job);
 void AddJobsCommands(CLI::App& app, std::shared_ptr<Connection> c);  // ls, cancel, logs, history
+// `carve sim agents` and `carve sim submit`, under the `sim` AddSimCommands made.
+void AddSimLiveCommands(CLI::App& app, std::shared_ptr<Connection> c);
 
 }  // namespace carve::app
 

@@ -211,10 +211,9 @@ void ApiServer::TenancyRoutes() {
     if (who->role == Role::kAdmin) {
       absl::StrAppend(
           &text,
-          "# HELP carve_scheduler_cycle_seconds Time spent in scheduling cycles\n"
-          "# TYPE carve_scheduler_cycle_seconds summary\n",
-          "carve_scheduler_cycle_seconds_sum ", static_cast<double>(cycle_us_total_) / 1e6, "\n",
-          "carve_scheduler_cycle_seconds_count ", cycles_.load(), "\n",
+          cycle_seconds_.Text("carve_scheduler_cycle_seconds", "Scheduling cycles' durations"),
+          heartbeat_seconds_.Text("carve_agent_heartbeat_seconds",
+                                  "Agents' heartbeats, from authentication to the answer"),
           "# HELP carve_scheduler_cycle_last_seconds The last scheduling cycle's duration\n"
           "# TYPE carve_scheduler_cycle_last_seconds gauge\n",
           "carve_scheduler_cycle_last_seconds ", static_cast<double>(cycle_us_last_) / 1e6, "\n",

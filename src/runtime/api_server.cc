@@ -94,6 +94,7 @@ void ApiServer::ScheduleLoop() {
     cycles_ += 1;
     cycle_us_total_ += us;
     cycle_us_last_ = us;
+    cycle_seconds_.Observe(us);
     absl::Status accrued = control_->AccrueUtilization();
     ReportCycle(scheduled, accrued, us);
     rested = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
@@ -491,6 +492,7 @@ void ApiServer::Routes() {
   });
   s.Post("/api/v1/agents/heartbeat",
          [=, this](const httplib::Request& req, httplib::Response& res) {
+           const auto began = std::chrono::steady_clock::now();
            auto who = authed(req, res, Verb::kNodeCall);
            if (!who) return;
            // Decoded once, here: the control plane takes the typed heartbeat.
@@ -501,6 +503,9 @@ void ApiServer::Routes() {
                beat.ok() ? control_->Heartbeat(*beat, *who) : beat.status();
            if (answer.ok() && beat->ReportsAnEnd()) Kick();  // its GPUs are free: reuse them now
            respond(res, answer.ok() ? absl::StatusOr<json>(answer->ToJson()) : answer.status());
+           heartbeat_seconds_.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::steady_clock::now() - began)
+                                          .count());
          });
   // Work pushed to agents: the answer comes when the node's work version passes `after`, or
   // after timeout_ms (at most 30 s). A quarter of the workers at most wait; beyond that, 429.

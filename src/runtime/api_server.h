@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/control_plane.h"
+#include "runtime/latency_histogram.h"
 
 namespace httplib {
 class Server;
@@ -95,6 +96,8 @@ class ApiServer {
   std::atomic<int64_t> cycles_{0};
   std::atomic<int64_t> cycle_us_total_{0};
   std::atomic<int64_t> cycle_us_last_{0};
+  LatencyHistogram cycle_seconds_;      // each scheduling cycle's duration
+  LatencyHistogram heartbeat_seconds_;  // each agent heartbeat's handling, in the server
   std::atomic<int64_t> rate_limited_{0};
   std::mutex limit_mu_;
   std::map<std::string, Bucket> buckets_;  // "token:" + token id, "user:" + user id -> bucket
