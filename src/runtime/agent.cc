@@ -407,7 +407,9 @@ void Agent::WaitLoop() {
     lock.lock();
     bool quick = std::chrono::steady_clock::now() - asked < std::chrono::milliseconds(100);
     if (!answer.ok() || (quick && answer->value("version", int64_t{0}) == version)) {
-      cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_ms),
+      cv_.wait_for(lock,
+                   std::chrono::milliseconds(
+                       WaitBackoffMs(answer.status(), options_.node, options_.heartbeat_ms)),
                    [this] { return stop_; });
       continue;
     }

@@ -1,7 +1,9 @@
 #include "runtime/agent_protocol.h"
 
+#include <functional>
 #include <limits>
 #include <map>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -296,6 +298,13 @@ json ListToJson(const std::vector<T>& items) {
 }
 
 }  // namespace
+
+int64_t WaitBackoffMs(const absl::Status& answer, absl::string_view node, int64_t heartbeat_ms) {
+  if (!absl::IsResourceExhausted(answer)) return heartbeat_ms;
+  return kWaitRefusedRetryMs +
+         static_cast<int64_t>(
+             std::hash<std::string_view>{}(std::string_view(node.data(), node.size())) % 1000);
+}
 
 absl::string_view HealthName(DeviceHealth health) {
   switch (health) {

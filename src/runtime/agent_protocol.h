@@ -35,6 +35,14 @@ std::optional<DeviceHealth> ParseHealth(absl::string_view name);
 // Bounds of an agent's self-fencing promise at registration (self_fence: {after_ms, grace_ms}):
 // it delays the loss of its jobs, so it may not hold them for longer than this.
 inline constexpr int64_t kMaxFenceAfterMs = 3'600'000;
+// A wait for work the server refuses (429: as many agents as it lets wait already do) is asked
+// again after this long (its Retry-After), not at the heartbeat period: at a thousand nodes,
+// refused waits asked every heartbeat were more requests than the heartbeats (docs/scale.md).
+inline constexpr int64_t kWaitRefusedRetryMs = 10'000;
+// How long an agent waits before it asks for work again after an answer that said nothing new:
+// a refusal (ResourceExhausted) kWaitRefusedRetryMs and up to a second more, spread by `node` so
+// refused agents do not ask together; anything else its heartbeat period.
+int64_t WaitBackoffMs(const absl::Status& answer, absl::string_view node, int64_t heartbeat_ms);
 inline constexpr int64_t kMaxFenceGraceMs = 600'000;
 
 struct ReplicaEnd {

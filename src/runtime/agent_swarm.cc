@@ -346,7 +346,9 @@ void AgentSwarm::WaitLoop(Node& node) {
     const bool quick = SteadyUs() - asked < 100'000;
     const int64_t now = answer.ok() ? answer->value("version", int64_t{0}) : version;
     if (!answer.ok() || (quick && now == version)) {
-      cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_ms),
+      cv_.wait_for(lock,
+                   std::chrono::milliseconds(
+                       WaitBackoffMs(answer.status(), node.name, options_.heartbeat_ms)),
                    [this] { return stop_; });
       continue;
     }

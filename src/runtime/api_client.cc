@@ -34,6 +34,8 @@ absl::Status FromHttp(int status, const std::string& body) {
       return absl::NotFoundError(message);
     case 409:
       return absl::FailedPreconditionError(message);
+    case 429:
+      return absl::ResourceExhaustedError(message);
     case 503:
       return absl::UnavailableError(message);
     default:

@@ -519,6 +519,9 @@ void ApiServer::Routes() {
     auto version = control_->WaitForWork(req.get_param_value("node"), *after,
                                          std::min<int64_t>(*timeout, 30000),
                                          std::max(1, options_.threads / 4), *who);
+    if (absl::IsResourceExhausted(version.status())) {
+      res.set_header("Retry-After", std::to_string(kWaitRefusedRetryMs / 1000));
+    }
     if (!version.ok()) return ReplyError(res, version.status());
     Reply(res, 200, {{"version", *version}});
   });

@@ -95,6 +95,29 @@ TEST_F(SimAgentsTest, VirtualNodesRunPlacedJobsAndSayNothingWasChecked) {
   ASSERT_TRUE(Eventually([&] { return Dead(again); }));
 }
 
+// At a thousand nodes the waits the server refused (429: a quarter of its workers already wait)
+// were asked again every heartbeat, more requests than the heartbeats themselves. A refused
+// agent now asks again after the Retry-After (10 s).
+TEST_F(SimAgentsTest, AnAgentRefusedAWaitAsksAgainAfterTheRetryAfterNotEveryHeartbeat) {
+  pid_t swarm =
+      Spawn({CARVE_BINARY, "--server", url_, "sim", "agents", "--nodes", "40", "--heartbeat-ms",
+             "100", "--report-s", "1", "--duration-s", "4", "--join-token-file",
+             (dir_ / "data/agent.token").string(), "--credentials",
+             (dir_ / "swarm.credentials").string(), "--json", (dir_ / "swarm.json").string()},
+            (dir_ / "swarm.log").string());
+  ASSERT_TRUE(Eventually([&] { return Dead(swarm); })) << Slurp((dir_ / "swarm.log").string());
+  json run = json::parse(Slurp((dir_ / "swarm.json").string()));
+  int64_t refused = 0, answered = 0;
+  for (const json& w : run["windows"]) {
+    refused += w["waits_refused"].get<int64_t>();
+    answered += w["waits_answered"].get<int64_t>();
+  }
+  // 16 of the 64 workers wait: 24 nodes are refused once each (every 100 ms before: ~900).
+  EXPECT_GT(refused, 0) << run.dump(2);
+  EXPECT_LE(refused, 40) << run.dump(2);
+  EXPECT_GT(answered, 0) << run.dump(2);
+}
+
 TEST_F(SimAgentsTest, AMissingJoinTokenOrBadProfileIsRefusedNamingIt) {
   CliRun no_token = RunShell(absl::StrCat("CARVE_JOIN_TOKEN= ", CARVE_BINARY, " --server ", url_,
                                           " sim agents --nodes 2 --join-token-file ",
