@@ -576,6 +576,10 @@ class ControlPlane {
   SchedulerMemory memory_;          // the scheduler's own (under schedule_mu_)
   int64_t kept_cluster_drift_ = 0;  // under schedule_mu_ (CheckKeptCluster)
   CycleStats last_cycle_;           // under mu_
+  // The registered nodes with nothing on them, for CheckFitsEmptyCluster, and the key of what it
+  // was built from (under mu_).
+  mutable std::optional<Cluster> fit_cluster_;
+  mutable uint64_t fit_cluster_key_ = 0;
   // Per queue, how long each of the last kRecentStarts jobs to start from it had waited (from
   // submission to its first placement), under mu_; memory only (QueueStatus's percentiles).
   static constexpr size_t kRecentStarts = 1024;

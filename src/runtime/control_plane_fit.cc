@@ -1,6 +1,7 @@
 // Submission's last check: could any arrangement of the registered nodes, with nothing else on
 // them, hold the job? A job that asks for 8 T4s on a cluster with two, or a model no node has,
 // would otherwise wait forever.
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "core/sched/placement/placer.h"
 #include "core/sched/placement/policies.h"
@@ -28,14 +29,41 @@ Node EmptyNode(const GpuCatalog& catalog, const std::string& name, const NodeRec
   return n;
 }
 
+// Everything EmptyNode reads of the nodes, and the pools (the configuration's revision): the
+// cluster built from them is kept until this changes. Heartbeats change none of it.
+uint64_t EmptyClusterKey(const std::map<std::string, NodeRecord>& nodes, uint64_t config) {
+  uint64_t key = absl::HashOf(config, nodes.size());
+  for (const auto& [name, rec] : nodes) {
+    key = absl::HashOf(key, name, rec.state == NodeRecordState::kDead, rec.cpu_milli,
+                       rec.memory_mib, rec.labels);
+    for (const DiscoveredGpu& g : rec.gpus) {
+      key = absl::HashOf(key, g.index, g.model, g.mode, g.memory_mib, g.mig_enabled,
+                         g.dynamic_layout);
+      for (const DiscoveredMigInstance& m : g.mig_instances)
+        key = absl::HashOf(key, m.profile, m.start);
+    }
+  }
+  return key;
+}
+
 }  // namespace
 
+// The empty cluster is kept between submissions (at 1,000 nodes building it took a third of the
+// server's CPU under a submission load: docs/scale.md); placing on it and releasing leaves it
+// as it was.
 absl::Status ControlPlane::CheckFitsEmptyCluster(const JobSpec& spec, JobRequest request) const {
-  Cluster empty(catalog_);
-  const std::vector<PoolSelector> pools = config_.Pools();
-  for (const auto& [name, rec] : nodes_) {
-    if (rec.state != NodeRecordState::kDead) empty.AddNode(EmptyNode(*catalog_, name, rec, pools));
+  const uint64_t key = EmptyClusterKey(nodes_, config_.revision());
+  if (!fit_cluster_ || fit_cluster_key_ != key) {
+    fit_cluster_.emplace(catalog_);
+    fit_cluster_key_ = key;
+    const std::vector<PoolSelector> pools = config_.Pools();
+    for (const auto& [name, rec] : nodes_) {
+      if (rec.state != NodeRecordState::kDead) {
+        fit_cluster_->AddNode(EmptyNode(*catalog_, name, rec, pools));
+      }
+    }
   }
+  Cluster& empty = *fit_cluster_;
   if (empty.nodes().empty()) return absl::OkStatus();  // no node yet: the cluster is forming
   if (const QueueConfig* q = config_.Queue(spec.queue); q != nullptr && !q->spec.pool.empty()) {
     request.replica.pool = q->spec.pool;
@@ -45,11 +73,17 @@ absl::Status ControlPlane::CheckFitsEmptyCluster(const JobSpec& spec, JobRequest
   std::unique_ptr<PlacementPolicy> first_fit = MakeFirstFitPolicy();
   Placer placer(&empty, first_fit.get(), 0, Placer::Strategy::kScan);
   PlaceResult placed = placer.Place(request);
-  if (placed.placed) return absl::OkStatus();
+  if (placed.placed) {
+    placer.Release(placed.replicas);
+    return absl::OkStatus();
+  }
   Placer one(&empty, first_fit.get(), 0, Placer::Strategy::kScan);
   JobRequest single = request;
   single.replicas = 1;
-  const bool one_fits = request.replicas > 1 && one.Place(single).placed;
+  PlaceResult one_placed;
+  if (request.replicas > 1) one_placed = one.Place(single);
+  if (one_placed.placed) one.Release(one_placed.replicas);
+  const bool one_fits = one_placed.placed;
   std::string why = one_fits
                         ? absl::StrCat("a replica fits, but not ", request.replicas, " at once")
                         : absl::StrCat(PlacementGate(empty, placed.report).summary, "; ",

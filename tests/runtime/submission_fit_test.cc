@@ -50,5 +50,18 @@ TEST_F(SubmissionFitTest, WhatIsOnlyOutOfServiceNowIsAccepted) {
   EXPECT_TRUE(Gpus(4).ok());
 }
 
+// The idle cluster is kept between submissions: checks leave it as they found it, and a node that
+// joins is in the next check.
+TEST_F(SubmissionFitTest, TheKeptIdleClusterFollowsTheNodesAndIsLeftIdle) {
+  RegisterH200Node("n1", 4, kAdmin);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(Gpus(4).ok()) << i;  // each check placed and released
+  ASSERT_TRUE(Gpus(2, false, 2).ok());
+  ASSERT_FALSE(Gpus(8).ok());
+  RegisterH200Node("n2", 8, kAdmin);
+  EXPECT_TRUE(Gpus(8).ok());
+  EXPECT_TRUE(Gpus(4, false, 3).ok());  // n1 and both halves of n2
+  EXPECT_FALSE(Gpus(4, false, 4).ok());
+}
+
 }  // namespace
 }  // namespace carve
