@@ -426,6 +426,9 @@ class ControlPlane {
   // InvalidArgument, with the placement's reasons, when no registered node could hold `request`
   // even with the cluster idle; OK with no node registered (control_plane_fit.cc). REQUIRES: mu_.
   absl::Status CheckFitsEmptyCluster(const JobSpec& spec, JobRequest request) const;
+  // Makes fit_ match the nodes and pools now, rebuilt only when what it is built from changed;
+  // whether it was rebuilt.
+  bool RefreshFit(int64_t now) const;
   // Cancels one job into `batch` (a queued one ends now; a placed one is stopped by its agents),
   // or says why not (it ended, or is already stopping). REQUIRES: mu_ held.
   absl::Status CancelJob(JobRecord& job, const Principal& who, StoreBatch& batch);
@@ -576,10 +579,10 @@ class ControlPlane {
   SchedulerMemory memory_;          // the scheduler's own (under schedule_mu_)
   int64_t kept_cluster_drift_ = 0;  // under schedule_mu_ (CheckKeptCluster)
   CycleStats last_cycle_;           // under mu_
-  // The registered nodes with nothing on them, for CheckFitsEmptyCluster, and the key of what it
-  // was built from (under mu_).
-  mutable std::optional<Cluster> fit_cluster_;
-  mutable uint64_t fit_cluster_key_ = 0;
+  // The registered nodes with nothing on them, kept for CheckFitsEmptyCluster (under mu_;
+  // control_plane_fit.cc).
+  struct FitCache;
+  mutable std::shared_ptr<FitCache> fit_;
   // Per queue, how long each of the last kRecentStarts jobs to start from it had waited (from
   // submission to its first placement), under mu_; memory only (QueueStatus's percentiles).
   static constexpr size_t kRecentStarts = 1024;

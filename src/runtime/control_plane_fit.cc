@@ -48,42 +48,73 @@ uint64_t EmptyClusterKey(const std::map<std::string, NodeRecord>& nodes, uint64_
 
 }  // namespace
 
-// The empty cluster is kept between submissions (at 1,000 nodes building it took a third of the
-// server's CPU under a submission load: docs/scale.md); placing on it and releasing leaves it
-// as it was.
-absl::Status ControlPlane::CheckFitsEmptyCluster(const JobSpec& spec, JobRequest request) const {
+// The idle cluster and a placer indexed over it are kept between submissions: at 1,000 nodes
+// building the cluster per submission took a third of the server's CPU under load, and at 5,000
+// reading every node's shape to see whether it changed still took a fifth (docs/scale.md). The
+// shapes are read again at most once a second, and before any refusal: a node that joined a
+// moment ago is never missed by a refusal, and one that left a moment ago can only let through a
+// job that then waits, explained.
+struct ControlPlane::FitCache {
+  explicit FitCache(const GpuCatalog* catalog) : cluster(catalog) {}
+  uint64_t key = 0;
+  int64_t keyed_us = 0;
+  Cluster cluster;
+  std::unique_ptr<PlacementPolicy> policy = MakeFirstFitPolicy();
+  std::unique_ptr<Placer> placer;
+};
+
+namespace {
+constexpr int64_t kFitKeyEveryUs = 1'000'000;
+}  // namespace
+
+bool ControlPlane::RefreshFit(int64_t now) const {
   const uint64_t key = EmptyClusterKey(nodes_, config_.revision());
-  if (!fit_cluster_ || fit_cluster_key_ != key) {
-    fit_cluster_.emplace(catalog_);
-    fit_cluster_key_ = key;
-    const std::vector<PoolSelector> pools = config_.Pools();
-    for (const auto& [name, rec] : nodes_) {
-      if (rec.state != NodeRecordState::kDead) {
-        fit_cluster_->AddNode(EmptyNode(*catalog_, name, rec, pools));
-      }
+  if (fit_ && fit_->key == key) {
+    fit_->keyed_us = now;
+    return false;
+  }
+  fit_ = std::make_shared<FitCache>(catalog_);
+  fit_->key = key;
+  fit_->keyed_us = now;
+  const std::vector<PoolSelector> pools = config_.Pools();
+  for (const auto& [name, rec] : nodes_) {
+    if (rec.state != NodeRecordState::kDead) {
+      fit_->cluster.AddNode(EmptyNode(*catalog_, name, rec, pools));
     }
   }
-  Cluster& empty = *fit_cluster_;
-  if (empty.nodes().empty()) return absl::OkStatus();  // no node yet: the cluster is forming
+  fit_->placer = std::make_unique<Placer>(&fit_->cluster, fit_->policy.get(), 0);
+  return true;
+}
+
+absl::Status ControlPlane::CheckFitsEmptyCluster(const JobSpec& spec, JobRequest request) const {
   if (const QueueConfig* q = config_.Queue(spec.queue); q != nullptr && !q->spec.pool.empty()) {
     request.replica.pool = q->spec.pool;
   }
+  const int64_t now = now_();
+  const bool due = !fit_ || now - fit_->keyed_us >= kFitKeyEveryUs || now < fit_->keyed_us;
+  if (due) RefreshFit(now);
+  bool checked = due;  // the shapes were read for this submission
   // Replicas are alike, so placing them one after another on the empty cluster finds room for
-  // all of them whenever any arrangement has it.
-  std::unique_ptr<PlacementPolicy> first_fit = MakeFirstFitPolicy();
-  Placer placer(&empty, first_fit.get(), 0, Placer::Strategy::kScan);
-  PlaceResult placed = placer.Place(request);
-  if (placed.placed) {
-    placer.Release(placed.replicas);
-    return absl::OkStatus();
+  // all of them whenever any arrangement has it; releasing them leaves it idle.
+  PlaceResult placed;
+  for (;;) {
+    if (fit_->cluster.nodes().empty()) return absl::OkStatus();  // the cluster is forming
+    placed = fit_->placer->Place(request);
+    if (placed.placed) {
+      fit_->placer->Release(placed.replicas);
+      return absl::OkStatus();
+    }
+    if (checked) break;  // refused on the nodes as they are now
+    checked = true;
+    if (!RefreshFit(now)) break;
   }
-  Placer one(&empty, first_fit.get(), 0, Placer::Strategy::kScan);
+  const Cluster& empty = fit_->cluster;
+  std::unique_ptr<PlacementPolicy> first_fit = MakeFirstFitPolicy();
+  Cluster scratch = empty;
+  Placer one(&scratch, first_fit.get(), 0, Placer::Strategy::kScan);
   JobRequest single = request;
   single.replicas = 1;
-  PlaceResult one_placed;
-  if (request.replicas > 1) one_placed = one.Place(single);
-  if (one_placed.placed) one.Release(one_placed.replicas);
-  const bool one_fits = one_placed.placed;
+  const bool one_fits = request.replicas > 1 && one.Place(single).placed;
   std::string why = one_fits
                         ? absl::StrCat("a replica fits, but not ", request.replicas, " at once")
                         : absl::StrCat(PlacementGate(empty, placed.report).summary, "; ",
