@@ -1,5 +1,8 @@
 #include "client_common.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -61,6 +64,23 @@ std::string ServerUrl(const Connection& c) {
   if (server.empty()) server = ReadFirstLine("carve-data/server");
   if (server.empty()) server = "http://127.0.0.1:7070";
   return server;
+}
+
+void BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+bool StopSignalled(int64_t ms) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  timespec t{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1'000'000)};
+  return sigtimedwait(&set, nullptr, &t) > 0;
 }
 
 Connection Resolved(const Connection& c) {

@@ -50,6 +50,11 @@ int64_t TimeFlag(const std::string& flag, const std::string& text);
 // The whole text of the file at `path` (standard input for "-"), or Die saying it cannot be
 // opened.
 std::string ReadFileOrDie(const std::string& path);
+// Blocks SIGINT and SIGTERM in this thread and the threads it starts after, so that one thread
+// takes them with StopSignalled.
+void BlockStopSignals();
+// Waits up to `ms` for SIGINT or SIGTERM (blocked by BlockStopSignals); true when one came.
+bool StopSignalled(int64_t ms);
 // A job id from the command line, or Die.
 int64_t JobId(const std::string& text);
 

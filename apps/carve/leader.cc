@@ -89,20 +89,6 @@ void Leadership::Release() {
   }
 }
 
-namespace {
-
-// Waits up to `ms` for SIGINT or SIGTERM (blocked in every thread); true when one came.
-bool Signalled(int64_t ms) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  timespec t{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1'000'000)};
-  return sigtimedwait(&set, nullptr, &t) > 0;
-}
-
-}  // namespace
-
 std::unique_ptr<Leadership> FollowUntilLeader(const LeaderSettings& s, int& listen_fd,
                                               const std::function<void()>& following) {
   auto lease = PostgresLease::Open(s.url, s.holder, s.address, s.lease_ms);
@@ -140,7 +126,7 @@ std::unique_ptr<Leadership> FollowUntilLeader(const LeaderSettings& s, int& list
       // An expired lease names nobody: clients would be sent to a server that is gone.
       follower->SetLeader((*row)->expires_in_ms > 0 ? (*row)->address : "", (*row)->term);
     }
-    if (Signalled(poll_ms)) {
+    if (StopSignalled(poll_ms)) {
       follower->Stop();
       listen_fd = -1;
       return nullptr;

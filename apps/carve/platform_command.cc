@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "adapters/nvml/nvml_backend.h"
 #include "adapters/store/postgres_store.h"
+#include "client_common.h"
 #include "command_line.h"
 #include "core/base/quantity.h"
 #include "leader.h"
@@ -118,14 +119,6 @@ void UseLogLevel(const std::string& name) {
   auto level = ParseLogLevel(name);
   if (!level.ok()) Die(level.status());
   SetLogLevel(*level);
-}
-
-void BlockSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 struct ServerSettings {
@@ -489,7 +482,7 @@ void AddDev(CLI::App& app) {
   AddServerFlags(dev, *s);
   dev->callback([s, dev] {
     ApplyConfig(*s, *dev);
-    BlockSignals();
+    BlockStopSignals();
     // As root, each tenant's jobs run as its own user; otherwise all run as this user.
     const bool single_user = ::geteuid() != 0;
     const std::filesystem::path jobs = BesideData(s->data) / "carve-jobs";
@@ -558,7 +551,7 @@ void AddServer(CLI::App& app) {
   AddTlsFlags(server, *s);
   server->callback([s, server] {
     ApplyConfig(*s, *server);
-    BlockSignals();
+    BlockStopSignals();
     auto c = StartController(*s);
     std::cout << "carve server listening on " << c->url << "; admin token in " << s->data
               << "/admin.token, join token for agents in " << s->data << "/agent.token\n"
@@ -688,7 +681,7 @@ void AddAgent(CLI::App& app) {
         auto devices = devices_file->empty() ? OpenNvmlBackendFromLibrary(*nvml_library)
                                              : OpenSimulatedBackend(*devices_file, o->node);
         if (!devices.ok()) Die(devices.status());
-        BlockSignals();
+        BlockStopSignals();
         Agent agent(*o, *std::move(devices), MakePosixLauncher("carve"));
         if (auto st = agent.Start(); !st.ok()) Die(st);
         std::cout << "carve agent " << o->node << " registered with " << o->server << "\n"

@@ -1,7 +1,5 @@
 // `carve sim agents` and `carve sim submit`: load on a live server, for docs/scale.md.
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -15,25 +13,6 @@
 
 namespace carve::app {
 namespace {
-
-// Blocks SIGINT and SIGTERM in this thread and the threads it starts after.
-void BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-// Waits up to `ms` for SIGINT or SIGTERM; true when one came.
-bool StopSignalled(int64_t ms) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  timespec t{static_cast<time_t>(ms / 1000), static_cast<long>((ms % 1000) * 1'000'000)};
-  return sigtimedwait(&set, nullptr, &t) > 0;
-}
 
 // "name credential" lines.
 std::map<std::string, std::string> ReadCredentials(const std::string& path) {
