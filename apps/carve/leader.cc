@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client_common.h"
+#include "runtime/clock.h"
 #include "runtime/follower_server.h"
 #include "runtime/log.h"
 
@@ -28,16 +29,6 @@ void Leadership::Stop() {
   if (renewer_.joinable()) renewer_.join();
   if (watchdog_.joinable()) watchdog_.join();
 }
-
-namespace {
-
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 void Leadership::StartRenewing() {
   renewed_ns_ = SteadyNs();  // just taken: a whole lease from about now

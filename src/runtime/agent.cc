@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "httplib.h"
 #include "runtime/api_client.h"
+#include "runtime/clock.h"
 #include "runtime/control_plane.h"
 #include "runtime/log.h"
 #include "runtime/records.h"
@@ -66,18 +67,6 @@ int64_t ParentPid(int64_t pid) {
   int64_t ppid = 0;
   rest >> state >> ppid;
   return ppid;
-}
-
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 // What the job record shows: limits, identity, devices.
@@ -373,7 +362,7 @@ void Agent::Fence() {
     for (const auto& [key, l] : live_) {
       // A replica that ended by itself (its reclaim still running) was not stopped by the fence.
       if (fenced_.count(key) || !launcher_->Alive(l.handle)) continue;
-      fenced_.emplace(key, NowUs());
+      fenced_.emplace(key, WallUs());
       stop.push_back(l.handle);
     }
   }
@@ -602,7 +591,7 @@ void Agent::Launch(const AgentAssignment& a) {
   // Unique on this machine: several agents (and several Carve installations) may share it.
   spec.group_name = absl::StrCat(GroupPrefix(), r.job, "-r", r.index);
   spec.limits = {a.cpu_milli, a.memory_mib, options_.job_pids_max};
-  r.started_us = NowUs();
+  r.started_us = WallUs();
   const int64_t max_runtime = a.max_runtime_us;
   r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;
   auto handle = !create_error.empty()
@@ -632,7 +621,7 @@ void Agent::Launch(const AgentAssignment& a) {
 }
 
 void Agent::PollAndEnforce() {
-  int64_t now = NowUs();
+  int64_t now = WallUs();
   for (auto& [key, r] : replicas_) {
     if (r.exit || !r.launched) continue;
     if (r.deadline_us > 0 && now > r.deadline_us && !r.timed_out) {
@@ -644,7 +633,7 @@ void Agent::PollAndEnforce() {
       exits_->Forget(r.handle.pid);
       // The group leader's record is the command's own end, also for a re-adopted replica.
       r.exit = ReadReplicaStatus(r.status_path).value_or(**status);
-      r.ended_us = NowUs();
+      r.ended_us = WallUs();
       StartReclaim(r);
     }
   }
@@ -736,7 +725,7 @@ json Agent::UncheckedReclaim(const Replica& r) {
           {"quarantine", json::array()},
           {"oom_killed", false},
           {"used", UsedJson(ResourceUse{}, r.peak_device_mib, r.busy_seconds)},
-          {"time_us", NowUs()}};
+          {"time_us", WallUs()}};
 }
 
 json Agent::Reclaim(Replica r) {
@@ -745,7 +734,7 @@ json Agent::Reclaim(Replica r) {
   bool verified = true;
   json quarantine = json::array();
   auto check = [&](const std::string& name, bool ok, const std::string& observed, int device = -1) {
-    checks.push_back({{"name", name}, {"ok", ok}, {"observed", observed}, {"time_us", NowUs()}});
+    checks.push_back({{"name", name}, {"ok", ok}, {"observed", observed}, {"time_us", WallUs()}});
     if (device >= 0) checks.back()["device"] = device;
     verified &= ok;
     if (!ok && device >= 0) quarantine.push_back(device);
@@ -784,7 +773,7 @@ json Agent::Reclaim(Replica r) {
           {"quarantine", quarantine},
           {"oom_killed", oom_killed},
           {"used", used},
-          {"time_us", NowUs()}};
+          {"time_us", WallUs()}};
 }
 
 template <typename Check>
@@ -796,7 +785,7 @@ void Agent::CheckDeviceProcesses(const Replica& r, int device, Check& check, jso
                       {"skipped", true},
                       {"device", device},
                       {"observed", std::string(view.processes.message())},
-                      {"time_us", NowUs()}});
+                      {"time_us", WallUs()}});
     return;
   }
   // Every process the device lists is residue unless a live replica placed on the device (or a
@@ -818,7 +807,7 @@ void Agent::CheckDeviceMemory(const Replica& r, int device, Check& check, json& 
                       {"skipped", true},
                       {"device", device},
                       {"observed", "not compared: " + std::string(view.memory.message())},
-                      {"time_us", NowUs()}});
+                      {"time_us", WallUs()}});
     return;
   }
   bool ok = view.MemoryClean(options_.memory_tolerance_mib);
@@ -1010,7 +999,7 @@ HeartbeatRequest Agent::Report() const {
 void Agent::SampleDevices() {
   // At most once a second per replica: attributing a device process to a replica reads /proc.
   constexpr int64_t kEveryUs = 1'000'000;
-  const int64_t now = NowUs();
+  const int64_t now = WallUs();
   std::map<int, absl::StatusOr<std::vector<DeviceProcess>>> listed;  // one listing per device
   for (auto& [key, r] : replicas_) {
     if (!r.launched || r.exit || r.grants.empty()) continue;
@@ -1144,7 +1133,7 @@ void Agent::ApplyLayout(const LayoutOrder& order) {
     if (s.ok() && g.index == order.gpu) baselines_->Retake(*devices_, g);  // new instances
   }
   layout_results_[order.gpu] = {order.gpu, order.request, s.ok(), std::string(s.message()),
-                                NowUs()};
+                                WallUs()};
 }
 
 void Agent::SaveState() const {

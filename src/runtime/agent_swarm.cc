@@ -12,6 +12,7 @@
 #include "httplib.h"
 #include "runtime/agent_protocol.h"
 #include "runtime/api_client.h"
+#include "runtime/clock.h"
 #include "runtime/control_plane.h"
 #include "runtime/records.h"
 #include "runtime/version.h"
@@ -21,18 +22,6 @@ namespace carve {
 using json = nlohmann::json;
 
 namespace {
-
-int64_t SteadyUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t WallUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 double Ms(int64_t us) { return static_cast<double>(us) / 1000.0; }
 

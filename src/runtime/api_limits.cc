@@ -6,19 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "runtime/api_server.h"
+#include "runtime/clock.h"
 #include "runtime/log.h"
 
 namespace carve {
-
-namespace {
-
-int64_t SteadyUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 void ApiServer::Harden() {
   httplib::Server& s = *http_;

@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "runtime/clock.h"
 
 extern char** environ;
 
@@ -32,12 +33,6 @@ namespace carve {
 using json = nlohmann::json;
 
 namespace {
-
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 bool ProcessAlive(pid_t pid) {
   if (pid <= 0 || ::kill(pid, 0) != 0) return false;
@@ -272,7 +267,7 @@ absl::Status MpsSupervisor::Launch(Daemon& d) {
   for (int i = 0; i < 50; ++i) {  // the daemon writes its pid file once it listens
     d.pid = ReadPid(d);
     if (Alive(d)) {
-      d.started_us = NowUs();
+      d.started_us = WallUs();
       return absl::OkStatus();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
