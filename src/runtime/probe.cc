@@ -181,8 +181,34 @@ void Spin() {
   spin_sink = seed;
 }
 
-// Computes seconds `first` + 1 .. `seconds`, a line per second; `done(s)` after each.
-void Compute(int64_t first, int64_t seconds, std::ostream& out,
+// How the probe computes: a unit of work, and what it is called in its lines.
+struct Work {
+  std::function<absl::Status()> unit;
+  std::string kind;
+};
+
+// The GPU kernel on the first device when it runs there (a line says why when it does not on a
+// real GPU), else the CPU loop.
+Work ChooseWork(const std::vector<std::unique_ptr<ProbeDevice>>& devices, std::ostream& out) {
+  if (!devices.empty()) {
+    ProbeDevice* device = devices.front().get();
+    absl::Status first = device->Spin();
+    if (first.ok()) return {[device] { return device->Spin(); }, "gpu-kernel"};
+    if (!absl::IsUnimplemented(first)) {
+      out << json{{"probe", "kernel"}, {"device", device->id()}, {"error", first.message()}}.dump()
+          << std::endl;
+    }
+  }
+  return {[] {
+            Spin();
+            return absl::OkStatus();
+          },
+          "cpu-loop"};
+}
+
+// Computes seconds `first` + 1 .. `seconds`, a line per second; `done(s)` after each. False when
+// a unit of work failed (its line says why).
+bool Compute(int64_t first, int64_t seconds, const Work& work, std::ostream& out,
              const std::function<void(int64_t)>& done) {
   using Clock = std::chrono::steady_clock;
   int64_t total = 0;
@@ -190,22 +216,27 @@ void Compute(int64_t first, int64_t seconds, std::ostream& out,
     int64_t iterations = 0;
     Clock::time_point end = Clock::now() + std::chrono::seconds(1);
     while (Clock::now() < end) {
-      Spin();
+      if (absl::Status st = work.unit(); !st.ok()) {
+        out << json{{"probe", "kernel"}, {"second", s}, {"error", st.message()}}.dump()
+            << std::endl;
+        return false;
+      }
       ++iterations;
     }
     total += iterations;
     out << json{{"probe", "progress"},
                 {"second", s},
                 {"iterations", iterations},
-                {"kind", "cpu-loop"}}
+                {"kind", work.kind}}
                .dump()
         << std::endl;
     done(s);
   }
   const int64_t ran = std::max<int64_t>(0, seconds - first);
-  out << json{{"probe", "done"}, {"per_second", ran > 0 ? total / ran : 0}, {"kind", "cpu-loop"}}
+  out << json{{"probe", "done"}, {"per_second", ran > 0 ? total / ran : 0}, {"kind", work.kind}}
              .dump()
       << std::endl;
+  return true;
 }
 
 // With --checkpoint: the seconds already computed by an earlier attempt, from
@@ -294,18 +325,21 @@ int RunProbe(const ProbeOptions& options, const ProbeHost& host, std::ostream& o
   for (auto& d : devices) d->Release();
   std::string checkpoint;
   const int64_t first = options.checkpoint ? Resume(host, out, &checkpoint) : 0;
-  Compute(first, options.seconds, out, [&checkpoint, &out](int64_t second) {
-    if (checkpoint.empty()) return;
-    std::ofstream(checkpoint + ".tmp", std::ios::trunc) << second << "\n";
-    std::error_code ec;
-    std::filesystem::rename(checkpoint + ".tmp", checkpoint, ec);
-    if (ec) out << json{{"probe", "checkpoint"}, {"error", ec.message()}}.dump() << std::endl;
-  });
+  const Work work = options.seconds > first ? ChooseWork(devices, out) : Work{nullptr, "none"};
+  const bool computed =
+      Compute(first, options.seconds, work, out, [&checkpoint, &out](int64_t second) {
+        if (checkpoint.empty()) return;
+        std::ofstream(checkpoint + ".tmp", std::ios::trunc) << second << "\n";
+        std::error_code ec;
+        std::filesystem::rename(checkpoint + ".tmp", checkpoint, ec);
+        if (ec) out << json{{"probe", "checkpoint"}, {"error", ec.message()}}.dump() << std::endl;
+      });
   if (options.crash) {
     out << json{{"probe", "crash"}, {"signal", SIGSEGV}}.dump() << std::endl;
     std::signal(SIGSEGV, SIG_DFL);
     std::raise(SIGSEGV);
   }
+  if (!computed && code == 0) code = 1;
   return code != 0 ? code : options.exit_code;
 }
 

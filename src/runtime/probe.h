@@ -6,7 +6,10 @@
 //    "mps": {...}}
 //   {"probe":"memory", "device", "mib", "ok"[, "error"]}      one per step
 //   {"probe":"memory-reached", "device", "mib"}               the most it held at once
-//   {"probe":"progress", "second", "iterations", "kind"}      one per second of compute
+//   {"probe":"progress", "second", "iterations", "kind"}      one per second of compute: kind
+//                                                             gpu-kernel (kernel launches on the
+//                                                             first device) or cpu-loop
+//   {"probe":"kernel", "device", "error"}                     the GPU kernel could not run
 //   {"probe":"resumed", "from_second", "attempt"}             with --checkpoint
 //   {"probe":"done", "per_second", "kind"}
 // Devices: simulated GPUs through their device files (CARVE_SIM_GPU_DIR, ports/devices.h), real
@@ -64,6 +67,10 @@ class ProbeDevice {
   virtual absl::Status Take(int64_t mib) = 0;
   // Gives back everything taken.
   virtual void Release() = 0;
+  // One unit of compute on the device: a launch of the probe's kernel (probe_kernel.h) over every
+  // multiprocessor, and its wait. Unimplemented where the device runs no kernel (simulated GPUs):
+  // the probe then computes on the CPU and says so (`"kind": "cpu-loop"`).
+  virtual absl::Status Spin() { return absl::UnimplementedError("this device runs no kernel"); }
 };
 
 // Simulated GPUs named in CUDA_VISIBLE_DEVICES that have a directory under CARVE_SIM_GPU_DIR.

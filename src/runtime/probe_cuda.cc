@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/probe.h"
+#include "runtime/probe_kernel.h"
 
 namespace carve {
 
@@ -17,6 +18,10 @@ using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
 using CUcontext = void*;
+using CUmodule = void*;
+using CUfunction = void*;
+using CUstream = void*;
+constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 
 struct CudaApi {
   CUresult (*init)(unsigned) = nullptr;
@@ -30,6 +35,12 @@ struct CudaApi {
   CUresult (*mem_free)(CUdeviceptr) = nullptr;
   CUresult (*mem_info)(size_t*, size_t*) = nullptr;
   CUresult (*error_string)(CUresult, const char**) = nullptr;
+  CUresult (*attribute)(int*, int, CUdevice) = nullptr;
+  CUresult (*module_load)(CUmodule*, const void*) = nullptr;
+  CUresult (*module_function)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                     unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*synchronize)() = nullptr;
 
   std::string Error(CUresult r) const {
     const char* text = nullptr;
@@ -57,7 +68,11 @@ absl::StatusOr<const CudaApi*> LoadCuda() {
         Bind(lib, "cuDevicePrimaryCtxRetain", api.ctx_retain) &&
         Bind(lib, "cuCtxSetCurrent", api.ctx_set) && Bind(lib, "cuMemAlloc_v2", api.mem_alloc) &&
         Bind(lib, "cuMemFree_v2", api.mem_free) && Bind(lib, "cuMemGetInfo_v2", api.mem_info) &&
-        Bind(lib, "cuGetErrorString", api.error_string);
+        Bind(lib, "cuGetErrorString", api.error_string) &&
+        Bind(lib, "cuDeviceGetAttribute", api.attribute) &&
+        Bind(lib, "cuModuleLoadData", api.module_load) &&
+        Bind(lib, "cuModuleGetFunction", api.module_function) &&
+        Bind(lib, "cuLaunchKernel", api.launch) && Bind(lib, "cuCtxSynchronize", api.synchronize);
     if (!ok)
       return absl::UnavailableError("libcuda.so.1 lacks a driver API function the probe uses");
     if (CUresult r = api.init(0); r != 0) {
@@ -74,7 +89,10 @@ class CudaDevice : public ProbeDevice {
  public:
   CudaDevice(const CudaApi* api, int ordinal, CUdevice device, CUcontext context)
       : api_(api), id_(absl::StrCat("cuda:", ordinal)), device_(device), context_(context) {}
-  ~CudaDevice() override { Release(); }
+  ~CudaDevice() override {
+    Release();
+    if (out_ != 0) api_->mem_free(out_);
+  }
   json Describe() const override {
     char name[256] = {};
     size_t total = 0, free = 0;
@@ -105,13 +123,55 @@ class CudaDevice : public ProbeDevice {
     for (CUdeviceptr p : taken_) api_->mem_free(p);
     taken_.clear();
   }
+  // The kernel over every multiprocessor, and its wait; the module is loaded at the first call.
+  absl::Status Spin() override {
+    api_->ctx_set(context_);
+    if (function_ == nullptr) {
+      if (absl::Status st = Load(); !st.ok()) return st;
+    }
+    unsigned iterations = kProbeKernelIterations;
+    void* params[] = {&out_, &iterations};
+    if (CUresult r = api_->launch(function_, blocks_, 1, 1, kProbeKernelThreads, 1, 1, 0, nullptr,
+                                  params, nullptr);
+        r != 0) {
+      return absl::InternalError(absl::StrCat("cuLaunchKernel: ", api_->Error(r)));
+    }
+    if (CUresult r = api_->synchronize(); r != 0) {
+      return absl::InternalError(absl::StrCat("the kernel: ", api_->Error(r)));
+    }
+    return absl::OkStatus();
+  }
 
  private:
+  absl::Status Load() {
+    int sms = 0;
+    if (CUresult r = api_->attribute(&sms, kMultiprocessorCount, device_); r != 0 || sms <= 0) {
+      return absl::InternalError(absl::StrCat("the multiprocessor count: ", api_->Error(r)));
+    }
+    CUmodule module = nullptr;
+    if (CUresult r = api_->module_load(&module, kProbeKernelPtx); r != 0) {
+      return absl::InternalError(absl::StrCat("cuModuleLoadData (the PTX): ", api_->Error(r)));
+    }
+    blocks_ = static_cast<unsigned>(sms * kProbeKernelBlocksPerSm);
+    const size_t bytes = size_t{blocks_} * kProbeKernelThreads * sizeof(float);
+    if (CUresult r = api_->mem_alloc(&out_, bytes); r != 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cuMemAlloc of the kernel's output: ", api_->Error(r)));
+    }
+    if (CUresult r = api_->module_function(&function_, module, kProbeKernelName); r != 0) {
+      return absl::InternalError(absl::StrCat("cuModuleGetFunction: ", api_->Error(r)));
+    }
+    return absl::OkStatus();
+  }
+
   const CudaApi* api_;
   std::string id_;
   CUdevice device_;
   CUcontext context_;
   std::vector<CUdeviceptr> taken_;
+  CUfunction function_ = nullptr;
+  CUdeviceptr out_ = 0;
+  unsigned blocks_ = 0;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "integration/cli.h"
 #include "integration/harness.h"
 #include "integration/sanitized.h"
+#include "integration/webhook_receiver.h"
 
 namespace {
 
@@ -248,11 +249,29 @@ class PocRecoveryTest : public PocTest {
   std::vector<std::string> AgentFlags(int /*i*/) const override {
     return {"--fence-after-ms", "3000"};
   }
+
+  // A webhook for the default tenant's job events (the kit's jobs are the admin's, of tenant
+  // default), taking events once the notifier has started on it.
+  void Notify(const Receiver& receiver) {
+    auto applied = Api().Post("/api/v1/apply", json::array({{{"kind", "notification"},
+                                                             {"name", "ops-hook"},
+                                                             {"tenant", "default"},
+                                                             {"url", receiver.url()},
+                                                             {"secret", "ops-webhook-0123456789"},
+                                                             {"events", {"job."}}}}));
+    ASSERT_TRUE(applied.ok()) << applied.status();
+    ASSERT_TRUE(Eventually([&] {
+      json status = ApiGet("/api/v1/notifications/status");
+      return status.size() == 1 && status[0].value("active", false);
+    })) << ApiGet("/api/v1/notifications/status").dump(2);
+  }
 };
 
 // ... and training comes back after its node is cut off (scripts/poc-dev-faults node-down), the
 // old attempt stopped by its own agent before the loss.
 TEST_F(PocRecoveryTest, EveryKindOfWorkComesBackAsItsPolicySays) {
+  Receiver receiver;
+  Notify(receiver);
   const std::filesystem::path out = dir_ / "poc";
   CliRun run = Cli(absl::StrCat("poc run --suite recovery --out ", out.string(),
                                 " --job-memory-mib ", kSanitized ? 1536 : 512,
@@ -268,6 +287,52 @@ TEST_F(PocRecoveryTest, EveryKindOfWorkComesBackAsItsPolicySays) {
   // The drained nodes were given back.
   for (const json& n : ApiGet("/api/v1/nodes")) EXPECT_EQ(n["cordoned_by"], "") << n.dump(2);
   for (const json& j : ApiGet("/api/v1/jobs")) EXPECT_TRUE(JobEnded(j)) << j.dump(2);
+  // Notifications fired on every recovery: each test checked its job's recovery events against
+  // the delivery records, and the receiver holds each of them.
+  const std::map<std::string, std::string> moved_by = {
+      {"recovery.training-checkpoint", "job.retrying"},
+      {"recovery.service-drain", "job.replica-retired"},
+      {"recovery.experiment-requeue", "job.preempted"},
+      {"recovery.node-loss", "job.lost"}};
+  for (const auto& [id, type] : moved_by) {
+    const json& notified = records[id]["observed"]["notifications"];
+    ASSERT_TRUE(notified.is_array()) << records[id].dump(2);
+    bool found = false;
+    for (const json& n : notified) {
+      EXPECT_EQ(n["state"], "delivered") << n.dump();
+      const std::string seq = std::to_string(n["event"].get<int64_t>());
+      bool got = false;
+      for (const Delivery& d : receiver.got()) got = got || d.event == seq;
+      EXPECT_TRUE(got) << "the receiver never got " << n.dump();
+      found = found || n["type"] == type;
+    }
+    EXPECT_TRUE(found) << id << " checked no " << type << ": " << notified.dump();
+  }
+}
+
+// A webhook that never takes an event (it answers 500): the recovery test fails, naming the
+// notification, the event and where the delivery stands.
+TEST_F(PocRecoveryTest, ARecoveryWhoseNotificationIsNeverDeliveredFails) {
+  Receiver receiver;
+  receiver.Fail(1'000'000);
+  Notify(receiver);
+  const std::filesystem::path out = dir_ / "poc";
+  CliRun run = Cli(absl::StrCat("poc run --suite recovery --only recovery.experiment-requeue",
+                                " --timeout 20 --out ", out.string(), " --job-memory-mib ",
+                                kSanitized ? 1536 : 512));
+  EXPECT_EQ(run.exit, 1) << run.out;
+  std::map<std::string, json> records = Records(out);
+  const json& r = records["recovery.experiment-requeue"];
+  EXPECT_EQ(r["verdict"], "fail") << r.dump(2);
+  EXPECT_THAT(r["verdict_reason"].get<std::string>(), HasSubstr("notification ops-hook got job."))
+      << r.dump(2);
+  bool named = false;
+  for (const json& c : r["checks"]) {
+    if (c["name"].get<std::string>().find("ops-hook") == std::string::npos) continue;
+    EXPECT_FALSE(c["ok"]) << c.dump();
+    named = named || c["observed"].get<std::string>().find("HTTP 500") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << r["checks"].dump(2);
 }
 
 // The partition suite on GPUs that make MIG instances on demand: the unit lifecycle (created,

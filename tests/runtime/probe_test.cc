@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "runtime/probe_kernel.h"
 
 namespace carve {
 namespace {
@@ -129,6 +133,57 @@ TEST(ProbeTest, AskingForMemoryWithoutADeviceFails) {
   ProbeHost host = FakeHost({}, {{"CARVE_SIM_GPU_DIR", "/nonexistent"}});
   EXPECT_EQ(RunProbe(options, host, out), 1);
   EXPECT_THAT(out.str(), ::testing::HasSubstr("no device to take memory on"));
+}
+
+// On a simulated GPU there is no kernel to run: the probe computes on the CPU, and its lines say
+// so (a kit's rate under contention is then the CPU's, as docs/poc.md says).
+TEST(ProbeTest, ASimulatedGpuComputesOnTheCpuAndSaysSo) {
+  std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("probe-cpu-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "GPU-a");
+  ProbeHost host =
+      FakeHost({}, {{"CARVE_SIM_GPU_DIR", dir.string()}, {"CUDA_VISIBLE_DEVICES", "GPU-a"}});
+  std::stringstream out;
+  ProbeOptions options;
+  options.seconds = 1;
+  ASSERT_EQ(RunProbe(options, host, out), 0);
+  std::vector<json> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 3u) << out.str();
+  EXPECT_EQ(lines[1]["probe"], "progress");
+  EXPECT_EQ(lines[1]["kind"], "cpu-loop");
+  EXPECT_GT(lines[1]["iterations"], 0);
+  EXPECT_EQ(lines[2]["kind"], "cpu-loop");
+  std::filesystem::remove_all(dir);
+}
+
+// The GPU kernel is PTX the driver compiles at run time, so no build here compiles it: ptxas
+// (CUDA's assembler) does, for each architecture the probe is meant for, where a CUDA toolkit is
+// installed ($CARVE_PTXAS, ptxas on the PATH, or /usr/local/cuda/bin/ptxas).
+TEST(ProbeKernelTest, ThePtxAssemblesForTuringAmpereHopperAndBlackwell) {
+  std::string ptxas;
+  if (const char* env = std::getenv("CARVE_PTXAS"); env != nullptr) ptxas = env;
+  if (ptxas.empty() && std::system("command -v ptxas >/dev/null 2>&1") == 0) ptxas = "ptxas";
+  if (ptxas.empty() && std::filesystem::exists("/usr/local/cuda/bin/ptxas")) {
+    ptxas = "/usr/local/cuda/bin/ptxas";
+  }
+  if (ptxas.empty()) GTEST_SKIP() << "no ptxas (CUDA toolkit) on this machine";
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("ptx-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "probe.ptx") << kProbeKernelPtx;
+  for (const char* arch : {"sm_75", "sm_80", "sm_90", "sm_100"}) {
+    const std::string log = (dir / "ptxas.log").string();
+    const std::string command =
+        absl::StrCat(ptxas, " -arch=", arch, " -v ", (dir / "probe.ptx").string(), " -o ",
+                     (dir / "probe.cubin").string(), " >", log, " 2>&1");
+    const int status = std::system(command.c_str());
+    std::stringstream said;
+    said << std::ifstream(log).rdbuf();
+    EXPECT_EQ(status, 0) << arch << ":\n" << said.str();
+    // ptxas names the entry it compiled.
+    EXPECT_THAT(said.str(), ::testing::HasSubstr(kProbeKernelName)) << arch;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -104,6 +104,7 @@ ProbeLog ParseProbeLog(const std::string& log) {
       out.reached_mib = j.value("mib", int64_t{0});
     } else if (kind == "done") {
       out.per_second = j.value("per_second", int64_t{0});
+      out.compute = j.value("kind", "");
     } else if (kind == "crash") {
       out.crashed = true;
     } else if (kind == "resumed") {

@@ -27,6 +27,7 @@ struct ProbeLog {
   int64_t refused_mib = 0;              // the total the first refused step asked for
   std::optional<int64_t> reached_mib;   // "memory-reached": absent when it was killed first
   std::optional<int64_t> per_second;    // "done": the mean compute rate
+  std::string compute;                  // "done": gpu-kernel or cpu-loop ("" before it)
   bool crashed = false;                 // "crash": it raised SIGSEGV on purpose
   std::vector<nlohmann::json> resumed;  // "resumed" lines, one per attempt run --checkpoint
   std::vector<int64_t> seconds;         // the "progress" lines' seconds, in order

@@ -98,6 +98,7 @@ absl::StatusOr<int64_t> SoloRate(Cluster& cluster, Record& record, const std::st
                                                       done->value("reason", "")));
   }
   record.observed["solo_rate"] = *log->per_second;
+  record.observed["compute"] = log->compute;  // what the rates count (poc_report.cc)
   return *log->per_second;
 }
 

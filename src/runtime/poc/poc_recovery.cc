@@ -201,6 +201,7 @@ absl::Status ServiceDrain(Cluster& c, Record& r) {
                                       {"node", x.value("node", "")},
                                       {"state", x.value("state", "")}});
   }
+  if (absl::Status st = ExpectNotified(c, r, *id); !st.ok()) return st;
   if (absl::Status st = c.Cancel(*id); !st.ok()) return st;
   return c.WaitFinal(*id).status();
 }
@@ -228,7 +229,11 @@ absl::Status TrainingCheckpoint(Cluster& c, Record& r) {
     if (!moved.ok()) return moved.status();
   }  // uncordoned: with no other node for it, it runs there again
   r.observed["drained"] = node;
-  return ExpectResumedAfterMove(c, r, *id, kSeconds, {"the drain", "drain"}, false);
+  if (absl::Status st = ExpectResumedAfterMove(c, r, *id, kSeconds, {"the drain", "drain"}, false);
+      !st.ok()) {
+    return st;
+  }
+  return ExpectNotified(c, r, *id);
 }
 
 absl::Status ExperimentRequeue(Cluster& c, Record& r) {
@@ -301,13 +306,13 @@ absl::Status ExperimentRequeue(Cluster& c, Record& r) {
          absl::StrCat(done->value("state", ""), " on attempt ", done->value("attempt", 0)));
   r.observed["node"] = pick->node;
   r.observed["gpus"] = absl::StrCat(pick->count, "x ", pick->model);
-  return absl::OkStatus();
+  return ExpectNotified(c, r, *low);
 }
 
 }  // namespace
 
 std::vector<TestCase> RecoveryTests() {
-  return {
+  std::vector<TestCase> tests = {
       {"training-checkpoint", "Training resumes from its checkpoint",
        "a training job (one whole GPU) that checkpoints each second is moved by a drain of its "
        "node after two seconds: it is run again as attempt 1 with the drain as the cause, resumes "
@@ -340,6 +345,8 @@ std::vector<TestCase> RecoveryTests() {
        ExperimentRequeue},
       NodeLossTest(),
   };
+  for (TestCase& t : tests) t.pass_condition += kNotifiedClause;
+  return tests;
 }
 
 }  // namespace carve::poc

@@ -103,8 +103,12 @@ absl::Status NodeLoss(Cluster& c, Record& r) {
   r.observed["cut_off"] = node;
   r.observed["lost_event"] = lost->value("seq", int64_t{0});
   r.observed["fenced_event"] = fenced->value("seq", int64_t{0});
-  return ExpectResumedAfterMove(c, r, *id, *seconds, {"the node's loss", "stopped heartbeating"},
-                                true);
+  if (absl::Status st = ExpectResumedAfterMove(c, r, *id, *seconds,
+                                               {"the node's loss", "stopped heartbeating"}, true);
+      !st.ok()) {
+    return st;
+  }
+  return ExpectNotified(c, r, *id);
 }
 
 }  // namespace

@@ -78,7 +78,9 @@ std::string Boundaries(const std::vector<Record>& records) {
   std::map<std::string, std::vector<std::string>> proven, unproven;
   std::set<std::string> versions;
   bool simulated = false;
+  std::set<std::string> computes;  // what the probes' rates counted
   for (const Record& r : records) {
+    if (const json c = r.observed.value("compute", json()); c.is_string()) computes.insert(c);
     (r.verdict == Verdict::kPass ? proven : unproven)[r.suite].push_back(
         absl::StrCat(r.id, " (", VerdictName(r.verdict), ")"));
     for (const auto& [node, v] : r.nodes.items()) {
@@ -107,10 +109,18 @@ std::string Boundaries(const std::vector<Record>& records) {
   }
   out +=
       "<li>MPS: one GPU context server per GPU; a client fault can affect the other clients on "
-      "the same GPU on real hardware</li>\n"
-      "<li>the probe's compute is a CPU loop: progress rates measure host-side isolation, not "
-      "GPU SM contention</li>\n</ul>\n";
-  return out;
+      "the same GPU on real hardware</li>\n";
+  if (computes.count("cpu-loop")) {
+    out +=
+        "<li>the probe computed on the CPU (no GPU kernel ran): those progress rates measure "
+        "host-side isolation, not GPU SM contention</li>\n";
+  }
+  if (computes.count("gpu-kernel")) {
+    out +=
+        "<li>the probe computed with its GPU kernel: progress rates are kernel launches per "
+        "second, so they show GPU SM contention</li>\n";
+  }
+  return out + "</ul>\n";
 }
 
 std::string Checks(const Record& r) {

@@ -238,8 +238,9 @@ std::vector<TestCase> SoftwareTests() {
        "the tolerance of its solo compute rate",
        "a job that did not wait, or lost its rate: read its explanation (carve explain JOB) and "
        "the neighbours on its GPU (carve show)",
-       "the probe's compute is a CPU loop under the job's CPU limit: it shows queueing and "
-       "host-side isolation, not GPU SM contention; quota and priority are the next test's",
+       "on a real GPU the probe's rate is its kernel's launches per second (GPU SM contention); "
+       "on simulated GPUs it is a CPU loop under the job's CPU limit (queueing and host-side "
+       "isolation only): `observed.compute` says which; quota and priority are the next test's",
        Contention},
       QuotaPriorityTest(),
       AbnormalJobTest(),

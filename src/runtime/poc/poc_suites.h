@@ -66,6 +66,16 @@ struct MoveCause {
 absl::Status ExpectResumedAfterMove(Cluster& c, Record& r, int64_t id, int total,
                                     const MoveCause& by, bool late_output_dropped);
 
+// Where job `id`'s tenant has notifications that want its recovery events (job.retrying,
+// job.failover, job.preempted, job.lost, job.displaced, job.replica-retired) written since the
+// test began, checks that each reached each of them (the server's delivery records); else notes
+// in the record why nothing was checked (poc_notifications.cc).
+absl::Status ExpectNotified(Cluster& c, Record& r, int64_t id);
+// The clause every recovery test's pass condition ends with.
+inline constexpr char kNotifiedClause[] =
+    "; where the job's tenant has webhook notifications that want its recovery events, each "
+    "such event reached each of them (delivered, by the server's delivery records)";
+
 }  // namespace carve::poc
 
 #endif  // CARVE_RUNTIME_POC_POC_SUITES_H_
