@@ -207,13 +207,22 @@ void AddReservations(CLI::App& app, std::shared_ptr<Connection> c) {
       const int64_t others =
           use.value("borrowed_milli", int64_t{0}) + use.value("others_milli", int64_t{0});
       std::vector<std::string> nodes = x.value("nodes", std::vector<std::string>{});
+      std::string held = x.value("pool", "").empty() ? "" : " (pool " + x.value("pool", "") + ")";
+      if (const json g = x.value("gpus", json()); g.is_object()) {  // a reservation of gpus
+        const int64_t covered = g.value("covered", int64_t{0}),
+                      asked = g.value("count", int64_t{0});
+        absl::StrAppend(&held, " [", g.value("asked", ""),
+                        covered < asked && x.value("phase", "") != "over"
+                            ? absl::StrCat(": only ", covered, " ", g.value("unit", ""), " held")
+                            : "",
+                        "]");
+      }
       std::cout << absl::StrFormat(
           "%-18s %-12s %-7s %-21s %-21s %5s %7s %9s %5s  %s%s\n", x.value("name", ""), holder,
           x.value("phase", ""), x.value("start", ""), x.value("end", ""),
           Gpus(x.value("gpu_milli", int64_t{0})), Gpus(use.value("holder_milli", int64_t{0})),
           Gpus(others) + (x.value("borrowable", false) ? " (b)" : ""),
-          Gpus(use.value("idle_milli", int64_t{0})), absl::StrJoin(nodes, ","),
-          x.value("pool", "").empty() ? "" : " (pool " + x.value("pool", "") + ")");
+          Gpus(use.value("idle_milli", int64_t{0})), absl::StrJoin(nodes, ","), held);
     }
     std::cout << "(b): borrowable; OTHERS are borrowers while active, jobs that end before the "
                  "start while ahead\n";

@@ -47,7 +47,8 @@ struct ReplicaPlacement;
 
 // The controller's state machine: jobs, nodes and tokens in memory, every change durable in the
 // store (through the Journal) before the call that made it returns. Thread-safe.
-class Notifier;  // notifier.h
+class Notifier;         // notifier.h
+class ReservationView;  // reservations.h
 
 class ControlPlane {
  public:
@@ -519,7 +520,8 @@ class ControlPlane {
   void RecordQuotaHolds(const CyclePlan& plan, StoreBatch& batch);
   // Whether the job is as the plan read it (no change since), and each node a bind uses.
   bool Unchanged(const CyclePlan& plan, int64_t job) const;
-  bool NodesUnchanged(const CyclePlan& plan, const std::vector<ReplicaPlacement>& where) const;
+  bool NodesUnchanged(const CyclePlan& plan, const std::vector<ReplicaPlacement>& where,
+                      const ReservationView& reservations) const;
   // A planned preemption: the victim is displaced for the preemptor, which is nominated.
   void Preempt(const Preemption& p, int64_t now, StoreBatch& batch);
   // Why a queued job waits (`summary`: w.Summary(), made without the lock), recorded when it

@@ -12,22 +12,26 @@ using json = nlohmann::json;
 
 namespace {
 
-// The capacity of each reservation of `tenant` ("": every tenant): its registered nodes' GPUs by
-// catalog model name, as they are now.
+// The capacity of each reservation of `tenant` ("": every tenant): the GPUs it holds on the
+// registered nodes (every GPU of a node it holds whole, the devices a reservation of gpus
+// picked), by catalog model name, as they are now.
 std::vector<ReservedCapacity> Capacity(const Configuration& config,
                                        const std::map<std::string, NodeRecord>& nodes,
                                        const GpuCatalog& catalog, const std::string& tenant) {
   std::vector<ReservedCapacity> out;
   const std::vector<ReservationConfig> all = config.Reservations();
-  // Its nodes as a view at its start sees them (one over holds none now).
+  // What it holds as a view at its start sees it (one over holds none now).
   for (const ReservationConfig& r : all) {
     if (!tenant.empty() && r.tenant != tenant) continue;
-    ReservedCapacity c{r.name, r.tenant, r.queue, r.start_us, r.end_us, {}};
-    const ReservationView at_start({r}, nodes, config.Pools(), r.start_us);
+    ReservedCapacity c{r.name, r.tenant, r.queue, r.start_us, r.end_us, {}, {}};
+    const ReservationView at_start(all, nodes, config.Pools(), r.start_us, catalog);
     for (const std::string& node : at_start.NodesOf(r)) {
-      for (const DiscoveredGpu& g : nodes.at(node).gpus) {
-        auto id = catalog.Find(g.model);
+      const std::vector<DiscoveredGpu>& gpus = nodes.at(node).gpus;
+      for (size_t d = 0; d < gpus.size(); ++d) {
+        if (!at_start.HoldsDevice(r, node, static_cast<int>(d))) continue;
+        auto id = catalog.Find(gpus[d].model);
         ++c.gpus[node][id.ok() ? catalog.model(*id).name : "unknown"];
+        if (r.gpus) c.devices[node].insert(static_cast<int>(d));
       }
     }
     out.push_back(std::move(c));

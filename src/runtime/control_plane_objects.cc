@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "runtime/control_plane.h"
+#include "runtime/reservations.h"
 
 namespace carve {
 
@@ -202,10 +203,57 @@ std::set<std::string> HeldNodes(const ReservationConfig& r,
 // nodes are labelled now) at one moment; a new window, or a moved start, does not begin in the
 // past, where nothing was held back and its holder would be charged for time never reserved
 // (`carve import`, which brings history, excepted).
+// A reservation of gpus names a model (and profile) the catalog knows, and the registered nodes
+// have devices for it: what it picks (reservations.h) covers its count, and what every other
+// reservation of gpus picks covers no less of its count than before the apply.
+absl::Status CheckGpuReservations(const std::vector<std::pair<size_t, std::string>>& fresh,
+                                  const std::map<std::string, ReservationConfig>& all,
+                                  const std::vector<ReservationConfig>& before,
+                                  const std::vector<PoolSelector>& pools,
+                                  const std::map<std::string, NodeRecord>& nodes,
+                                  const GpuCatalog& catalog, int64_t now, const Principal& who) {
+  std::vector<ReservationConfig> list;
+  for (const auto& [name, r] : all) list.push_back(r);
+  for (const auto& [i, name] : fresh) {
+    const ReservationConfig& r = all.at(name);
+    if (!r.gpus) continue;
+    auto model = catalog.Find(r.gpus->model);
+    if (!model.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "document ", i, ": gpus.model: no GPU model \"", r.gpus->model, "\" in the catalog"));
+    }
+    if (!r.gpus->mig.empty() && !catalog.FindProfile(*model, r.gpus->mig).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("document ", i, ": gpus.mig: ", r.gpus->model,
+                                                     " has no MIG profile \"", r.gpus->mig, "\""));
+    }
+  }
+  if (who.name == "import") return absl::OkStatus();  // history, onto a server with no nodes yet
+  for (const ReservationConfig& r : list) {
+    if (!r.gpus || r.end_us <= now) continue;
+    const int64_t at = std::max(r.start_us, now);
+    const ReservationView::Cover cover =
+        ReservationView(list, nodes, pools, at, catalog).CoverOf(r);
+    if (cover.covered >= cover.asked) continue;
+    const bool mine =
+        std::any_of(fresh.begin(), fresh.end(), [&](const auto& f) { return f.second == r.name; });
+    // Another, already short (a node left), is refused only when this apply takes from it.
+    if (!mine &&
+        ReservationView(before, nodes, pools, at, catalog).CoverOf(r).covered <= cover.covered) {
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        mine ? "" : "this would leave ", "reservation ", r.name, " asking for ", r.GpusText(),
+        r.pool.empty() ? "" : absl::StrCat(" in pool ", r.pool), ": the registered nodes have ",
+        cover.covered, " of them free of other reservations over its window (", cover.devices,
+        " device(s))"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckReservations(const std::vector<std::optional<ConfigObject>>& decoded,
                                const Configuration& config,
                                const std::map<std::string, NodeRecord>& nodes, int64_t now,
-                               const Principal& who) {
+                               const Principal& who, const GpuCatalog& catalog) {
   std::map<std::string, ReservationConfig> all;
   for (const ReservationConfig& r : config.Reservations()) all[r.name] = r;
   std::vector<std::pair<size_t, std::string>> fresh;  // document, name
@@ -226,9 +274,12 @@ absl::Status CheckReservations(const std::vector<std::optional<ConfigObject>>& d
   const std::vector<PoolSelector> pools = config.Pools();
   for (const auto& [i, name] : fresh) {
     const ReservationConfig& mine = all[name];
+    if (mine.gpus) continue;  // picks devices no other holds (CheckGpuReservations)
     const std::set<std::string> held = HeldNodes(mine, nodes, pools);
     for (const auto& [other, r] : all) {
-      if (other == name || mine.start_us >= r.end_us || r.start_us >= mine.end_us) continue;
+      if (other == name || mine.start_us >= r.end_us || r.start_us >= mine.end_us || r.gpus) {
+        continue;
+      }
       const std::set<std::string> theirs = HeldNodes(r, nodes, pools);
       const bool shared = Overlap(mine, r) || std::any_of(held.begin(), held.end(), [&](auto& n) {
                             return theirs.count(n) > 0;
@@ -239,7 +290,7 @@ absl::Status CheckReservations(const std::vector<std::optional<ConfigObject>>& d
                                                      other, " holds over the same time"));
     }
   }
-  return absl::OkStatus();
+  return CheckGpuReservations(fresh, all, config.Reservations(), pools, nodes, catalog, now, who);
 }
 
 // What only the documents together, with what is applied, can say (checked at apply, never at
@@ -345,7 +396,8 @@ absl::StatusOr<json> ControlPlane::Apply(const json& docs, const Principal& who)
     decoded[i] = *std::move(object);
   }
   if (absl::Status s = CheckTogether(decoded, config_, !admin.ok()); !s.ok()) return s;
-  if (absl::Status s = CheckReservations(decoded, config_, nodes_, now_(), who); !s.ok()) {
+  if (absl::Status s = CheckReservations(decoded, config_, nodes_, now_(), who, *catalog_);
+      !s.ok()) {
     return s;
   }
   StoreBatch batch;

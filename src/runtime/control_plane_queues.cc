@@ -77,9 +77,13 @@ void ApplyReservations(const ReservationView& view, const JobTable& jobs, CycleP
     p.holds = view.Holds(tenant, p.queue);
   }
   for (RunningJob& r : plan.in.running) {
-    std::vector<std::string> nodes;
-    for (const ReplicaPlacement& p : r.replicas) nodes.push_back(plan.base.node(p.node).name);
-    r.borrows = view.Borrows(tenant_of(r.id), r.queue, nodes);
+    std::vector<std::pair<std::string, std::vector<int>>> used;
+    for (const ReplicaPlacement& p : r.replicas) {
+      std::vector<int> gpus;
+      for (const DeviceGrant& g : p.grants) gpus.push_back(g.device);
+      used.emplace_back(plan.base.node(p.node).name, std::move(gpus));
+    }
+    r.borrows = view.Borrows(tenant_of(r.id), r.queue, used);
   }
 }
 
@@ -167,8 +171,9 @@ absl::Status ControlPlane::PlanWork(std::unique_lock<std::mutex>& lock, CyclePla
       PlanJob(plan, *it->second.job, it->second.revision, pools, windows, batch);
     }
     if (it == active.end()) {
-      ApplyReservations(ReservationView(config_.Reservations(), nodes_, config_.Pools(), now),
-                        jobs_, plan);
+      ApplyReservations(
+          ReservationView(config_.Reservations(), nodes_, config_.Pools(), now, *catalog_), jobs_,
+          plan);
       return absl::OkStatus();
     }
     int64_t next = it->first;
@@ -350,8 +355,10 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
   }
   // A job or replica changed since the plan read it (cancelled, drained, bound) waits for the
   // next cycle, as does one whose node changed (cordoned, lost, re-registered, devices fenced).
+  const ReservationView reservations(config_.Reservations(), nodes_, config_.Pools(), plan.now,
+                                     *catalog_);
   auto holds = [&](int64_t job, const std::vector<ReplicaPlacement>& where) {
-    return Unchanged(plan, job) && NodesUnchanged(plan, where);
+    return Unchanged(plan, job) && NodesUnchanged(plan, where, reservations);
   };
   int scheduled = 0;
   for (const Bind& b : d.binds) {

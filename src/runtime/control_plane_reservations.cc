@@ -29,17 +29,24 @@ constexpr const char* kLooked = "";
 // window or borrowing while it is active is enforced again.
 std::string Enforced(const ReservationConfig& r) {
   return absl::StrCat("\n", r.name, "\n", r.tenant, "|", r.queue, "|", absl::StrJoin(r.nodes, ","),
-                      "|", r.pool, "|", r.borrowable, "|", r.start_us, "|", r.end_us);
+                      "|", r.pool, "|", r.GpusText(), "|", r.borrowable, "|", r.start_us, "|",
+                      r.end_us);
 }
 
-// Moves the jobs that may not stay off the nodes of `r`, now active: those of other tenants
-// (or queues) unless `r` is borrowable and they are preemptible. A job already stopping, or
-// whose replicas there are already being replaced, is left to finish that. Returns the ids.
+// Moves the jobs that may not stay off the nodes (or, of a reservation of gpus, the devices) of
+// `r`, now active: those of other tenants (or queues) unless `r` is borrowable and they are
+// preemptible. A job already stopping, or whose replicas there are already being replaced, is
+// left to finish that. Returns the ids.
 std::set<int64_t> MoveOffReserved(
-    const ReservationConfig& r, const std::vector<std::string>& nodes, JobTable& jobs,
+    const ReservationConfig& r, const ReservationView& view, JobTable& jobs,
     const std::function<bool(JobRecord&, const std::string&)>& displace) {
   std::set<int64_t> moved;
-  for (const std::string& node : nodes) {
+  auto on_held = [&](const ReplicaRecord& rep) {
+    return std::any_of(rep.grants.begin(), rep.grants.end(), [&](const GrantRecord& g) {
+      return view.HoldsDevice(r, rep.node, g.device);
+    });
+  };
+  for (const std::string& node : view.NodesOf(r)) {
     for (JobRecord* placed : jobs.PlacedOn(node)) {
       JobRecord& job = *placed;
       if (IsFinal(job.state) || !job.Uses(node) || r.HeldBy(job.spec.tenant, job.spec.queue) ||
@@ -49,7 +56,8 @@ std::set<int64_t> MoveOffReserved(
       if (r.borrowable && job.spec.preemptible.value_or(true)) continue;  // a borrower
       const bool serving_there =
           std::any_of(job.replicas.begin(), job.replicas.end(), [&](const ReplicaRecord& rep) {
-            return rep.node == node && rep.retire.empty() && rep.state != ReplicaState::kRetired;
+            return rep.node == node && rep.retire.empty() && rep.state != ReplicaState::kRetired &&
+                   (!r.gpus || on_held(rep));
           });
       if (serving_there && displace(job, node)) moved.insert(job.id);
     }
@@ -82,7 +90,7 @@ void ControlPlane::ReservationTimers(int64_t now, StoreBatch& batch) {
                     {"end", Utc(r.end_us)},
                     {"borrowable", r.borrowable}};
     if (phase == Phase::kActive) {
-      if (!view) view.emplace(all, nodes_, config_.Pools(), now);
+      if (!view) view.emplace(all, nodes_, config_.Pools(), now, *catalog_);
       details["nodes"] = view->NodesOf(r);
       // A displaced job of another tenant is not told the reservation's name (its holder's).
       const std::string until = absl::StrCat(" holds this node until ", Utc(r.end_us));
@@ -90,15 +98,16 @@ void ControlPlane::ReservationTimers(int64_t now, StoreBatch& batch) {
       const std::string unnamed = absl::StrCat("a reservation of another tenant", until);
       // Counted, not named: the moved jobs are other tenants' (each has its job.displaced).
       details["moved"] =
-          MoveOffReserved(r, view->NodesOf(r), jobs_, [&](JobRecord& job, const std::string& node) {
+          MoveOffReserved(r, *view, jobs_, [&](JobRecord& job, const std::string& node) {
             const std::string& cause = job.spec.tenant == r.tenant ? named : unnamed;
             return DisplaceOn(job, node, -1, -1, cause, false, batch);
           }).size();
       if (changed || edited) {
         Event(batch, "scheduler", changed ? "reservation.started" : "reservation.changed", subject,
               absl::StrCat("reservation ", r.name, " of tenant ", r.tenant,
-                           changed ? " starts on " : " now holds ", details["nodes"].size(),
-                           " node(s) until ", Utc(r.end_us)),
+                           changed ? " starts on " : " now holds ",
+                           r.gpus ? absl::StrCat(r.GpusText(), " on ") : "",
+                           details["nodes"].size(), " node(s) until ", Utc(r.end_us)),
               details);
       }
     } else if (phase == Phase::kOver && changed && was != reservation_phases_.end()) {
@@ -113,7 +122,7 @@ json ControlPlane::ListReservations(const Principal& who) const {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = now_();
   const std::vector<ReservationConfig> all = config_.Reservations();
-  const ReservationView view(all, nodes_, config_.Pools(), now);
+  const ReservationView view(all, nodes_, config_.Pools(), now, *catalog_);
   const bool admin = who.role == Role::kAdmin;
   json out = json::array();
   for (const ReservationConfig& r : all) {
@@ -131,15 +140,24 @@ json ControlPlane::ListReservations(const Principal& who) const {
     const std::vector<std::string> nodes = phase == Phase::kOver ? r.nodes : view.NodesOf(r);
     for (const std::string& node : nodes) {
       auto rec = nodes_.find(node);
-      if (rec != nodes_.end()) gpus += 1000 * static_cast<int64_t>(rec->second.gpus.size());
-      if (phase == Phase::kOver) continue;
+      if (phase == Phase::kOver) {
+        if (rec != nodes_.end()) gpus += 1000 * static_cast<int64_t>(rec->second.gpus.size());
+        continue;
+      }
+      const size_t held_gpus = rec == nodes_.end() ? 0 : rec->second.gpus.size();
+      for (size_t d = 0; d < held_gpus; ++d) {
+        gpus += view.HoldsDevice(r, node, static_cast<int>(d)) ? 1000 : 0;
+      }
       for (const JobRecord* job : jobs_.PlacedOn(node)) {
         if (IsFinal(job->state)) continue;
         int64_t milli = 0;
         for (const ReplicaRecord& rep : job->replicas) {
           if (rep.node != node || rep.state == ReplicaState::kRetired) continue;
-          for (const GrantRecord& g : rep.grants) milli += g.compute_milli;
+          for (const GrantRecord& g : rep.grants) {
+            milli += view.HoldsDevice(r, node, g.device) ? g.compute_milli : 0;
+          }
         }
+        if (milli == 0 && r.gpus) continue;  // not on its devices
         const bool holds = r.HeldBy(job->spec.tenant, job->spec.queue);
         (holds ? holder : others) += milli;
         json entry = {{"node", node},
@@ -153,6 +171,17 @@ json ControlPlane::ListReservations(const Principal& who) const {
     }
     item["nodes"] = nodes;
     item["gpu_milli"] = gpus;
+    if (r.gpus) {  // what it asked for, and how much of it the devices it picked cover
+      const ReservationView::Cover cover = view.CoverOf(r);
+      item["gpus"] = {{"asked", r.GpusText()},
+                      {"model", r.gpus->model},
+                      {"unit", r.gpus->share_milli > 0 ? "milli-GPUs of shares"
+                               : r.gpus->mig.empty()   ? "GPUs"
+                                                       : r.gpus->mig + " instances"},
+                      {"count", cover.asked},
+                      {"covered", phase == Phase::kOver ? 0 : cover.covered},
+                      {"devices", phase == Phase::kOver ? 0 : cover.devices}};
+    }
     item["use"] = {{"holder_milli", holder},
                    {phase == Phase::kActive ? "borrowed_milli" : "others_milli", others},
                    {"idle_milli", std::max<int64_t>(0, gpus - holder - others)}};

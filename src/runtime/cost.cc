@@ -115,9 +115,13 @@ std::map<std::string, double> UsedOn(const ReservedCapacity& r, const json& reco
                                     row.value("held_to_us", int64_t{0}), from, to)) /
         kUsPerHour;
     for (const json& d : row["devices"]) {
-      if (r.gpus.count(d.value("node", ""))) {
-        used[d.value("model", "unknown")] += d.value("gpus", 0.0) * hours;
+      const std::string node = d.value("node", "");
+      if (!r.gpus.count(node)) continue;
+      if (!r.devices.empty()) {  // a reservation of gpus: its own devices only
+        auto held = r.devices.find(node);
+        if (held == r.devices.end() || !held->second.count(d.value("device", -1))) continue;
       }
+      used[d.value("model", "unknown")] += d.value("gpus", 0.0) * hours;
     }
   }
   return used;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct ReservedCapacity {
   int64_t start_us = 0;
   int64_t end_us = 0;
   std::map<std::string, std::map<std::string, int>> gpus;  // node -> model -> GPUs
+  // A reservation of gpus: the devices it holds (node -> indexes); only the holder's use of them
+  // counts as use. Empty: it holds its nodes whole.
+  std::map<std::string, std::set<int>> devices;
 };
 
 // Reserved but unused: per reservation, GPU model and price period inside [since_us, until_us),

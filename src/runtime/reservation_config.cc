@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 
 namespace carve {
@@ -63,11 +66,86 @@ absl::Status Nodes(const json& doc, ReservationConfig& r) {
   return absl::OkStatus();
 }
 
+constexpr int64_t kMaxCount = 100'000;
+
+absl::StatusOr<int64_t> Count(const json& gpus, const char* key, const std::string& field) {
+  if (!gpus[key].is_number_integer() || gpus[key].get<int64_t>() < 1 ||
+      gpus[key].get<int64_t>() > kMaxCount) {
+    return Field(field, absl::StrCat("must be a whole number from 1 to ", kMaxCount));
+  }
+  return gpus[key].get<int64_t>();
+}
+
+// gpus: {model: H100, count: 4} | {model, mig: PROFILE, count: N} | {model, shares: 2.5}
+absl::Status Gpus(const json& doc, ReservationConfig& r) {
+  if (!doc.contains("gpus")) return absl::OkStatus();
+  const json& g = doc["gpus"];
+  if (!g.is_object()) {
+    return Field("gpus",
+                 "must be {model: H100, count: 4}, {model, mig: 1g.10gb, count: 14} or "
+                 "{model, shares: 2.5}");
+  }
+  static const std::set<std::string> kKeys = {"model", "count", "mig", "shares"};
+  for (const auto& [key, v] : g.items()) {
+    if (!kKeys.count(key)) {
+      return Field("gpus." + key.substr(0, 40),
+                   "is not a field of gpus (model, count, mig, shares)");
+    }
+  }
+  ReservationConfig::Gpus out;
+  if (!g.contains("model") || !g["model"].is_string() || g["model"].get<std::string>().empty() ||
+      g["model"].get<std::string>().size() > 64) {
+    return Field("gpus.model", "is required: a GPU model (H100, A100-80GB, L40S, ...)");
+  }
+  out.model = g["model"];
+  if (g.contains("shares")) {
+    if (g.contains("count") || g.contains("mig")) {
+      return Field("gpus.shares", "counts GPUs' worth of shares: leave out count and mig");
+    }
+    if (!g["shares"].is_number() || g["shares"].get<double>() <= 0 ||
+        g["shares"].get<double>() > static_cast<double>(kMaxCount)) {
+      return Field("gpus.shares", "must be a number of GPUs above 0 (2.5: two and a half GPUs)");
+    }
+    out.share_milli = static_cast<int64_t>(std::llround(g["shares"].get<double>() * 1000));
+    if (out.share_milli < 1) return Field("gpus.shares", "is below one milli-GPU");
+  } else {
+    if (!g.contains("count")) {
+      return Field("gpus.count", "is required: how many GPUs (or MIG instances, with mig)");
+    }
+    auto count = Count(g, "count", "gpus.count");
+    if (!count.ok()) return count.status();
+    out.count = *count;
+    if (g.contains("mig")) {
+      if (!g["mig"].is_string() || g["mig"].get<std::string>().empty() ||
+          g["mig"].get<std::string>().size() > 32) {
+        return Field("gpus.mig", "must be a MIG profile (1g.10gb)");
+      }
+      out.mig = g["mig"];
+    }
+  }
+  r.gpus = out;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool ReservationConfig::Covers(const std::string& node, const std::string& node_pool) const {
+  if (gpus) return false;
   return (!pool.empty() && node_pool == pool) ||
          std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+}
+
+std::string ReservationConfig::GpusText() const {
+  if (!gpus) return "";
+  if (gpus->share_milli > 0) {
+    return absl::StrCat(absl::StrFormat("%g", static_cast<double>(gpus->share_milli) / 1000.0), " ",
+                        gpus->model, " GPUs of shares");
+  }
+  if (!gpus->mig.empty()) {
+    return absl::StrCat(gpus->count, " ", gpus->model, " ", gpus->mig,
+                        gpus->count == 1 ? " instance" : " instances");
+  }
+  return absl::StrCat(gpus->count, " ", gpus->model, gpus->count == 1 ? " GPU" : " GPUs");
 }
 
 std::string Name(ReservationConfig::Phase phase) {
@@ -84,14 +162,14 @@ std::string Name(ReservationConfig::Phase phase) {
 
 absl::StatusOr<ReservationConfig> DecodeReservation(
     const json& doc, const std::function<bool(const std::string&, const std::string&)>& exists) {
-  static const std::set<std::string> kKeys = {"kind",  "name",      "description", "tenant",
-                                              "queue", "nodes",     "pool",        "start",
-                                              "end",   "borrowable"};
+  static const std::set<std::string> kKeys = {"kind",  "name",  "description", "tenant",
+                                              "queue", "nodes", "pool",        "gpus",
+                                              "start", "end",   "borrowable"};
   for (const auto& [key, v] : doc.items()) {
     if (!kKeys.count(key)) {
       return Field(key.substr(0, 40),
                    "is not a field of a reservation (tenant, queue, nodes, "
-                   "pool, start, end, borrowable)");
+                   "pool, gpus, start, end, borrowable)");
     }
   }
   ReservationConfig r;
@@ -110,8 +188,16 @@ absl::StatusOr<ReservationConfig> DecodeReservation(
   // A node's own label `pool` names a pool too (labels.h): it need not be applied.
   if (r.pool.size() > 63) return Field("pool", "must be a pool name");
   if (absl::Status s = Nodes(doc, r); !s.ok()) return s;
-  if (r.nodes.empty() && r.pool.empty()) {
-    return Field("nodes", "a reservation holds nodes: name them (nodes) or a pool (pool)");
+  if (absl::Status s = Gpus(doc, r); !s.ok()) return s;
+  if (r.gpus && !r.nodes.empty()) {
+    return Field("gpus",
+                 "a reservation holds named nodes or GPUs by count, not both "
+                 "(with gpus, pool limits where they are picked)");
+  }
+  if (r.nodes.empty() && r.pool.empty() && !r.gpus) {
+    return Field("nodes",
+                 "a reservation holds nodes or GPUs: name nodes (nodes), a pool (pool), or "
+                 "count GPUs (gpus: {model: H100, count: 4})");
   }
   auto start = Time(doc, "start");
   if (!start.ok()) return start.status();
@@ -128,7 +214,7 @@ absl::StatusOr<ReservationConfig> DecodeReservation(
 }
 
 bool Overlap(const ReservationConfig& a, const ReservationConfig& b) {
-  if (a.start_us >= b.end_us || b.start_us >= a.end_us) return false;
+  if (a.start_us >= b.end_us || b.start_us >= a.end_us || a.gpus || b.gpus) return false;
   if (!a.pool.empty() && a.pool == b.pool) return true;
   return std::any_of(a.nodes.begin(), a.nodes.end(), [&](const std::string& n) {
     return std::find(b.nodes.begin(), b.nodes.end(), n) != b.nodes.end();

@@ -61,9 +61,9 @@ Device DeviceFromRecord(const GpuCatalog& catalog, const NodeRecord& rec, const 
 
 // The node as a bind must find it: its record, faulty instances blocked, no job's holdings.
 Node BaseNode(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec,
-              const std::vector<PoolSelector>& pools, const std::vector<Taint>& taints) {
+              const std::vector<PoolSelector>& pools, const ReservationView& reservations) {
   Cluster one(&catalog);
-  NodeId id = one.AddNode(NodeFromRecord(catalog, name, rec, pools, taints));
+  NodeId id = one.AddNode(reservations.Build(catalog, name, rec, pools));
   BlockFaultyInstances(catalog, rec, one.mutable_node(id));
   return one.node(id);
 }
@@ -189,10 +189,9 @@ absl::Status ControlPlane::PlanCycle(std::unique_lock<std::mutex>& lock, CyclePl
                                      StoreBatch& batch) {
   Cluster nodes(catalog_);
   const std::vector<PoolSelector> pools = config_.Pools();
-  const ReservationView reservations(config_.Reservations(), nodes_, pools, plan.now);
+  const ReservationView reservations(config_.Reservations(), nodes_, pools, plan.now, *catalog_);
   for (const auto& [name, rec] : nodes_) {
-    plan.ids[name] =
-        nodes.AddNode(NodeFromRecord(*catalog_, name, rec, pools, reservations.TaintsOf(name)));
+    plan.ids[name] = nodes.AddNode(reservations.Build(*catalog_, name, rec, pools));
   }
   plan.base = nodes;
   for (const auto& [name, rec] : nodes_) {
@@ -394,17 +393,16 @@ bool ControlPlane::Unchanged(const CyclePlan& plan, int64_t job) const {
                      [&](const auto& range) { return now > range.first && now <= range.second; });
 }
 
-bool ControlPlane::NodesUnchanged(const CyclePlan& plan,
-                                  const std::vector<ReplicaPlacement>& where) const {
+bool ControlPlane::NodesUnchanged(const CyclePlan& plan, const std::vector<ReplicaPlacement>& where,
+                                  const ReservationView& reservations) const {
   const std::vector<PoolSelector> pools = config_.Pools();
-  const std::vector<ReservationConfig> reservations = config_.Reservations();
   for (const ReplicaPlacement& p : where) {
     const Node& planned = plan.base.node(p.node);
     auto rec = nodes_.find(planned.name);
     if (rec == nodes_.end()) return false;
-    const std::vector<Taint> taints =
-        ReservationTaints(reservations, planned.name, PoolOf(rec->second.labels, pools), plan.now);
-    if (!(BaseNode(*catalog_, planned.name, rec->second, pools, taints) == planned)) return false;
+    if (!(BaseNode(*catalog_, planned.name, rec->second, pools, reservations) == planned)) {
+      return false;
+    }
   }
   return true;
 }

@@ -213,5 +213,68 @@ TEST_F(ReservationTest, OverlapsAndBadWindowsAreRefusedNamingWhy) {
   EXPECT_EQ(Status(token_)[0]["phase"], "ahead");
 }
 
+// GPUs by count (gpus: {model, count}): the reservation holds three of the four H200s, device by
+// device; another tenant gets the fourth and waits for the rest, told GPUs (not nodes) are
+// reserved for another tenant; the holder's jobs use the held devices; `carve reservations` says
+// what was asked and covered; more than the cluster has is refused.
+const NodeList kGpuNodes = {{"g-1", "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"},
+                            {"g-2", "gpus:\n  - {model: H200, count: 2, mode: exclusive}\n"}};
+
+class ReservationGpusTest : public ReservationTest {
+ protected:
+  const NodeList& Nodes() const override { return kGpuNodes; }
+  json ByCount(absl::Time start, int count) {
+    return {{"kind", "reservation"}, {"name", "eval"},
+            {"tenant", "acme"},      {"gpus", {{"model", "H200"}, {"count", count}}},
+            {"start", Utc(start)},   {"end", Utc(start + absl::Minutes(10))}};
+  }
+};
+
+TEST_F(ReservationGpusTest, ItHoldsTheDevicesItCountsAndNoWholeNode) {
+  auto too_many = Api().Post("/api/v1/apply", json::array({ByCount(SecondsFromNow(60), 5)}));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_THAT(std::string(too_many.status().message()),
+              HasSubstr("reservation eval asking for 5 H200 GPUs: the registered nodes have 4"));
+  json unknown = ByCount(SecondsFromNow(60), 1);
+  unknown["gpus"]["model"] = "Z9000";
+  auto bad = Api().Post("/api/v1/apply", json::array({unknown}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("gpus.model: no GPU model \"Z9000\""));
+
+  ApiPost("/api/v1/apply", json::array({ByCount(SecondsFromNow(1), 3)}));
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("reservation.started").empty(); }, 30));
+  json started = EventsOf("reservation.started")[0];
+  EXPECT_EQ(started["details"]["nodes"], json::array({"g-1", "g-2"})) << started.dump(2);
+  EXPECT_THAT(started["reason"].get<std::string>(), HasSubstr("3 H200 GPUs on 2 node(s)"));
+  // Another tenant: the one device not held, then it waits, told GPUs are reserved.
+  const int64_t free_one = SubmitAs("globex");
+  ASSERT_TRUE(Eventually([&] { return Job(free_one)["state"] == "running"; })) << ServerLog();
+  EXPECT_EQ(NodeOf(free_one), "g-2");
+  EXPECT_EQ(Job(free_one)["replicas"][0]["grants"][0]["device"], 1);
+  const int64_t waits = SubmitAs("globex");
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(Job(waits).value("explanation", ""),
+                             "3 GPUs reserved for another tenant");
+  })) << Job(waits).dump(2);
+  // The holder: two GPUs on g-1 and one on g-2, all on its devices.
+  const int64_t pair = SubmitAs("acme", {{"resources", {{"gpus", 2}, {"gpu_model", {"H200"}}}}});
+  const int64_t one = SubmitAs("acme");
+  ASSERT_TRUE(Eventually([&] {
+    return Job(pair)["state"] == "running" && Job(one)["state"] == "running";
+  })) << ServerLog();
+  EXPECT_EQ(NodeOf(pair), "g-1");
+  EXPECT_EQ(NodeOf(one), "g-2");
+  EXPECT_EQ(Job(one)["replicas"][0]["grants"][0]["device"], 0);
+  json status = Status(token_);
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0]["gpu_milli"], 3000) << status.dump(2);
+  EXPECT_EQ(status[0]["gpus"]["covered"], 3);
+  EXPECT_EQ(status[0]["gpus"]["asked"], "3 H200 GPUs");
+  EXPECT_EQ(status[0]["use"]["holder_milli"], 3000);
+  EXPECT_EQ(status[0]["use"]["idle_milli"], 0);
+  EXPECT_EQ(status[0]["jobs"].size(), 2u) << "globex's job beside them is not the reservation's";
+  EXPECT_EQ(Job(waits)["state"], "queued");
+}
+
 }  // namespace
 }  // namespace carve::it

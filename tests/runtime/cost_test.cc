@@ -158,7 +158,8 @@ TEST(CostTest, ABadPriceIsRefusedNamingTheField) {
 // node, outside the reservation, which is not counted): 5 GPU-hours reserved but unused, at the
 // reserved price where one is set, else the model's; a price change splits the window.
 TEST(CostTest, ReservedButUnusedTimeIsChargedToTheHolder) {
-  ReservedCapacity r{"launch", "acme", "", 2 * kHour, 6 * kHour, {{"n-1", {{"H200-141GB", 2}}}}};
+  ReservedCapacity r{"launch", "acme", "", 2 * kHour, 6 * kHour, {{"n-1", {{"H200-141GB", 2}}}},
+                     {}};
   json used = Record(1, "exclusive", {{{"node", "n-1"}, {"model", "H200-141GB"}, {"gpus", 1.0}}},
                      kHour, 5 * kHour);
   json elsewhere = Record(
@@ -191,6 +192,25 @@ TEST(CostTest, ReservedButUnusedTimeIsChargedToTheHolder) {
   ASSERT_TRUE(by.ok());
   EXPECT_EQ(by->at("rows")[0]["jobs"], 0);
   EXPECT_THAT(by->at("rows")[0]["reserved_unused_cost"].get<double>(), DoubleNear(7.5, 1e-9));
+}
+
+// A reservation of gpus holds two of n-1's GPUs (0 and 1): the holder's use of GPU 3 there is not
+// use of the reservation, so all 8 reserved GPU-hours are unused but the 3 on GPU 1.
+TEST(CostTest, OnlyTheHeldDevicesCountAsUseOfAReservationOfGpus) {
+  ReservedCapacity r{
+      "eval", "acme", "", 2 * kHour, 6 * kHour, {{"n-1", {{"H200-141GB", 2}}}}, {{"n-1", {0, 1}}}};
+  json on_held = Record(1, "exclusive",
+                        {{{"node", "n-1"}, {"device", 1}, {"model", "H200-141GB"}, {"gpus", 1.0}}},
+                        kHour, 5 * kHour);
+  json beside = Record(2, "exclusive",
+                       {{{"node", "n-1"}, {"device", 3}, {"model", "H200-141GB"}, {"gpus", 1.0}}},
+                       0, 8 * kHour);
+  json lines =
+      ReservedLines({r}, json::array({on_held, beside}), {Price("p", 0, 4)}, 0, 10 * kHour);
+  ASSERT_EQ(lines.size(), 1u) << lines.dump(2);
+  EXPECT_THAT(lines[0]["reserved_gpu_hours"].get<double>(), DoubleNear(8, 1e-9));
+  EXPECT_THAT(lines[0]["used_gpu_hours"].get<double>(), DoubleNear(3, 1e-9));
+  EXPECT_THAT(lines[0]["gpu_hours"].get<double>(), DoubleNear(5, 1e-9));
 }
 
 }  // namespace

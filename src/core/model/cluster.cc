@@ -94,7 +94,7 @@ bool operator==(const Device& a, const Device& b) {
          a.state == b.state && a.free_compute == b.free_compute && a.free_memory == b.free_memory &&
          a.holders == b.holders && a.dynamic_layout == b.dynamic_layout &&
          a.instances == b.instances && a.share_caps_enforced == b.share_caps_enforced &&
-         a.share_group == b.share_group;
+         a.share_group == b.share_group && a.taints == b.taints;
 }
 
 bool operator==(const Node& a, const Node& b) {

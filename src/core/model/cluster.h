@@ -33,6 +33,12 @@ struct MigInstance {
   bool transient = false;
 };
 
+struct Taint {
+  std::string key;
+  std::string value;
+  friend bool operator==(const Taint&, const Taint&) = default;
+};
+
 struct Device {
   int index = 0;
   GpuModelId model;
@@ -54,6 +60,9 @@ struct Device {
   // share. One MPS server serves one Unix user at a time, so shares of different groups never
   // pack onto one device.
   std::string share_group = {};
+  // NoSchedule semantics for this device alone (a reservation of GPUs by count): a replica uses
+  // it only when it tolerates each one.
+  std::vector<Taint> taints = {};
 
   bool schedulable() const {
     return health == DeviceHealth::kHealthy && state == DeviceState::kAvailable;
@@ -74,12 +83,6 @@ struct Resources {
   Resources& operator-=(const Resources& o);
   Resources& operator+=(const Resources& o);
   friend bool operator==(const Resources&, const Resources&) = default;
-};
-
-struct Taint {
-  std::string key;
-  std::string value;
-  friend bool operator==(const Taint&, const Taint&) = default;
 };
 
 struct Node {

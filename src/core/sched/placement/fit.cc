@@ -10,15 +10,16 @@ bool Tolerates(const ReplicaRequest& replica, const Taint& taint) {
          replica.tolerations.end();
 }
 
-bool ServesWhole(const Device& d) {
+bool ServesWhole(const Device& d, const ReplicaRequest& r) {
   return d.schedulable() && d.idle() &&
-         (d.mode == DeliveryMode::kExclusive || d.mode == DeliveryMode::kShared);
+         (d.mode == DeliveryMode::kExclusive || d.mode == DeliveryMode::kShared) &&
+         DeviceTolerated(d, r);
 }
 
 bool ServesShare(const Cluster& cluster, const Device& d, const ReplicaRequest& r) {
-  return d.schedulable() && d.mode == DeliveryMode::kShared && d.free_compute >= r.gpu.compute &&
-         d.free_memory >= ShareMemory(cluster, d, r) && ShareGroupAllows(d, r) &&
-         (d.share_caps_enforced || r.best_effort);
+  return d.schedulable() && DeviceTolerated(d, r) && d.mode == DeliveryMode::kShared &&
+         d.free_compute >= r.gpu.compute && d.free_memory >= ShareMemory(cluster, d, r) &&
+         ShareGroupAllows(d, r) && (d.share_caps_enforced || r.best_effort);
 }
 
 std::vector<MigSlot> Layout(const Device& d) {
@@ -49,6 +50,7 @@ struct GpuScan {
   bool any_model = false;
   bool any_mode = false;
   bool any_schedulable = false;
+  bool any_tolerated = false;  // schedulable and without a taint the replica does not tolerate
 };
 
 GpuScan ScanDevices(const Node& node, const ReplicaRequest& replica) {
@@ -61,6 +63,7 @@ GpuScan ScanDevices(const Node& node, const ReplicaRequest& replica) {
     if (!mode_ok) continue;
     scan.any_mode = true;
     scan.any_schedulable |= d.schedulable();
+    scan.any_tolerated |= d.schedulable() && DeviceTolerated(d, replica);
   }
   return scan;
 }
@@ -72,14 +75,16 @@ FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaReque
   if (!scan.any_model) return FitReason::kGpuModel;
   if (!scan.any_mode) return FitReason::kGpuMode;
   if (!scan.any_schedulable) return FitReason::kGpuUnhealthy;
+  // Every device it could use is held by a taint it does not tolerate (a reservation's).
+  if (!scan.any_tolerated) return FitReason::kTaint;
   int count = 0;
   bool compute_ok = false, memory_ok = false, group_ok = false;
   for (const Device& d : node.devices) {
     if (count >= gpu.count) break;
-    if (!ModelAllowed(replica, d.model)) continue;
+    if (!ModelAllowed(replica, d.model) || !DeviceTolerated(d, replica)) continue;
     switch (gpu.mode) {
       case DeliveryMode::kExclusive:
-        count += ServesWhole(d);
+        count += ServesWhole(d, replica);
         break;
       case DeliveryMode::kShared:
         if (d.schedulable() && d.mode == DeliveryMode::kShared && d.free_compute >= gpu.compute) {
@@ -117,7 +122,7 @@ FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaReque
 std::vector<std::vector<DeviceGrant>> WholeOptions(const Node& node, const ReplicaRequest& r) {
   std::vector<const Device*> idle;
   for (const Device& d : node.devices) {
-    if (ModelAllowed(r, d.model) && ServesWhole(d)) idle.push_back(&d);
+    if (ModelAllowed(r, d.model) && ServesWhole(d, r)) idle.push_back(&d);
   }
   // Exclusive-mode devices first, so idle shared devices stay free for shares.
   std::stable_sort(idle.begin(), idle.end(), [](const Device* a, const Device* b) {
@@ -152,7 +157,8 @@ std::vector<std::vector<DeviceGrant>> PartitionOptions(const Cluster& cluster, c
                                                        const ReplicaRequest& r) {
   std::vector<DeviceGrant> slots;
   for (const Device& d : node.devices) {
-    if (!ModelAllowed(r, d.model) || !d.schedulable() || d.mode != DeliveryMode::kPartition) {
+    if (!ModelAllowed(r, d.model) || !d.schedulable() || d.mode != DeliveryMode::kPartition ||
+        !DeviceTolerated(d, r)) {
       continue;
     }
     auto profile = cluster.catalog().FindProfile(d.model, r.gpu.profile);
@@ -202,6 +208,11 @@ MemMib ShareMemory(const Cluster& cluster, const Device& d, const ReplicaRequest
 bool ShareGroupAllows(const Device& d, const ReplicaRequest& replica) {
   return d.share_group.empty() || replica.share_group.empty() ||
          d.share_group == replica.share_group;
+}
+
+bool DeviceTolerated(const Device& d, const ReplicaRequest& replica) {
+  return std::all_of(d.taints.begin(), d.taints.end(),
+                     [&](const Taint& t) { return Tolerates(replica, t); });
 }
 
 bool ModelAllowed(const ReplicaRequest& replica, GpuModelId model) {

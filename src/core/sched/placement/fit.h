@@ -83,6 +83,9 @@ MemMib ShareMemory(const Cluster& cluster, const Device& d, const ReplicaRequest
 // same group's.
 bool ShareGroupAllows(const Device& d, const ReplicaRequest& replica);
 
+// Whether `replica` tolerates every taint of device `d` (a device held by a reservation).
+bool DeviceTolerated(const Device& d, const ReplicaRequest& replica);
+
 // Whether device `d` may serve the request's model constraint.
 bool ModelAllowed(const ReplicaRequest& replica, GpuModelId model);
 

@@ -32,7 +32,7 @@ bool Suits(const Device& d, const ReplicaRequest& replica) {
 }
 
 bool Serves(const Device& d, const ReplicaRequest& replica) {
-  return d.schedulable() && Suits(d, replica);
+  return d.schedulable() && Suits(d, replica) && DeviceTolerated(d, replica);
 }
 
 // A shared device the share would fit but for another group's shares on it (one MPS server

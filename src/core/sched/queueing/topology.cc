@@ -17,7 +17,7 @@ int64_t IdleDevices(const Node& node, const ReplicaRequest& replica) {
   int64_t idle = 0;
   for (const Device& d : node.devices) {
     idle += d.schedulable() && d.idle() && ModelAllowed(replica, d.model) &&
-            d.mode != DeliveryMode::kPartition;
+            d.mode != DeliveryMode::kPartition && DeviceTolerated(d, replica);
   }
   return idle;
 }

@@ -122,6 +122,42 @@ TEST_F(FitTest, DeviceWithoutEnforcedCapsTakesOnlyBestEffortShares) {
   EXPECT_EQ(Check(n, Whole(1)), FitReason::kFits);  // a whole GPU needs no share caps
 }
 
+// A device taint (a reservation of GPUs by count) holds that device alone: a replica that does
+// not tolerate it gets the node's other devices, and is told "taint" when every device it could
+// use is held.
+TEST_F(FitTest, ATaintedDeviceIsOfferedOnlyToReplicasThatTolerateIt) {
+  NodeId n = AddNode("H100", 2, DeliveryMode::kExclusive);
+  cluster_.mutable_node(n).devices[0].taints.push_back({"carve.io/reservation", "eval"});
+  auto options = DeviceOptions(cluster_, cluster_.node(n), Whole(1));
+  ASSERT_EQ(options.size(), 1u);
+  EXPECT_EQ(options[0][0].device, 1);
+  EXPECT_EQ(Check(n, Whole(2)), FitReason::kGpuCount);
+  ReplicaRequest holder = Whole(2);
+  holder.tolerations.push_back({"carve.io/reservation", "eval"});
+  EXPECT_EQ(Check(n, holder), FitReason::kFits);
+  cluster_.mutable_node(n).devices[1].taints.push_back({"carve.io/reservation", "other"});
+  EXPECT_EQ(Check(n, Whole(1)), FitReason::kTaint);
+  EXPECT_EQ(Check(n, holder), FitReason::kGpuCount);  // it tolerates only its own
+}
+
+TEST_F(FitTest, TaintedSharedAndPartitionDevicesAreHeldToo) {
+  NodeId shared = AddNode("L40S", 1, DeliveryMode::kShared);
+  NodeId mig = AddNode("A100-80GB", 1, DeliveryMode::kPartition);
+  for (NodeId id : {shared, mig}) {
+    cluster_.mutable_node(id).devices[0].taints.push_back({"carve.io/reservation", "r"});
+  }
+  EXPECT_EQ(Check(shared, Share(250)), FitReason::kTaint);
+  EXPECT_EQ(Check(mig, Mig("1g.10gb")), FitReason::kTaint);
+  ReplicaRequest share = Share(250);
+  share.tolerations.push_back({"carve.io/reservation", "r"});
+  EXPECT_EQ(Check(shared, share), FitReason::kFits);
+  ReplicaRequest slice = Mig("1g.10gb");
+  slice.tolerations.push_back({"carve.io/reservation", "r"});
+  EXPECT_EQ(Check(mig, slice), FitReason::kFits);
+  EXPECT_FALSE(DeviceOptions(cluster_, cluster_.node(mig), slice).empty());
+  EXPECT_TRUE(DeviceOptions(cluster_, cluster_.node(mig), Mig("1g.10gb")).empty());
+}
+
 TEST_F(FitTest, UnhealthyDevicesAreNotOffered) {
   NodeId n = AddNode("H200", 1, DeliveryMode::kExclusive);
   cluster_.mutable_node(n).devices[0].health = DeviceHealth::kUnhealthy;
