@@ -234,8 +234,14 @@ absl::Status CheckGpuReservations(const std::vector<std::pair<size_t, std::strin
     const ReservationView::Cover cover =
         ReservationView(list, nodes, pools, at, catalog).CoverOf(r);
     if (cover.covered >= cover.asked) continue;
-    const bool mine =
-        std::any_of(fresh.begin(), fresh.end(), [&](const auto& f) { return f.second == r.name; });
+    // A document applied again unchanged is not this apply's doing (a GitOps re-apply after a
+    // node left): like any other, refused only when the apply takes devices from it.
+    auto old = std::find_if(before.begin(), before.end(),
+                            [&](const ReservationConfig& b) { return b.name == r.name; });
+    const bool same = old != before.end() && old->gpus == r.gpus && old->pool == r.pool &&
+                      old->start_us == r.start_us && old->end_us == r.end_us;
+    const bool mine = !same && std::any_of(fresh.begin(), fresh.end(),
+                                           [&](const auto& f) { return f.second == r.name; });
     // Another, already short (a node left), is refused only when this apply takes from it.
     if (!mine &&
         ReservationView(before, nodes, pools, at, catalog).CoverOf(r).covered <= cover.covered) {

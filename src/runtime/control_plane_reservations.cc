@@ -37,14 +37,19 @@ std::string Enforced(const ReservationConfig& r) {
 // `r`, now active: those of other tenants (or queues) unless `r` is borrowable and they are
 // preemptible. A job already stopping, or whose replicas there are already being replaced, is
 // left to finish that. Returns the ids.
+// `displace(job, node, gpu)`: gpu -1 moves the job's replicas on the node, else those on that
+// device (a reservation of gpus moves only what uses its devices).
 std::set<int64_t> MoveOffReserved(
     const ReservationConfig& r, const ReservationView& view, JobTable& jobs,
-    const std::function<bool(JobRecord&, const std::string&)>& displace) {
+    const std::function<bool(JobRecord&, const std::string&, int)>& displace) {
   std::set<int64_t> moved;
-  auto on_held = [&](const ReplicaRecord& rep) {
-    return std::any_of(rep.grants.begin(), rep.grants.end(), [&](const GrantRecord& g) {
-      return view.HoldsDevice(r, rep.node, g.device);
-    });
+  // The held devices a replica uses (for a reservation of nodes: -1, the whole node).
+  auto held_by = [&](const ReplicaRecord& rep) {
+    std::set<int> gpus;
+    for (const GrantRecord& g : rep.grants) {
+      if (view.HoldsDevice(r, rep.node, g.device)) gpus.insert(r.gpus ? g.device : -1);
+    }
+    return gpus;
   };
   for (const std::string& node : view.NodesOf(r)) {
     for (JobRecord* placed : jobs.PlacedOn(node)) {
@@ -54,12 +59,17 @@ std::set<int64_t> MoveOffReserved(
         continue;
       }
       if (r.borrowable && job.spec.preemptible.value_or(true)) continue;  // a borrower
-      const bool serving_there =
-          std::any_of(job.replicas.begin(), job.replicas.end(), [&](const ReplicaRecord& rep) {
-            return rep.node == node && rep.retire.empty() && rep.state != ReplicaState::kRetired &&
-                   (!r.gpus || on_held(rep));
-          });
-      if (serving_there && displace(job, node)) moved.insert(job.id);
+      std::set<int> gpus;  // where its replicas serve there
+      for (const ReplicaRecord& rep : job.replicas) {
+        if (rep.node != node || !rep.retire.empty() || rep.state == ReplicaState::kRetired) {
+          continue;
+        }
+        if (!r.gpus) gpus.insert(-1);
+        for (int g : held_by(rep)) gpus.insert(g);
+      }
+      for (int gpu : gpus) {
+        if (displace(job, node, gpu)) moved.insert(job.id);
+      }
     }
   }
   return moved;
@@ -77,7 +87,14 @@ void ControlPlane::ReservationTimers(int64_t now, StoreBatch& batch) {
   std::map<std::string, Phase> next{{kLooked, Phase::kOver}};
   for (const ReservationConfig& r : all) {
     const Phase phase = r.PhaseAt(now);
-    const std::string enforced = Enforced(r);
+    // An active reservation of gpus is enforced on the devices it holds: when they change (a
+    // node joined or left, a mode changed), the new ones are enforced as at the start.
+    if (phase == Phase::kActive && r.gpus && !view) {
+      view.emplace(all, nodes_, config_.Pools(), now, *catalog_);
+    }
+    const std::string enforced = Enforced(r) + (phase == Phase::kActive && r.gpus
+                                                    ? "|" + absl::StrJoin(view->DevicesOf(r), ",")
+                                                    : std::string());
     next[r.name] = next[enforced] = phase;
     auto was = reservation_phases_.find(r.name);
     const bool changed = was == reservation_phases_.end() || was->second != phase;
@@ -92,15 +109,16 @@ void ControlPlane::ReservationTimers(int64_t now, StoreBatch& batch) {
     if (phase == Phase::kActive) {
       if (!view) view.emplace(all, nodes_, config_.Pools(), now, *catalog_);
       details["nodes"] = view->NodesOf(r);
+      if (r.gpus) details["devices"] = view->DevicesOf(r);
       // A displaced job of another tenant is not told the reservation's name (its holder's).
       const std::string until = absl::StrCat(" holds this node until ", Utc(r.end_us));
       const std::string named = absl::StrCat("reservation ", r.name, until, " for its holder");
       const std::string unnamed = absl::StrCat("a reservation of another tenant", until);
       // Counted, not named: the moved jobs are other tenants' (each has its job.displaced).
       details["moved"] =
-          MoveOffReserved(r, *view, jobs_, [&](JobRecord& job, const std::string& node) {
+          MoveOffReserved(r, *view, jobs_, [&](JobRecord& job, const std::string& node, int gpu) {
             const std::string& cause = job.spec.tenant == r.tenant ? named : unnamed;
-            return DisplaceOn(job, node, -1, -1, cause, false, batch);
+            return DisplaceOn(job, node, gpu, -1, cause, false, batch);
           }).size();
       if (changed || edited) {
         Event(batch, "scheduler", changed ? "reservation.started" : "reservation.changed", subject,

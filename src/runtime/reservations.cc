@@ -96,6 +96,7 @@ void ReservationView::PickDevices(const std::vector<ReservationConfig>& all,
     for (auto it = nodes.begin(); model.ok() && it != nodes.end() && cover.covered < cover.asked;
          ++it) {
       const auto& [name, rec] = *it;
+      if (rec.state == NodeRecordState::kDead) continue;
       const std::string pool = PoolOf(rec.labels, pools);
       if (!r->pool.empty() && pool != r->pool) continue;
       const bool whole = std::any_of(all.begin(), all.end(), [&](const ReservationConfig& o) {
@@ -144,6 +145,16 @@ bool ReservationView::HoldsDevice(const ReservationConfig& r, const std::string&
   if (it == by_device_.end()) return false;
   return std::any_of(it->second.begin(), it->second.end(),
                      [&](size_t i) { return live_[i].name == r.name; });
+}
+
+std::vector<std::string> ReservationView::DevicesOf(const ReservationConfig& r) const {
+  std::vector<std::string> out;
+  for (const auto& [device, held] : by_device_) {
+    for (size_t i : held) {
+      if (live_[i].name == r.name) out.push_back(absl::StrCat(device.first, "/", device.second));
+    }
+  }
+  return out;
 }
 
 ReservationView::Cover ReservationView::CoverOf(const ReservationConfig& r) const {

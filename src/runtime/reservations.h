@@ -3,10 +3,11 @@
 // A reservation of gpus holds devices, not nodes: the same taints go on each device it picked.
 // It picks, in node-name and device order, devices of its model in the mode its count is in
 // (exclusive for GPUs, partition for MIG instances, shared for shares), on nodes of its pool if
-// it names one, that no reservation of nodes and no earlier reservation of gpus (by start, then
-// name) holds at an overlapping time, until its count is covered: as long as the registered
-// GPUs stay the same, so do its devices (a device that fails is not replaced; it says so in
-// `carve reservations`).
+// it names one and not declared dead, that no reservation of nodes and no earlier reservation of
+// gpus (by start, then name) holds at an overlapping time, until its count is covered: as long
+// as the registered GPUs, their modes and the reservations stay the same, so do its devices (a
+// device that fails is not replaced; it says so in `carve reservations`). When they change in
+// its window, the new devices are enforced as at the start (`reservation.changed`).
 //   ahead:  taint carve.io/reservation-ahead=NAME; tolerated by the holder's jobs and by jobs
 //           whose max_runtime ends them before the start.
 //   active: taint carve.io/reservation=NAME; tolerated by the holder's jobs and, when borrowable,
@@ -57,6 +58,8 @@ class ReservationView {
     int64_t devices = 0;
   };
   Cover CoverOf(const ReservationConfig& r) const;
+  // The devices a reservation of gpus picked: "node/index" in order (empty for one of nodes).
+  std::vector<std::string> DevicesOf(const ReservationConfig& r) const;
   // The taints of the reservations holding `node` whole (none ahead of or past them).
   std::vector<Taint> TaintsOf(const std::string& node) const;
   // The taints of the reservations of gpus holding device `gpu` of `node`.

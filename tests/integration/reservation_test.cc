@@ -241,16 +241,34 @@ TEST_F(ReservationGpusTest, ItHoldsTheDevicesItCountsAndNoWholeNode) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("gpus.model: no GPU model \"Z9000\""));
 
+  // Another tenant fills the four GPUs; at the start its jobs on the three held devices are
+  // moved, the one on the fourth stays.
+  std::vector<int64_t> before;
+  for (int i = 0; i < 4; ++i) before.push_back(SubmitAs("globex"));
+  ASSERT_TRUE(Eventually([&] {
+    return std::all_of(before.begin(), before.end(),
+                       [&](int64_t id) { return Job(id)["state"] == "running"; });
+  })) << ServerLog();
+  int64_t stays = 0;
+  for (int64_t id : before) {
+    const json rep = Job(id)["replicas"][0];
+    if (rep["node"] == "g-2" && rep["grants"][0]["device"] == 1) stays = id;
+  }
+  ASSERT_NE(stays, 0);
   ApiPost("/api/v1/apply", json::array({ByCount(SecondsFromNow(1), 3)}));
   ASSERT_TRUE(Eventually([&] { return !EventsOf("reservation.started").empty(); }, 30));
   json started = EventsOf("reservation.started")[0];
   EXPECT_EQ(started["details"]["nodes"], json::array({"g-1", "g-2"})) << started.dump(2);
+  EXPECT_EQ(started["details"]["devices"], json::array({"g-1/0", "g-1/1", "g-2/0"}));
+  EXPECT_EQ(started["details"]["moved"], 3) << started.dump(2);
   EXPECT_THAT(started["reason"].get<std::string>(), HasSubstr("3 H200 GPUs on 2 node(s)"));
-  // Another tenant: the one device not held, then it waits, told GPUs are reserved.
-  const int64_t free_one = SubmitAs("globex");
-  ASSERT_TRUE(Eventually([&] { return Job(free_one)["state"] == "running"; })) << ServerLog();
-  EXPECT_EQ(NodeOf(free_one), "g-2");
-  EXPECT_EQ(Job(free_one)["replicas"][0]["grants"][0]["device"], 1);
+  for (int64_t id : before) {
+    if (id == stays) continue;
+    ASSERT_TRUE(Eventually([&] { return Job(id)["state"] != "running"; })) << Job(id).dump(2);
+  }
+  EXPECT_EQ(Job(stays)["state"], "running");
+  EXPECT_EQ(Job(stays)["attempt"], 0);
+  // Another tenant's new job waits, told GPUs (not nodes) are reserved.
   const int64_t waits = SubmitAs("globex");
   ASSERT_TRUE(Eventually([&] {
     return absl::StrContains(Job(waits).value("explanation", ""),
@@ -273,6 +291,7 @@ TEST_F(ReservationGpusTest, ItHoldsTheDevicesItCountsAndNoWholeNode) {
   EXPECT_EQ(status[0]["use"]["holder_milli"], 3000);
   EXPECT_EQ(status[0]["use"]["idle_milli"], 0);
   EXPECT_EQ(status[0]["jobs"].size(), 2u) << "globex's job beside them is not the reservation's";
+  EXPECT_EQ(Job(stays)["state"], "running");
   EXPECT_EQ(Job(waits)["state"], "queued");
 }
 

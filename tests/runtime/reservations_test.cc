@@ -259,6 +259,11 @@ TEST_F(ReservationViewTest, GpusByCountArePickedDeviceByDevice) {
   EXPECT_TRUE(later.DeviceTaintsOf("b", 0).empty());
   EXPECT_TRUE(later.HoldsDevice(second, "b", 3));
   EXPECT_FALSE(later.HoldsDevice(second, "b", 0));
+  EXPECT_THAT(v.DevicesOf(first), ElementsAre("b/0", "b/1", "b/2"));
+  // A node declared dead gives nothing: the picks go on past it.
+  nodes_["b"].state = NodeRecordState::kDead;
+  const ReservationView dead(all, nodes_, {}, kStart, catalog_);
+  EXPECT_THAT(dead.DevicesOf(first), ElementsAre("c/0", "c/1", "c/2"));
 }
 
 TEST_F(ReservationViewTest, MigInstancesAndSharesCountInTheirUnits) {

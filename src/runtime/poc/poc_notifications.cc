@@ -124,14 +124,16 @@ std::string Standing(Cluster& c, const std::string& name) {
 absl::Status ExpectNotified(Cluster& c, Record& r, int64_t id) {
   auto job = c.Job(id);
   if (!job.ok()) return job.status();
-  const std::string tenant = job->value("tenant", "");
+  const json spec = job->value("spec", json::object());
+  const std::string tenant = spec.value("tenant", "default");
   auto docs = c.Get("/api/v1/notifications");
   if (!docs.ok() && absl::IsPermissionDenied(docs.status())) {
     r.observed["notifications"] = "not checked: only admins and tenant-admins can list them";
     return absl::OkStatus();
   }
   if (!docs.ok()) return docs.status();
-  const std::vector<json> notifications = NotificationsOf(*docs, tenant, job->value("project", ""));
+  const std::vector<json> notifications =
+      NotificationsOf(*docs, tenant, spec.value("project", "default"));
   if (notifications.empty()) {
     r.observed["notifications"] =
         absl::StrCat("not checked: tenant ", tenant, " has no notification configured");
