@@ -210,7 +210,7 @@ bool ShareGroupAllows(const Device& d, const ReplicaRequest& replica) {
          d.share_group == replica.share_group;
 }
 
-bool DeviceTolerated(const Device& d, const ReplicaRequest& replica) {
+bool DeviceToleratedSlow(const Device& d, const ReplicaRequest& replica) {
   return std::all_of(d.taints.begin(), d.taints.end(),
                      [&](const Taint& t) { return Tolerates(replica, t); });
 }

@@ -84,7 +84,10 @@ MemMib ShareMemory(const Cluster& cluster, const Device& d, const ReplicaRequest
 bool ShareGroupAllows(const Device& d, const ReplicaRequest& replica);
 
 // Whether `replica` tolerates every taint of device `d` (a device held by a reservation).
-bool DeviceTolerated(const Device& d, const ReplicaRequest& replica);
+bool DeviceToleratedSlow(const Device& d, const ReplicaRequest& replica);
+inline bool DeviceTolerated(const Device& d, const ReplicaRequest& replica) {
+  return d.taints.empty() || DeviceToleratedSlow(d, replica);
+}
 
 // Whether device `d` may serve the request's model constraint.
 bool ModelAllowed(const ReplicaRequest& replica, GpuModelId model);

@@ -36,21 +36,38 @@ FragmentationModel::FragmentationModel(const Workload& workload, Measure measure
       classes_.push_back(std::move(c));
     }
   }
+  if (measure_ == Measure::kCapacity) MergeClasses();
 }
 
-double FragmentationModel::Unusable(const Class& c, int64_t cpu_left,
-                                    absl::Span<const FreeGpu> gpus, int64_t idle) const {
+void FragmentationModel::MergeClasses() {
+  std::vector<Class> merged;
+  for (Class& c : classes_) {
+    auto same = std::find_if(merged.begin(), merged.end(), [&](const Class& m) {
+      return m.cpu == c.cpu && m.milli == c.milli && m.count == c.count && m.share == c.share &&
+             m.models == c.models;
+    });
+    if (same == merged.end()) {
+      merged.push_back(std::move(c));
+    } else {
+      same->weight += c.weight;
+    }
+  }
+  classes_ = std::move(merged);
+}
+
+double FragmentationModel::Unusable(const Class& c, int64_t cpu_left, const Groups& groups,
+                                    int64_t idle) const {
   if (c.milli == 0 || cpu_left < c.cpu) return static_cast<double>(idle);
   int fitting = 0;    // devices with room for one more replica's share
   int64_t small = 0;  // free compute on devices without that room
   int64_t slots = 0;  // replicas the devices could host (shares stack on one device)
-  for (const FreeGpu& g : gpus) {
+  for (const Group& g : groups) {
     bool allowed = (g.shares || !c.share) && c.Allows(g.model);
     if (allowed && g.milli >= c.milli) {
-      ++fitting;
-      slots += c.count == 1 ? g.milli / c.milli : 1;
+      fitting += g.n;
+      slots += (c.count == 1 ? g.milli / c.milli : 1) * g.n;
     } else {
-      small += g.milli;
+      small += g.milli * g.n;
     }
   }
   if (fitting < c.count) return static_cast<double>(idle);
@@ -63,10 +80,21 @@ double FragmentationModel::Unusable(const Class& c, int64_t cpu_left,
 double FragmentationModel::NodeFragmentation(int64_t cpu_left,
                                              absl::Span<const FreeGpu> gpus) const {
   int64_t idle = 0;
-  for (const FreeGpu& g : gpus) idle += g.milli;
+  Groups groups;
+  for (const FreeGpu& g : gpus) {
+    idle += g.milli;
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      return x.model == g.model && x.milli == g.milli && x.shares == g.shares;
+    });
+    if (same == groups.end()) {
+      groups.push_back({g.model, g.milli, g.shares, 1});
+    } else {
+      ++same->n;
+    }
+  }
   if (idle == 0) return 0;
   double frag = 0;
-  for (const Class& c : classes_) frag += c.weight * Unusable(c, cpu_left, gpus, idle);
+  for (const Class& c : classes_) frag += c.weight * Unusable(c, cpu_left, groups, idle);
   return frag;
 }
 

@@ -43,6 +43,14 @@ class FragmentationModel {
   static void Take(FreeGpuList& gpus, const std::vector<DeviceGrant>& grants);
 
  private:
+  // Devices in the same state, counted: a node's 8 idle GPUs are one group.
+  struct Group {
+    GpuModelId model;
+    int64_t milli = 0;
+    bool shares = false;
+    int n = 0;
+  };
+  using Groups = absl::InlinedVector<Group, 16>;
   struct Class {
     int64_t cpu = 0;
     int64_t milli = 0;  // per device; 0 for CPU-only classes
@@ -56,8 +64,10 @@ class FragmentationModel {
     }
     double weight = 0;
   };
-  double Unusable(const Class& c, int64_t cpu_left, absl::Span<const FreeGpu> gpus,
-                  int64_t idle) const;
+  double Unusable(const Class& c, int64_t cpu_left, const Groups& groups, int64_t idle) const;
+  // kCapacity: classes that differ only in what Unusable ignores (memory) are one, their weights
+  // summed (kFgd keeps the paper's classes one by one, so its figures stay as reproduced).
+  void MergeClasses();
 
   std::vector<Class> classes_;
   Measure measure_;

@@ -30,7 +30,7 @@ PlacementIndex::RequestIndex& PlacementIndex::IndexFor(const ReplicaRequest& rep
   auto index = std::make_unique<RequestIndex>();
   index->request = replica;
   size_t n = cluster_->size();
-  index->current.resize(n);
+  index->where.resize(n);
   index->present.assign(n, 0);
   index->option.assign(n, 0);
   index->synced = log_.size();
@@ -41,21 +41,26 @@ PlacementIndex::RequestIndex& PlacementIndex::IndexFor(const ReplicaRequest& rep
 }
 
 void PlacementIndex::Rescore(RequestIndex& index, int64_t node, std::mt19937_64& rng) {
-  if (index.present[node]) {
-    index.order.erase(index.current[node]);
-    index.present[node] = 0;
-  }
   NodeId id(node);
   const Node& n = cluster_->node(id);
-  if (CheckNode(*cluster_, n, index.request) != FitReason::kFits) return;
-  DeviceOptionList options = DeviceOptions(*cluster_, n, index.request);
-  if (options.empty()) return;
-  Evaluation e = policy_->Evaluate(*cluster_, id, index.request, options, rng);
-  Entry entry{e.score, Rank(node), node};
-  index.order.insert(entry);
-  index.current[node] = entry;
+  std::optional<Evaluation> e;
+  if (CheckNode(*cluster_, n, index.request) == FitReason::kFits) {
+    DeviceOptionList options = DeviceOptions(*cluster_, n, index.request);
+    if (!options.empty()) e = policy_->Evaluate(*cluster_, id, index.request, options, rng);
+  }
+  const Entry entry{e ? e->score : 0, Rank(node), node};
+  if (index.present[node]) {
+    if (e && index.where[node]->score == entry.score) {  // same place in the order
+      index.option[node] = static_cast<uint32_t>(e->option);
+      return;
+    }
+    index.order.erase(index.where[node]);
+    index.present[node] = 0;
+  }
+  if (!e) return;
+  index.where[node] = index.order.insert(entry).first;
   index.present[node] = 1;
-  index.option[node] = static_cast<uint32_t>(e.option);
+  index.option[node] = static_cast<uint32_t>(e->option);
 }
 
 void PlacementIndex::Sync(RequestIndex& index, std::mt19937_64& rng) {

@@ -48,7 +48,7 @@ class PlacementIndex {
   struct RequestIndex {
     ReplicaRequest request;
     std::set<Entry> order;
-    std::vector<Entry> current;  // node -> its entry while present
+    std::vector<std::set<Entry>::iterator> where;  // node -> its entry while present
     std::vector<char> present;
     std::vector<uint32_t> option;
     size_t synced = 0;  // log position this index has caught up with
