@@ -1,5 +1,7 @@
 #include "core/sched/placement/placement_index.h"
 
+#include <algorithm>
+
 #include "core/sched/placement/fit.h"
 
 namespace carve {
@@ -30,7 +32,8 @@ PlacementIndex::RequestIndex& PlacementIndex::IndexFor(const ReplicaRequest& rep
   auto index = std::make_unique<RequestIndex>();
   index->request = replica;
   size_t n = cluster_->size();
-  index->where.resize(n);
+  index->score.assign(n, 0);
+  index->version.assign(n, 0);
   index->present.assign(n, 0);
   index->option.assign(n, 0);
   index->synced = log_.size();
@@ -48,19 +51,21 @@ void PlacementIndex::Rescore(RequestIndex& index, int64_t node, std::mt19937_64&
     DeviceOptionList options = DeviceOptions(*cluster_, n, index.request);
     if (!options.empty()) e = policy_->Evaluate(*cluster_, id, index.request, options, rng);
   }
-  const Entry entry{e ? e->score : 0, Rank(node), node};
-  if (index.present[node]) {
-    if (e && index.where[node]->score == entry.score) {  // same place in the order
-      index.option[node] = static_cast<uint32_t>(e->option);
-      return;
-    }
-    index.order.erase(index.where[node]);
-    index.present[node] = 0;
+  if (index.present[node] && e && index.score[node] == e->score) {  // same place in the order
+    index.option[node] = static_cast<uint32_t>(e->option);
+    return;
   }
+  ++index.version[node];
+  index.present[node] = e.has_value();
   if (!e) return;
-  index.where[node] = index.order.insert(entry).first;
-  index.present[node] = 1;
+  index.score[node] = e->score;
   index.option[node] = static_cast<uint32_t>(e->option);
+  index.heap.push_back({e->score, Rank(node), node, index.version[node]});
+  std::push_heap(index.heap.begin(), index.heap.end());
+  if (index.heap.size() > 2 * index.present.size() + 1024) {  // mostly stale: rebuild
+    std::erase_if(index.heap, [&](const Entry& x) { return !index.Valid(x); });
+    std::make_heap(index.heap.begin(), index.heap.end());
+  }
 }
 
 void PlacementIndex::Sync(RequestIndex& index, std::mt19937_64& rng) {
@@ -78,8 +83,12 @@ void PlacementIndex::Sync(RequestIndex& index, std::mt19937_64& rng) {
 std::optional<PlacementIndex::Pick> PlacementIndex::Best(const ReplicaRequest& replica,
                                                          std::mt19937_64& rng) {
   RequestIndex& index = IndexFor(replica, rng);
-  if (index.order.empty()) return std::nullopt;
-  const Entry& top = *index.order.begin();
+  while (!index.heap.empty() && !index.Valid(index.heap.front())) {
+    std::pop_heap(index.heap.begin(), index.heap.end());
+    index.heap.pop_back();
+  }
+  if (index.heap.empty()) return std::nullopt;
+  const Entry& top = index.heap.front();
   return Pick{NodeId(top.node), index.option[top.node]};
 }
 

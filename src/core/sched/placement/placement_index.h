@@ -5,7 +5,6 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <set>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -36,22 +35,29 @@ class PlacementIndex {
   std::optional<Pick> Best(const ReplicaRequest& replica, std::mt19937_64& rng);
 
  private:
+  // A node's place in the order: a max-heap of entries, each valid while its node's version is
+  // the one it was pushed with (a re-score pushes a new entry; stale ones are dropped when they
+  // reach the top, and the heap is rebuilt when they outnumber the nodes).
   struct Entry {
     double score;
     int64_t rank;
     int64_t node;
+    uint32_t version;
+    // Heap order: a lower score, then a higher rank, comes later.
     bool operator<(const Entry& o) const {
-      if (score != o.score) return score > o.score;
-      return rank < o.rank;
+      if (score != o.score) return score < o.score;
+      return rank > o.rank;
     }
   };
   struct RequestIndex {
     ReplicaRequest request;
-    std::set<Entry> order;
-    std::vector<std::set<Entry>::iterator> where;  // node -> its entry while present
+    std::vector<Entry> heap;
+    std::vector<double> score;      // node -> its score while present
+    std::vector<uint32_t> version;  // node -> the version of its valid entry
     std::vector<char> present;
     std::vector<uint32_t> option;
     size_t synced = 0;  // log position this index has caught up with
+    bool Valid(const Entry& e) const { return present[e.node] && version[e.node] == e.version; }
   };
 
   int64_t Rank(int64_t node) const { return ranks_ ? (*ranks_)[node] : node; }
