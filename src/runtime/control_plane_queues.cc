@@ -390,16 +390,20 @@ int ControlPlane::ApplyPlan(CyclePlan& plan, const Decisions& d, StoreBatch& bat
 void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) {
   JobRecord& victim = jobs_.At(p.victim);
   JobRecord& preemptor = jobs_.At(p.preemptor);
-  // A borrower of another tenant is not told the reservation's name (its holder's).
+  // A job of another tenant is told neither the preemptor's id nor a reservation's name (its
+  // holder's): "preempted by a job of another tenant".
+  const bool other = victim.spec.tenant != preemptor.spec.tenant;
   const std::string reason =
-      p.kind == "reservation" && victim.spec.tenant != preemptor.spec.tenant
-          ? absl::StrCat("preempted by job ", p.preemptor,
-                         ", whose tenant holds the reservation of the nodes this job borrowed")
-          : p.reason;
+      !other ? p.reason
+      : p.kind == "reservation"
+          ? std::string(kPreemptedBy) +
+                "a job of another tenant, which holds the reservation of what this job borrowed"
+          : absl::StrCat(kPreemptedBy, "a job of another tenant (", p.kind, ")");
   victim.preempted_by = p.preemptor;
   victim.preemption = reason;
-  Event(batch, "scheduler", "job.preempted", absl::StrCat("job/", p.victim), reason,
-        {{"preemptor", p.preemptor}, {"kind", p.kind}, {"queue", p.victim_queue}});
+  json details = {{"kind", p.kind}, {"queue", p.victim_queue}};
+  if (!other) details["preemptor"] = p.preemptor;
+  Event(batch, "scheduler", "job.preempted", absl::StrCat("job/", p.victim), reason, details);
   Displace(victim, reason, batch);
   preemptor.victims.push_back({{"job", p.victim}, {"reason", p.reason}});
   nominated_.emplace(p.preemptor, now);

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "runtime/control_plane.h"
 #include "runtime/reservations.h"
+#include "runtime/utilization.h"
 
 namespace carve {
 
@@ -169,13 +170,20 @@ json ControlPlane::ListReservations(const Principal& who) const {
       for (const JobRecord* job : jobs_.PlacedOn(node)) {
         if (IsFinal(job->state)) continue;
         int64_t milli = 0;
+        bool on_held = false;
+        std::string model;  // GrantGpus names it; unused here
         for (const ReplicaRecord& rep : job->replicas) {
           if (rep.node != node || rep.state == ReplicaState::kRetired) continue;
           for (const GrantRecord& g : rep.grants) {
-            milli += view.HoldsDevice(r, node, g.device) ? g.compute_milli : 0;
+            if (!view.HoldsDevice(r, node, g.device)) continue;
+            on_held = true;
+            // A MIG instance counts its share of the GPU's compute slices.
+            milli += g.profile.empty()
+                         ? g.compute_milli
+                         : std::llround(1000 * GrantGpus(*catalog_, nodes_, node, g, &model));
           }
         }
-        if (milli == 0 && r.gpus) continue;  // not on its devices
+        if (!on_held && r.gpus) continue;  // not on its devices
         const bool holds = r.HeldBy(job->spec.tenant, job->spec.queue);
         (holds ? holder : others) += milli;
         json entry = {{"node", node},

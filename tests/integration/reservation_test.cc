@@ -148,8 +148,13 @@ TEST_F(ReservationTest, BorrowersRunUntilTheHolderTakesTheRoomBack) {
   EXPECT_EQ(preempted[0]["subject"], absl::StrCat("job/", borrower));
   EXPECT_EQ(preempted[0]["details"]["kind"], "reservation");
   EXPECT_THAT(preempted[0]["reason"].get<std::string>(),
-              HasSubstr("whose tenant holds the reservation of the nodes this job borrowed"));
+              HasSubstr("preempted by a job of another tenant, which holds the reservation of "
+                        "what this job borrowed"));
   EXPECT_THAT(preempted[0]["reason"].get<std::string>(), ::testing::Not(HasSubstr("launch")));
+  // Nor the holder's job id (a hostile-tenant run read it in the reason and the event).
+  EXPECT_THAT(preempted[0]["reason"].get<std::string>(),
+              ::testing::Not(HasSubstr(absl::StrCat("job ", holder))));
+  EXPECT_FALSE(preempted[0]["details"].contains("preemptor")) << preempted[0].dump(2);
   const int64_t other = borrower == a ? b : a;
   EXPECT_EQ(Job(other)["state"], "running") << "a job off the reserved node was preempted";
   EXPECT_EQ(Job(other)["attempt"], 0);
