@@ -300,5 +300,36 @@ TEST_F(ReservationGpusTest, ItHoldsTheDevicesItCountsAndNoWholeNode) {
   EXPECT_EQ(Job(waits)["state"], "queued");
 }
 
+// MIG instances by count: the instances the holder's job uses on the held GPU count in the status
+// by their share of its compute slices (a hostile-tenant run saw 0: MIG grants carry no milli).
+const NodeList kMigNodes = {
+    {"m-1", "gpus:\n  - {model: A100-80GB, count: 1, mode: partition, layout: dynamic}\n"}};
+
+class ReservationMigTest : public ReservationTest {
+ protected:
+  const NodeList& Nodes() const override { return kMigNodes; }
+};
+
+TEST_F(ReservationMigTest, InstancesOnTheHeldGpuCountByTheirSlices) {
+  const absl::Time start = SecondsFromNow(1);
+  ApiPost("/api/v1/apply",
+          json::array({{{"kind", "reservation"},
+                        {"name", "slices"},
+                        {"tenant", "acme"},
+                        {"gpus", {{"model", "A100-80GB"}, {"mig", "3g.40gb"}, {"count", 2}}},
+                        {"start", Utc(start)},
+                        {"end", Utc(start + absl::Minutes(10))}}}));
+  ASSERT_TRUE(Eventually([&] { return !EventsOf("reservation.started").empty(); }, 30));
+  const int64_t slice =
+      SubmitAs("acme", {{"resources", {{"mode", "partition"}, {"profile", "3g.40gb"}}}});
+  ASSERT_TRUE(Eventually([&] { return Job(slice)["state"] == "running"; })) << ServerLog();
+  json status = Status(token_);
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0]["gpus"]["covered"], 2) << status.dump(2);
+  EXPECT_EQ(status[0]["gpu_milli"], 1000);
+  EXPECT_EQ(status[0]["use"]["holder_milli"], 429) << status.dump(2);  // 3 of 7 slices
+  EXPECT_EQ(status[0]["jobs"].size(), 1u);
+}
+
 }  // namespace
 }  // namespace carve::it
