@@ -370,7 +370,7 @@ absl::Status ControlPlane::CancelJob(JobRecord& job, const Principal& who, Store
     job.cancelled_by = who.name;
     job.reason = "cancel requested by " + who.name + "; stopping its processes";
     Event(batch, "user:" + who.name, "job.cancel-requested", absl::StrCat("job/", id), job.reason);
-    RetireUnplaced(job, "the job was cancelled before it was placed");
+    RetireUnplaced(job, "the job was cancelled before the replica was started");
     FinishIfDone(job, batch);  // the placed ones may all have ended already
   }
   Touch(job, batch);

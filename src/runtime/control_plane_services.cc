@@ -142,7 +142,11 @@ bool ControlPlane::QuarantineFailedChecks(const JobRecord& job, const ReplicaRec
 
 void ControlPlane::RetireUnplaced(JobRecord& job, const std::string& why) {
   for (ReplicaRecord& r : job.replicas) {
-    if (!r.node.empty() || r.state != ReplicaState::kPending) continue;
+    // Placed but never handed to its agent (a heartbeat sets assigned_us, durably, before the
+    // agent sees the assignment): no process exists, and a stopping job's pending replicas are
+    // never handed out, so waiting for its evidence would wait for ever.
+    const bool never_started = r.node.empty() || r.assigned_us == 0;
+    if (!never_started || r.state != ReplicaState::kPending) continue;
     r.state = ReplicaState::kRetired;
     if (r.retire.empty()) r.retire = why;
   }

@@ -117,6 +117,21 @@ class HistoryTest : public ::testing::Test {
   std::unique_ptr<ControlPlane> cp_;
 };
 
+// A job cancelled after it was placed but before any heartbeat handed its replica to the agent
+// ends at once: a stopping job's pending replicas are never handed out, so no evidence would
+// ever come (the README walk-through's scaled service, cancelled right after `carve scale`, was
+// left running once under load).
+TEST_F(HistoryTest, ACancelBeforeTheAgentWasToldEndsTheJob) {
+  const int64_t id = Submit("acme");
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  ASSERT_EQ((*cp_->GetJob(id))["replicas"][0]["state"], "pending");
+  ASSERT_TRUE(cp_->Cancel(id, kAdmin).ok());
+  const json job = *cp_->GetJob(id);
+  EXPECT_EQ(job["state"], "cancelled") << job.dump(2);
+  EXPECT_EQ(job["replicas"][0]["state"], "retired");
+  EXPECT_EQ(job["replicas"][0]["retire"], "the job was cancelled before the replica was started");
+}
+
 TEST_F(HistoryTest, FinishedJobsLeaveMemoryAndStayReadableAcrossRestarts) {
   int64_t a = Submit("acme");
   int64_t b = Submit("acme");
