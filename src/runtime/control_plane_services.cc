@@ -141,11 +141,17 @@ bool ControlPlane::QuarantineFailedChecks(const JobRecord& job, const ReplicaRec
 }
 
 void ControlPlane::RetireUnplaced(JobRecord& job, const std::string& why) {
+  // A job none of whose replicas was handed to an agent is ended by CancelUnstarted ("cancelled
+  // before its processes started"); beside a started one, a replica placed but never handed to
+  // its agent (a heartbeat sets assigned_us, durably, before the agent sees the assignment) has
+  // no process, and a stopping job's pending replicas are never handed out: waiting for its
+  // evidence would wait for ever.
+  const bool started =
+      std::any_of(job.replicas.begin(), job.replicas.end(), [](const ReplicaRecord& r) {
+        return r.state != ReplicaState::kPending || r.assigned_us > 0;
+      });
   for (ReplicaRecord& r : job.replicas) {
-    // Placed but never handed to its agent (a heartbeat sets assigned_us, durably, before the
-    // agent sees the assignment): no process exists, and a stopping job's pending replicas are
-    // never handed out, so waiting for its evidence would wait for ever.
-    const bool never_started = r.node.empty() || r.assigned_us == 0;
+    const bool never_started = r.node.empty() || (started && r.assigned_us == 0);
     if (!never_started || r.state != ReplicaState::kPending) continue;
     r.state = ReplicaState::kRetired;
     if (r.retire.empty()) r.retire = why;
