@@ -198,15 +198,9 @@ const ReservationConfig* ReservationView::ActiveOn(const std::string& node, int 
   if (auto it = by_node_.find(node); it != by_node_.end()) {
     if (const ReservationConfig* r = active(it->second)) return r;
   }
-  if (gpu >= 0) {
-    auto it = by_device_.find({node, gpu});
-    return it == by_device_.end() ? nullptr : active(it->second);
-  }
-  for (auto it = by_device_.lower_bound({node, 0});
-       it != by_device_.end() && it->first.first == node; ++it) {
-    if (const ReservationConfig* r = active(it->second)) return r;
-  }
-  return nullptr;
+  if (gpu < 0) return nullptr;
+  auto it = by_device_.find({node, gpu});
+  return it == by_device_.end() ? nullptr : active(it->second);
 }
 
 void ReservationView::Tolerate(ReplicaRequest& replica, const std::string& tenant,
@@ -245,13 +239,8 @@ std::string ReservationView::Borrows(
       if (r != nullptr && !r->HeldBy(tenant, queue)) return r->name;
     }
     if (gpus.empty()) {  // a CPU-only replica: only a node held whole is borrowed
-      auto whole = by_node_.find(node);
-      for (size_t i : whole == by_node_.end() ? std::vector<size_t>{} : whole->second) {
-        if (live_[i].PhaseAt(now_) == ReservationConfig::Phase::kActive &&
-            !live_[i].HeldBy(tenant, queue)) {
-          return live_[i].name;
-        }
-      }
+      const ReservationConfig* r = ActiveOn(node);
+      if (r != nullptr && !r->HeldBy(tenant, queue)) return r->name;
     }
   }
   return "";

@@ -68,7 +68,8 @@ class ReservationView {
   // on its devices.
   Node Build(const GpuCatalog& catalog, const std::string& name, const NodeRecord& rec,
              const std::vector<PoolSelector>& pools) const;
-  // The active reservation holding `node` whole, or device `gpu` of it (-1: any device), if any.
+  // The active reservation holding `node` whole, or device `gpu` of it (-1: the node whole
+  // only), if any.
   const ReservationConfig* ActiveOn(const std::string& node, int gpu = -1) const;
   // Adds what a job of `tenant` in `queue` tolerates; `max_runtime_us` 0: no limit declared.
   void Tolerate(ReplicaRequest& replica, const std::string& tenant, const std::string& queue,
