@@ -211,6 +211,9 @@ bool ControlPlane::Displace(JobRecord& job, const std::string& cause, StoreBatch
   } else {
     job.displaced = cause;
     job.reason = "stopping: " + cause;
+    // A stopping job's pending replicas are never handed out: one placed (or waiting) but not yet
+    // handed to its agent would keep the job from ending, and from being queued again.
+    RetireUnplaced(job, "the job was displaced (" + cause + ") before the replica was started");
   }
   Touch(job, batch);
   return true;

@@ -143,6 +143,54 @@ TEST_F(HistoryTest, ACancelBeforeTheAgentWasToldOfANewReplicaEndsTheService) {
   EXPECT_EQ(job["state"], "cancelled") << job.dump(2);
 }
 
+// A gang over two nodes drained after one agent was handed its replica and before the other's
+// heartbeat: the drain stops the started replica, and the one its agent was never told of is
+// retired (a stopping job's pending replicas are never handed out), so the job is queued again
+// once the started replica's evidence is in. It waited for ever for the other's evidence.
+TEST_F(HistoryTest, ADrainBeforeOneAgentWasToldOfItsReplicaRequeuesTheGang) {
+  const Principal n2{"n2", Role::kNode, "", "", "t-node"};
+  json gpus = json::array();
+  for (int i = 0; i < 4; ++i) {
+    gpus.push_back({{"index", i},
+                    {"uuid", absl::StrCat("GPU-n2-", i)},
+                    {"model", "H200"},
+                    {"memory_mib", 143771},
+                    {"mode", "exclusive"}});
+  }
+  ASSERT_TRUE(cp_->Register({{"name", "n2"},
+                             {"cpu_milli", 64000},
+                             {"memory_mib", 262144},
+                             {"backend", "simulated"},
+                             {"gpus", gpus}},
+                            kAdmin)
+                  .ok());
+  json spec = {
+      {"name", "gang"}, {"command", {"true"}}, {"replicas", 2}, {"resources", {{"gpus", 4}}}};
+  auto submitted = cp_->Submit(spec, "", kAdmin);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const int64_t id = (*submitted)["id"];
+  ASSERT_EQ(*cp_->ScheduleOnce(), 1);
+  const json placed = *cp_->GetJob(id);
+  const int on_n1 = placed["replicas"][0]["node"] == "n1" ? 0 : 1;
+  ASSERT_EQ(placed["replicas"][1 - on_n1]["node"], "n2") << placed.dump(2);
+  auto beat = cp_->Heartbeat({{"node", "n1"}, {"replicas", json::array()}}, kAgent);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  ASSERT_EQ((*beat)["assignments"].size(), 1u);  // n2's agent has not heartbeated yet
+  ASSERT_TRUE(cp_->Cordon("n1", "drain", -1, kAdmin).ok());
+  EXPECT_EQ((*cp_->GetJob(id))["replicas"][1 - on_n1]["state"], "retired");
+  json report = {
+      {"job", id},         {"replica", on_n1}, {"state", "exited"},           {"pid", 4242},
+      {"started_us", kT0}, {"exit_code", 143}, {"reclaim", VerifiedReclaim()}};
+  ASSERT_TRUE(cp_->Heartbeat({{"node", "n1"}, {"replicas", {report}}}, kAgent).ok());
+  const json job = *cp_->GetJob(id);
+  EXPECT_EQ(job["state"], "queued") << job.dump(2);
+  EXPECT_EQ(job["attempt"], 1);
+  // n2's agent is never told to start it.
+  auto late = cp_->Heartbeat({{"node", "n2"}, {"replicas", json::array()}}, n2);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_TRUE((*late)["assignments"].empty()) << late->dump(2);
+}
+
 TEST_F(HistoryTest, FinishedJobsLeaveMemoryAndStayReadableAcrossRestarts) {
   int64_t a = Submit("acme");
   int64_t b = Submit("acme");

@@ -313,6 +313,7 @@ TEST(ReservationsHoldingBackTest, NamesTheReservationsAReplicaDoesNotTolerate) {
   Node gpus;
   gpus.name = "n-4";
   gpus.devices.resize(2);
+  for (Device& d : gpus.devices) d.model = *catalog.Find("H200");
   gpus.devices[0].taints.push_back({kReservationTaint, "eval"});
   gpus.devices[1].taints.push_back({kReservationTaint, "eval"});
   cluster.AddNode(std::move(gpus));
