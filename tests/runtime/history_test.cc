@@ -149,19 +149,11 @@ TEST_F(HistoryTest, ACancelBeforeTheAgentWasToldOfANewReplicaEndsTheService) {
 // once the started replica's evidence is in. It waited for ever for the other's evidence.
 TEST_F(HistoryTest, ADrainBeforeOneAgentWasToldOfItsReplicaRequeuesTheGang) {
   const Principal n2{"n2", Role::kNode, "", "", "t-node"};
-  json gpus = json::array();
-  for (int i = 0; i < 4; ++i) {
-    gpus.push_back({{"index", i},
-                    {"uuid", absl::StrCat("GPU-n2-", i)},
-                    {"model", "H200"},
-                    {"memory_mib", 143771},
-                    {"mode", "exclusive"}});
-  }
   ASSERT_TRUE(cp_->Register({{"name", "n2"},
                              {"cpu_milli", 64000},
                              {"memory_mib", 262144},
                              {"backend", "simulated"},
-                             {"gpus", gpus}},
+                             {"gpus", H200Gpus("n2", 4)}},
                             kAdmin)
                   .ok());
   json spec = {
