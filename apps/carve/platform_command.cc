@@ -31,6 +31,7 @@
 #include "runtime/agent.h"
 #include "runtime/api_server.h"
 #include "runtime/api_socket.h"
+#include "runtime/job_spec.h"
 #include "runtime/labels.h"
 #include "runtime/log.h"
 #include "runtime/replica_monitor.h"
@@ -616,6 +617,18 @@ void AddAgent(CLI::App& app) {
         }
       },
       "KEY=VALUE node label, repeatable (pool=NAME puts the node in a queue's pool)");
+  agent->add_option_function<std::vector<std::string>>(
+      "--resource",
+      [o](const std::vector<std::string>& resources) {
+        for (const std::string& text : resources) {
+          auto kv = ParseExtraResource(text);
+          if (!kv.ok()) Die(kv.status());
+          o->extra[kv->first] = kv->second;
+        }
+        if (absl::Status s = CheckExtraResources(o->extra, "--resource"); !s.ok()) Die(s);
+      },
+      "NAME=AMOUNT extra resource this node offers in whole units, repeatable (rdma_gbps=400); "
+      "jobs ask for it in resources.extra");
   agent
       ->add_option("--job-pids-max", o->job_pids_max,
                    "Processes and threads one job replica may have (pids.max; 0: no limit)")

@@ -196,6 +196,7 @@ json Agent::RegistrationBody() const {
                {"cpu_milli", options_.cpu_milli},
                {"memory_mib", options_.memory_mib},
                {"labels", options_.labels},
+               {"extra", options_.extra},
                {"backend", devices_->name()},
                {"versions",
                 {{"carve", CarveVersion()},

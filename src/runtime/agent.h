@@ -58,6 +58,8 @@ class Agent {
     int64_t cpu_milli = 0;
     int64_t memory_mib = 0;
     std::map<std::string, std::string> labels;
+    // Named extra resources this node offers (`--resource NAME=AMOUNT`).
+    std::map<std::string, int64_t> extra;
     int64_t heartbeat_ms = 500;
     // Processes and threads one replica may have (pids.max); 0: no limit.
     int64_t job_pids_max = 16384;

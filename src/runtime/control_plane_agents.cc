@@ -76,6 +76,7 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
   if (node->cpu_milli <= 0 || node->memory_mib <= 0) {
     return absl::InvalidArgumentError("cpu_milli and memory_mib must be positive");
   }
+  if (absl::Status s = CheckExtraResources(node->extra, "extra"); !s.ok()) return s;
   // The agent's promise delays the loss of its jobs: bounded, so a node cannot hold them for days.
   if (node->fence_after_ms < 0 || node->fence_after_ms > kMaxFenceAfterMs ||
       node->fence_grace_ms < 0 || node->fence_grace_ms > kMaxFenceGraceMs) {
@@ -120,6 +121,7 @@ absl::StatusOr<json> ControlPlane::Register(const json& body, const Principal& w
         "node/" + node->name, absl::StrCat(node->gpus.size(), " GPUs via ", node->backend),
         {{"cpu_milli", node->cpu_milli},
          {"memory_mib", node->memory_mib},
+         {"extra", node->extra},
          {"versions", node->versions->ToJson()}});
   json out = node->ToJson();
   if (rejoin) {
@@ -319,7 +321,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
     if (!rep.retire.empty()) continue;
     timed_out |= rep.timed_out;
     if (rep.exit_code && *rep.exit_code == 0 && !rep.oom_killed) continue;
-    failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.memory)));
+    failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.MemoryLimit())));
   }
   if (timed_out) {
     job.outcome = JobState::kTimedOut;
@@ -360,8 +362,9 @@ AgentAssignment ControlPlane::Assignment(const JobRecord& job, int r) const {
   a.workdir = job.spec.workdir;
   a.mode = ParseDeliveryMode(job.spec.mode).value_or(DeliveryMode::kExclusive);  // checked
   a.isolation = job.spec.isolation;
-  auto cpu = ParseCpuMilli(job.spec.cpu);
-  auto mem = ParseMemMib(job.spec.memory);
+  // What the cgroup enforces: the limits (checked at submission), the requests without them.
+  auto cpu = ParseCpuMilli(job.spec.CpuLimit());
+  auto mem = ParseMemMib(job.spec.MemoryLimit());
   a.cpu_milli = cpu.ok() ? cpu->units() : 0;
   a.memory_mib = mem.ok() ? mem->units() : 0;
   if (!job.spec.max_runtime.empty()) a.max_runtime_us = *ParseDurationUs(job.spec.max_runtime);

@@ -35,7 +35,7 @@ uint64_t EmptyClusterKey(const std::map<std::string, NodeRecord>& nodes, uint64_
   uint64_t key = absl::HashOf(config, nodes.size());
   for (const auto& [name, rec] : nodes) {
     key = absl::HashOf(key, name, rec.state == NodeRecordState::kDead, rec.cpu_milli,
-                       rec.memory_mib, rec.labels);
+                       rec.memory_mib, rec.labels, rec.extra);
     for (const DiscoveredGpu& g : rec.gpus) {
       key = absl::HashOf(key, g.index, g.model, g.mode, g.memory_mib, g.mig_enabled,
                          g.dynamic_layout);
@@ -116,7 +116,8 @@ absl::Status ControlPlane::CheckFitsEmptyCluster(const JobSpec& spec, JobRequest
   single.replicas = 1;
   const bool one_fits = request.replicas > 1 && one.Place(single).placed;
   std::string why = one_fits
-                        ? absl::StrCat("a replica fits, but not ", request.replicas, " at once")
+                        ? absl::StrCat("a replica fits, but not ", request.replicas,
+                                       " at once: ", PlacementGate(empty, placed.report).summary)
                         : absl::StrCat(PlacementGate(empty, placed.report).summary, "; ",
                                        NearestFit(empty, request.replica));
   return absl::InvalidArgumentError(absl::StrCat(

@@ -7,9 +7,11 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/input_limits.h"
+#include "runtime/labels.h"
 #include "yaml-cpp/yaml.h"
 
 namespace carve {
@@ -195,16 +197,115 @@ absl::Status ReadScheduling(const json& j, JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// Beyond any machine: a typo ("8000" cores, "32Ti"), refused rather than queued forever.
+constexpr int64_t kMaxCpuMilli = 4096 * 1000;        // 4,096 cores
+constexpr int64_t kMaxMemoryMib = 64 * 1024 * 1024;  // 64 TiB
+
+// spread: {max_per_node: N, app: NAME}.
+absl::Status ReadSpread(const json& j, JobSpec& spec) {
+  if (!j.contains("spread")) return absl::OkStatus();
+  const json& s = j["spread"];
+  if (absl::Status e = CheckKeys(s, "spread", {"max_per_node", "app"}); !e.ok()) return e;
+  if (!s.contains("max_per_node")) {
+    return FieldError("spread.max_per_node", "is required (the most replicas on one node)");
+  }
+  int64_t max = 0;
+  if (absl::Status e = Read(s, "max_per_node", "spread.max_per_node", max, 1, 4096); !e.ok()) {
+    return e;
+  }
+  spec.spread_max_per_node = static_cast<int>(max);
+  if (absl::Status e = Read(s, "app", "spread.app", spec.spread_app); !e.ok()) return e;
+  if (s.contains("app") && spec.spread_app.empty()) {
+    return FieldError("spread.app", "must not be empty (leave it out to count this job alone)");
+  }
+  return absl::OkStatus();
+}
+
+// Limits at least the request, within what any node has.
+absl::Status CheckLimits(const JobSpec& spec, CpuMilli cpu, MemMib memory) {
+  if (!spec.cpu_limit.empty()) {
+    auto limit = ParseCpuMilli(spec.cpu_limit);
+    if (!limit.ok()) return FieldError("resources.limits.cpu", limit.status().message());
+    if (*limit < cpu || limit->units() > kMaxCpuMilli) {
+      return FieldError("resources.limits.cpu",
+                        absl::StrCat("\"", spec.cpu_limit, "\" must be at least the request (",
+                                     spec.cpu, ") and at most 4096"));
+    }
+  }
+  if (!spec.memory_limit.empty()) {
+    auto limit = ParseMemMib(spec.memory_limit);
+    if (!limit.ok()) return FieldError("resources.limits.memory", limit.status().message());
+    if (*limit < memory || limit->units() > kMaxMemoryMib) {
+      return FieldError("resources.limits.memory",
+                        absl::StrCat("\"", spec.memory_limit, "\" must be at least the request (",
+                                     spec.memory, ") and at most 64Ti"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status CheckExtraResources(const std::map<std::string, int64_t>& extra,
+                                 const std::string& field) {
+  if (extra.size() > kMaxExtraResources) {
+    return FieldError(field,
+                      absl::StrCat(extra.size(), " resources; at most ", kMaxExtraResources));
+  }
+  constexpr int64_t kMaxAmount = 1'000'000'000'000'000;
+  for (const auto& [name, amount] : extra) {
+    if (absl::Status s = CheckLabelKey(name); !s.ok()) {
+      return FieldError(field, absl::StrCat("\"", TerminalSafe(name.substr(0, kMaxNameBytes)),
+                                            "\": ", s.message()));
+    }
+    if (amount < 1 || amount > kMaxAmount) {
+      return FieldError(absl::StrCat(field, ".", name),
+                        absl::StrCat(amount, " is out of range [1, ", kMaxAmount, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<std::string, int64_t>> ParseExtraResource(absl::string_view text) {
+  const size_t eq = text.find('=');
+  int64_t amount = 0;
+  if (eq == absl::string_view::npos || !absl::SimpleAtoi(text.substr(eq + 1), &amount)) {
+    return FieldError("--resource",
+                      absl::StrCat("\"", TerminalSafe(std::string(text.substr(0, 200))),
+                                   "\" is not NAME=AMOUNT (a whole number)"));
+  }
+  std::string name(text.substr(0, eq));
+  if (absl::Status s = CheckExtraResources({{name, amount}}, "--resource"); !s.ok()) return s;
+  return std::pair{name, amount};
+}
+
+absl::Status ReadExtraResources(const json& j, const std::string& key, const std::string& field,
+                                std::map<std::string, int64_t>& out) {
+  if (!j.contains(key)) return absl::OkStatus();
+  const json& v = j[key];
+  if (!v.is_object()) return FieldError(field, "must be a map of names to whole amounts");
+  out.clear();
+  for (const auto& [name, amount] : v.items()) {
+    int64_t n = 0;
+    if (absl::Status s = Read(v, name, absl::StrCat(field, ".", name), n, 1,
+                              std::numeric_limits<int64_t>::max());
+        !s.ok()) {
+      return s;
+    }
+    out[name] = n;
+  }
+  return CheckExtraResources(out, field);
+}
 
 absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
   static const std::set<std::string> kTop = {
-      "name",        "tenant",      "project",          "queue",    "kind",
-      "priority",    "replicas",    "resources",        "command",  "env",
-      "workdir",     "max_runtime", "recovery",         "lease",    "priority_class",
-      "preemptible", "topology",    "checkpoint_grace", "isolation"};
+      "name",        "tenant",      "project",          "queue",     "kind",
+      "priority",    "replicas",    "resources",        "command",   "env",
+      "workdir",     "max_runtime", "recovery",         "lease",     "priority_class",
+      "preemptible", "topology",    "checkpoint_grace", "isolation", "spread"};
   static const std::set<std::string> kResources = {
-      "gpus", "mode", "gpu_compute", "gpu_memory", "profile", "gpu_model", "cpu", "memory"};
+      "gpus",      "mode", "gpu_compute", "gpu_memory", "profile",
+      "gpu_model", "cpu",  "memory",      "extra",      "limits"};
   if (absl::Status s = CheckKeys(j, "", kTop); !s.ok()) return s;
   JobSpec spec;
   for (auto [key, out] : {std::pair{"name", &spec.name},
@@ -242,7 +343,22 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
     }
     if (absl::Status s = ReadList(r, "gpu_model", "resources.gpu_model", spec.gpu_models); !s.ok())
       return s;
+    if (absl::Status s = ReadExtraResources(r, "extra", "resources.extra", spec.extra); !s.ok()) {
+      return s;
+    }
+    if (r.contains("limits")) {
+      const json& l = r["limits"];
+      if (absl::Status s = CheckKeys(l, "resources.limits", {"cpu", "memory"}); !s.ok()) return s;
+      if (absl::Status s = Read(l, "cpu", "resources.limits.cpu", spec.cpu_limit); !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = Read(l, "memory", "resources.limits.memory", spec.memory_limit);
+          !s.ok()) {
+        return s;
+      }
+    }
   }
+  if (absl::Status s = ReadSpread(j, spec); !s.ok()) return s;
   if (absl::Status s = ReadList(j, "command", "command", spec.command); !s.ok()) return s;
   if (j.contains("env")) {
     if (!j["env"].is_object()) return FieldError("env", "must be a map of strings");
@@ -317,6 +433,12 @@ json JobSpec::ToJson() const {
   if (!gpu_memory.empty()) r["gpu_memory"] = gpu_memory;
   if (!profile.empty()) r["profile"] = profile;
   if (!gpu_models.empty()) r["gpu_model"] = gpu_models;
+  if (!extra.empty()) r["extra"] = extra;
+  if (!cpu_limit.empty() || !memory_limit.empty()) {
+    r["limits"] = json::object();
+    if (!cpu_limit.empty()) r["limits"]["cpu"] = cpu_limit;
+    if (!memory_limit.empty()) r["limits"]["memory"] = memory_limit;
+  }
   json j = {{"name", name},         {"tenant", tenant},
             {"project", project},   {"queue", queue},
             {"kind", kind},         {"priority", priority},
@@ -330,6 +452,10 @@ json JobSpec::ToJson() const {
   if (!topology.empty()) j["topology"] = topology;
   if (!checkpoint_grace.empty()) j["checkpoint_grace"] = checkpoint_grace;
   if (!isolation.empty()) j["isolation"] = isolation;
+  if (spread_max_per_node > 0) {
+    j["spread"] = {{"max_per_node", spread_max_per_node}};
+    if (!spread_app.empty()) j["spread"]["app"] = spread_app;
+  }
   if (!recovery.empty() || max_retries >= 0) {
     j["recovery"] = json::object();
     if (!recovery.empty()) j["recovery"]["policy"] = recovery;
@@ -444,7 +570,8 @@ absl::StatusOr<int64_t> ParseDurationUs(const std::string& text) {
   return total;
 }
 
-absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& catalog) {
+absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& catalog,
+                                        int64_t job_id) {
   JobRequest job;
   job.replicas = spec.replicas;
   ReplicaRequest& r = job.replica;
@@ -452,9 +579,6 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
   if (!cpu.ok()) return FieldError("resources.cpu", cpu.status().message());
   auto memory = ParseMemMib(spec.memory);
   if (!memory.ok()) return FieldError("resources.memory", memory.status().message());
-  // Beyond any machine: a typo ("8000" cores, "32Ti"), refused rather than queued forever.
-  constexpr int64_t kMaxCpuMilli = 4096 * 1000;        // 4,096 cores
-  constexpr int64_t kMaxMemoryMib = 64 * 1024 * 1024;  // 64 TiB
   if (cpu->units() > kMaxCpuMilli) {
     return FieldError("resources.cpu",
                       absl::StrCat("\"", spec.cpu, "\" is more than any node has (at most 4096)"));
@@ -464,8 +588,17 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
         "resources.memory",
         absl::StrCat("\"", spec.memory, "\" is more than any node has (at most 64Ti)"));
   }
+  if (absl::Status s = CheckLimits(spec, *cpu, *memory); !s.ok()) return s;
   r.resources.cpu = *cpu;
   r.resources.memory = *memory;
+  for (const auto& [name, amount] : spec.extra) r.resources.extra.push_back({name, amount});
+  // An application is the tenant's: another tenant's replicas of the same name never count.
+  if (!spec.spread_app.empty()) {
+    r.app = absl::StrCat(spec.tenant, "/", spec.spread_app);
+  } else if (spec.spread_max_per_node > 0) {
+    r.app = absl::StrCat("job/", job_id);
+  }
+  r.max_per_node = spec.spread_max_per_node;
   auto mode = ParseDeliveryMode(spec.mode);
   if (!mode.ok()) return FieldError("resources.mode", mode.status().message());
   r.gpu.mode = *mode;

@@ -5,9 +5,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/model/gpu_catalog.h"
 #include "core/sched/queueing/topology.h"
 #include "core/sched/request.h"
@@ -41,6 +43,11 @@ struct JobSpec {
   std::vector<std::string> gpu_models;
   std::string cpu = "1";
   std::string memory = "1Gi";
+  // What the replica's cgroup enforces when above the request (`resources.limits: {cpu, memory}`):
+  // placement and quota count the request, the node may run it up to the limit. Empty: the
+  // request is the limit.
+  std::string cpu_limit;
+  std::string memory_limit;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
   std::string workdir;
@@ -66,11 +73,21 @@ struct JobSpec {
   // MPS daemon); "best-effort" also accepts a shared GPU without one (caps not enforced, and the
   // replica's record says so).
   std::string isolation;
+  // Named extra resources per replica (`resources.extra: {rdma_gbps: 200}`), in whole units; a
+  // node offers them with `carve agent --resource NAME=AMOUNT`.
+  std::map<std::string, int64_t> extra;
+  // `spread: {max_per_node: N, app: NAME}`: at most N replicas of the tenant's application NAME
+  // (without an app: of this job) on one node; 0: no limit.
+  int spread_max_per_node = 0;
+  std::string spread_app;
 
   nlohmann::json ToJson() const;
   std::string RecoveryPolicy() const;
   std::string Lease() const { return !lease.empty() || kind != "interactive" ? lease : "1h"; }
   int MaxRetries() const;
+  // What the replica's cgroup enforces: the limit when one is set, else the request.
+  const std::string& CpuLimit() const { return cpu_limit.empty() ? cpu : cpu_limit; }
+  const std::string& MemoryLimit() const { return memory_limit.empty() ? memory : memory_limit; }
 };
 
 // Strict parse: the error names the field ("resources.cpu: invalid CPU quantity \"two\"").
@@ -88,7 +105,21 @@ absl::StatusOr<nlohmann::json> YamlToJson(const std::string& yaml_text);
 absl::StatusOr<nlohmann::json> YamlDocumentsToJson(const std::string& yaml_text);
 
 // The scheduler's view of a spec; checks quantities, models and profiles against the catalog.
-absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& catalog);
+// `job_id` names the application a spread limit without an app counts (the job itself).
+absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& catalog,
+                                        int64_t job_id = 0);
+
+// Extra resources as a job asks for them or a node offers them (`field` names where): names as
+// label keys (letters, digits, '-', '_', '.', an optional "prefix/"), at most kMaxExtraResources
+// of them, each amount 1 to 10^15.
+inline constexpr size_t kMaxExtraResources = 32;
+absl::Status CheckExtraResources(const std::map<std::string, int64_t>& extra,
+                                 const std::string& field);
+// "NAME=AMOUNT" (`carve agent --resource`), checked as above.
+absl::StatusOr<std::pair<std::string, int64_t>> ParseExtraResource(absl::string_view text);
+// Reads `{name: amount}` (whole numbers) from j[key] into `out`, checked as above.
+absl::Status ReadExtraResources(const nlohmann::json& j, const std::string& key,
+                                const std::string& field, std::map<std::string, int64_t>& out);
 
 // What a submission must ask for at least, per replica: a job is limited and charged by what it
 // asks, so "0" would run unlimited and free. (Stored jobs are not checked again.)

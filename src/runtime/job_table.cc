@@ -78,7 +78,7 @@ uint64_t JobTable::Revision(int64_t id) const {
 const JobRequest* JobTable::RequestOf(const JobRecord& job) const {
   auto it = requests_.find(job.id);
   if (it == requests_.end() || it->second.replicas != job.spec.replicas) {
-    auto request = ToJobRequest(job.spec, *catalog_);
+    auto request = ToJobRequest(job.spec, *catalog_, job.id);
     if (!request.ok()) return nullptr;
     it = requests_.insert_or_assign(job.id, *std::move(request)).first;
   }

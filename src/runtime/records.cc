@@ -435,6 +435,7 @@ json NodeRecord::ToJson() const {
               {"cordoned_gpus", cordoned},
               {"versions", versions ? versions->ToJson() : json()},
               {"residue", residue_json}};
+  if (!extra.empty()) out["extra"] = extra;
   // Written only when the agent promised it: records from before keep their bytes.
   if (fence_after_ms > 0) {
     out["self_fence"] = {{"after_ms", fence_after_ms}, {"grace_ms", fence_grace_ms}};
@@ -484,6 +485,7 @@ absl::StatusOr<NodeRecord> NodeRecord::FromJson(const json& j) {
           value.is_null() ? std::nullopt : std::optional<std::string>(value.get<std::string>());
     }
     n.backend = j.value("backend", "");
+    n.extra = j.value("extra", std::map<std::string, int64_t>{});
     for (const json& g : j.value("gpus", json::array())) {
       auto gpu = GpuFromJson(g);
       if (!gpu.ok()) return gpu.status();

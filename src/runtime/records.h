@@ -165,6 +165,9 @@ struct NodeRecord {
   LabelEdits admin_labels;  // `carve label`, `kind: node` labels: outlive re-registration
   std::string backend;      // "nvml" | "simulated"
   std::vector<DiscoveredGpu> gpus;
+  // Named extra resources it offers (`carve agent --resource NAME=AMOUNT`): RDMA bandwidth,
+  // local disk, licences; replicas ask for them in `resources.extra`.
+  std::map<std::string, int64_t> extra;
   NodeRecordState state = NodeRecordState::kReady;  // dead: declared by an admin
   int64_t lost_us = 0;  // when its jobs were declared lost (0: not while it is silent)
   int64_t registered_us = 0;

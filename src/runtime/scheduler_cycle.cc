@@ -104,6 +104,7 @@ Node NodeFromRecord(const GpuCatalog& catalog, const std::string& name, const No
   n.taints.insert(n.taints.end(), taints.begin(), taints.end());
   n.capacity.cpu = CpuMilli(rec.cpu_milli);
   n.capacity.memory = MemMib(rec.memory_mib);
+  for (const auto& [name, amount] : rec.extra) n.capacity.extra.push_back({name, amount});
   for (const auto& [k, v] : rec.labels) n.labels[k] = v;
   n.pool = PoolOf(rec.labels, pools);
   for (const DiscoveredGpu& g : rec.gpus) n.devices.push_back(DeviceFromRecord(catalog, rec, g));
@@ -222,7 +223,8 @@ std::vector<ReplicaPlacement> ControlPlane::HeldBy(const CyclePlan& plan,
     auto it = plan.ids.find(rep.node);
     if (it == plan.ids.end() || rep.state == ReplicaState::kRetired) continue;
     held.push_back({it->second, request->replica.resources,
-                    ToGrants(plan.base, it->second, rep.grants, request->replica.share_group)});
+                    ToGrants(plan.base, it->second, rep.grants, request->replica.share_group),
+                    request->replica.app});
   }
   return held;
 }

@@ -55,7 +55,7 @@ std::string HoldingsDiffer(const Cluster& a, const Cluster& b) {
   for (size_t i = 0; i < a.size(); ++i) {
     const Node& x = a.node(NodeId(static_cast<int64_t>(i)));
     const Node& y = b.node(NodeId(static_cast<int64_t>(i)));
-    bool same = x.name == y.name && x.free == y.free && x.kinds == y.kinds &&
+    bool same = x.name == y.name && x.free == y.free && x.kinds == y.kinds && x.apps == y.apps &&
                 x.devices.size() == y.devices.size();
     for (size_t d = 0; same && d < x.devices.size(); ++d) {
       same = SameAllocations(x.devices[d], y.devices[d]);
@@ -100,7 +100,7 @@ std::map<size_t, int> SchedulerMemory::RoomFor(Cluster& cluster, const Released&
           if (options.empty()) break;
           grants = std::move(options.front());
         }
-        taken.push_back({id, replica.resources, std::move(grants)});
+        taken.push_back({id, replica.resources, std::move(grants), replica.app});
         ApplyReplica(cluster, taken.back());
       }
     }

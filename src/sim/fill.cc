@@ -23,14 +23,10 @@ namespace {
 
 // What stays the same across seeds.
 struct Experiment {
-  GpuCatalog catalog = GpuCatalog::BuiltIn();
-  std::vector<Node> nodes;
-  std::vector<TracePod> pods;  // sorted by name
-  std::vector<JobRequest> requests;
+  FillInput in;
   Workload observed;  // every request class with its frequency
   Workload typical;   // the classes covering 95%: the fragmentation measure of the report
   FillOptions options;
-  int64_t total_gpus = 0;
 };
 
 // Allocation and fragmentation after one pod arrived.
@@ -39,26 +35,6 @@ struct Event {
   int64_t used = 0;     // GPU milli allocated
   double frag = 0;      // fragmented free GPU milli
 };
-
-int64_t AskedMilli(const TracePod& p) { return p.num_gpu * p.gpu_milli; }
-
-// Arrival order for one seed: the shuffled list, then sampled copies up to the target load.
-std::vector<size_t> ArrivalOrder(const Experiment& e, std::mt19937_64& rng) {
-  std::vector<size_t> order(e.pods.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[UniformIndex(rng, i)]);
-  double target = e.options.target_load * static_cast<double>(e.total_gpus) * 1000.0;
-  int64_t total = 0;
-  for (const TracePod& p : e.pods) total += AskedMilli(p);
-  // Like the paper's simulator, the stop test uses the per-GPU milli of the drawn pod.
-  while (true) {
-    size_t i = UniformIndex(rng, e.pods.size());
-    if (static_cast<double>(total + e.pods[i].gpu_milli) > target) break;
-    total += AskedMilli(e.pods[i]);
-    order.push_back(i);
-  }
-  return order;
-}
 
 // Curve over integer load percentages: mean allocation (and fragmentation ratio) of the events
 // whose arrived load rounds to that percentage, or to a neighbour when none does.
@@ -114,10 +90,10 @@ void AppendPlacement(std::string& csv, int seed, const TracePod& pod, const Clus
 
 absl::StatusOr<SeedResult> RunSeed(const Experiment& e, int seed) {
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
-  std::vector<size_t> order = ArrivalOrder(e, rng);
-  Cluster cluster(&e.catalog);
-  for (const Node& n : e.nodes) cluster.AddNode(n);
-  std::vector<int64_t> ranks(e.nodes.size());
+  std::vector<size_t> order = ArrivalOrder(e.in, e.options.target_load, rng);
+  Cluster cluster(&e.in.catalog);
+  for (const Node& n : e.in.nodes) cluster.AddNode(n);
+  std::vector<int64_t> ranks(e.in.nodes.size());
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i);
   for (size_t i = ranks.size(); i > 1; --i) std::swap(ranks[i - 1], ranks[UniformIndex(rng, i)]);
 
@@ -141,10 +117,10 @@ absl::StatusOr<SeedResult> RunSeed(const Experiment& e, int seed) {
   Event now;
   std::chrono::steady_clock::duration placing{};
   for (size_t i : order) {
-    const TracePod& pod = e.pods[i];
+    const TracePod& pod = e.in.pods[i];
     now.arrived += AskedMilli(pod);
     auto t0 = std::chrono::steady_clock::now();
-    PlaceResult r = placer.Place(e.requests[i]);
+    PlaceResult r = placer.Place(e.in.requests[i]);
     placing += std::chrono::steady_clock::now() - t0;
     ++result.pods;
     if (r.placed) {
@@ -162,8 +138,8 @@ absl::StatusOr<SeedResult> RunSeed(const Experiment& e, int seed) {
     }
   }
   result.place_seconds = std::chrono::duration<double>(placing).count();
-  result.curve =
-      Discretize(events, e.total_gpus, static_cast<int>(std::lround(e.options.target_load * 100)));
+  result.curve = Discretize(events, e.in.total_gpus,
+                            static_cast<int>(std::lround(e.options.target_load * 100)));
   return result;
 }
 
@@ -175,30 +151,55 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
+absl::Status LoadFillInput(const std::string& nodes_path, const std::string& pods_path,
+                           FillInput& in) {
+  auto trace_nodes = ReadNodeList(nodes_path);
+  if (!trace_nodes.ok()) return trace_nodes.status();
+  auto nodes = NodesFromTrace(*trace_nodes, in.catalog);
+  if (!nodes.ok()) return nodes.status();
+  in.nodes = std::move(*nodes);
+  for (const Node& n : in.nodes) in.total_gpus += static_cast<int64_t>(n.devices.size());
+  if (in.total_gpus == 0) return absl::InvalidArgumentError(nodes_path + ": no GPUs");
+  auto pods = ReadPodList(pods_path);
+  if (!pods.ok()) return pods.status();
+  if (pods->empty()) return absl::InvalidArgumentError(pods_path + ": no pods");
+  in.pods = std::move(*pods);
+  std::stable_sort(in.pods.begin(), in.pods.end(),
+                   [](const TracePod& a, const TracePod& b) { return a.name < b.name; });
+  for (const TracePod& p : in.pods) {
+    auto request = RequestFromPod(p, in.catalog);
+    if (!request.ok()) return request.status();
+    in.requests.push_back(*std::move(request));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<size_t> ArrivalOrder(const FillInput& in, double target_load, std::mt19937_64& rng) {
+  std::vector<size_t> order(in.pods.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[UniformIndex(rng, i)]);
+  double target = target_load * static_cast<double>(in.total_gpus) * 1000.0;
+  int64_t total = 0;
+  for (const TracePod& p : in.pods) total += AskedMilli(p);
+  // Like the paper's simulator, the stop test uses the per-GPU milli of the drawn pod.
+  while (true) {
+    size_t i = UniformIndex(rng, in.pods.size());
+    if (static_cast<double>(total + in.pods[i].gpu_milli) > target) break;
+    total += AskedMilli(in.pods[i]);
+    order.push_back(i);
+  }
+  return order;
+}
+
 absl::StatusOr<FillResult> RunFill(const FillOptions& options) {
   if (options.seeds < 1) return absl::InvalidArgumentError("--seeds must be at least 1");
   if (options.target_load <= 0) return absl::InvalidArgumentError("--load must be above 0");
   Experiment e;
   e.options = options;
-  auto trace_nodes = ReadNodeList(options.nodes_path);
-  if (!trace_nodes.ok()) return trace_nodes.status();
-  auto nodes = NodesFromTrace(*trace_nodes, e.catalog);
-  if (!nodes.ok()) return nodes.status();
-  e.nodes = std::move(*nodes);
-  for (const Node& n : e.nodes) e.total_gpus += static_cast<int64_t>(n.devices.size());
-  if (e.total_gpus == 0) return absl::InvalidArgumentError(options.nodes_path + ": no GPUs");
-  auto pods = ReadPodList(options.pods_path);
-  if (!pods.ok()) return pods.status();
-  if (pods->empty()) return absl::InvalidArgumentError(options.pods_path + ": no pods");
-  e.pods = std::move(*pods);
-  std::stable_sort(e.pods.begin(), e.pods.end(),
-                   [](const TracePod& a, const TracePod& b) { return a.name < b.name; });
-  for (const TracePod& p : e.pods) {
-    auto request = RequestFromPod(p, e.catalog);
-    if (!request.ok()) return request.status();
-    e.requests.push_back(*std::move(request));
+  if (absl::Status s = LoadFillInput(options.nodes_path, options.pods_path, e.in); !s.ok()) {
+    return s;
   }
-  auto observed = ObservedWorkload(e.pods, e.catalog);
+  auto observed = ObservedWorkload(e.in.pods, e.in.catalog);
   if (!observed.ok()) return observed.status();
   e.observed = std::move(*observed);
   e.typical = TypicalClasses(e.observed, 0.95);
@@ -222,7 +223,7 @@ absl::StatusOr<FillResult> RunFill(const FillOptions& options) {
 
   FillResult result;
   result.policy = options.policy;
-  result.gpus_total = e.total_gpus;
+  result.gpus_total = e.in.total_gpus;
   double seconds = 0;
   for (auto& run : runs) {
     if (!run.ok()) return run.status();
@@ -239,7 +240,7 @@ absl::StatusOr<FillResult> RunFill(const FillOptions& options) {
       frag.push_back(s.curve[x].frag_pct);
     }
     CurvePoint p{static_cast<int>(x), Median(alloc), Median(frag), 0};
-    p.unallocated_gpus = static_cast<double>(e.total_gpus) * (100.0 - p.alloc_pct) / 100.0;
+    p.unallocated_gpus = static_cast<double>(e.in.total_gpus) * (100.0 - p.alloc_pct) / 100.0;
     if (p.load_pct == 100) result.alloc_pct_at_100 = p.alloc_pct;
     if (x + 1 == points) result.alloc_pct_at_130 = p.alloc_pct;
     if (p.load_pct % 5 == 0 || x + 1 == points) result.curve.push_back(p);

@@ -3,11 +3,16 @@
 
 #include <cstdint>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/model/cluster.h"
+#include "core/model/gpu_catalog.h"
+#include "core/sched/request.h"
 #include "nlohmann/json.hpp"
+#include "sim/trace.h"
 
 namespace carve::sim {
 
@@ -58,6 +63,23 @@ struct FillResult {
 };
 
 absl::StatusOr<FillResult> RunFill(const FillOptions& options);
+
+// What `sim fill` and `sim bound` read: the nodes, the pods sorted by name and their requests.
+struct FillInput {
+  GpuCatalog catalog = GpuCatalog::BuiltIn();
+  std::vector<Node> nodes;
+  std::vector<TracePod> pods;
+  std::vector<JobRequest> requests;
+  int64_t total_gpus = 0;
+};
+absl::Status LoadFillInput(const std::string& nodes_path, const std::string& pods_path,
+                           FillInput& in);
+// One seed's arrivals (indexes into in.pods): the shuffled list, then pods sampled with
+// replacement until the asked GPUs would pass `target_load` times the cluster's. The first
+// arrivals are the same for every target: a prefix up to a lower load is the same pods.
+std::vector<size_t> ArrivalOrder(const FillInput& in, double target_load, std::mt19937_64& rng);
+// GPU milli a pod asks for.
+inline int64_t AskedMilli(const TracePod& p) { return p.num_gpu * p.gpu_milli; }
 
 }  // namespace carve::sim
 

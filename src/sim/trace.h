@@ -3,11 +3,15 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace carve::sim {
+
+// Amounts of named extra resources (the optional `extra:<name>` columns), sorted by name.
+using ExtraAmounts = std::vector<std::pair<std::string, int64_t>>;
 
 // One row of an Alibaba cluster-trace-gpu-v2023 node list (sn,cpu_milli,memory_mib,gpu,model).
 struct TraceNode {
@@ -16,6 +20,7 @@ struct TraceNode {
   int64_t memory_mib = 0;
   int gpus = 0;
   std::string model;  // empty for CPU-only nodes
+  ExtraAmounts extra;
 };
 
 // One row of a pod list: the 11-column layout, or the 5-column multigpu* layout
@@ -31,6 +36,11 @@ struct TracePod {
   std::string qos;
   int64_t creation_s = 0;
   int64_t deletion_s = 0;
+  // Optional columns (docs/placement.md, "Input format"): extra resources; the application
+  // and the most of its pods on one node (0: no limit).
+  ExtraAmounts extra;
+  std::string app;
+  int max_per_node = 0;
 };
 
 // Errors name the file and line ("pods.csv:17: gpu_milli: ...").

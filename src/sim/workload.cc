@@ -18,6 +18,7 @@ absl::StatusOr<std::vector<Node>> NodesFromTrace(const std::vector<TraceNode>& n
     n.name = t.name;
     n.capacity.cpu = CpuMilli(t.cpu_milli);
     n.capacity.memory = MemMib(t.memory_mib);
+    for (const auto& [name, amount] : t.extra) n.capacity.extra.push_back({name, amount});
     if (t.gpus > 0) {
       auto model = catalog.Find(t.model);
       if (!model.ok())
@@ -40,6 +41,9 @@ absl::StatusOr<JobRequest> RequestFromPod(const TracePod& pod, const GpuCatalog&
   ReplicaRequest& r = job.replica;
   r.resources.cpu = CpuMilli(pod.cpu_milli);
   r.resources.memory = MemMib(pod.memory_mib);
+  for (const auto& [name, amount] : pod.extra) r.resources.extra.push_back({name, amount});
+  r.app = pod.app;
+  r.max_per_node = pod.max_per_node;
   if (pod.num_gpu == 0) {
     r.gpu = {DeliveryMode::kExclusive, 0, {}, {}, ""};
   } else if (pod.gpu_milli < 1000) {
@@ -79,6 +83,10 @@ absl::StatusOr<Workload> ObservedWorkload(const std::vector<TracePod>& pods,
   for (const auto& [count, key] : ranked) {
     auto request = RequestFromPod(*example[key], catalog);
     if (!request.ok()) return request.status();
+    // A class is a GPU shape: which pod of it was the example (its app, extra resources) is not.
+    request->replica.resources.extra.clear();
+    request->replica.app.clear();
+    request->replica.max_per_node = 0;
     workload.push_back(
         {request->replica, static_cast<double>(count) / static_cast<double>(pods.size())});
   }

@@ -64,6 +64,32 @@ TEST(ReplayTest, AJobThatDoesNotFitWaitsInsteadOfBeingDroppedAndLeavesWhenItsLif
   EXPECT_EQ(r->rows[2].running_end, 1);  // at 150 s: c ended, e started
 }
 
+// Extra resources and spread limits from the optional columns: three replicas of an app with at
+// most one per node share two nodes (the third waits for the first to leave), and a pod asking
+// more RDMA bandwidth than any node offers is never placed.
+TEST(ReplayTest, SpreadLimitsAndExtraResourcesHoldInAReplay) {
+  const std::string dir = ::testing::TempDir();
+  ReplayOptions o;
+  o.nodes_path = dir + "spread-nodes.csv";
+  o.pods_path = dir + "spread-pods.csv";
+  std::ofstream(o.nodes_path) << "sn,cpu_milli,memory_mib,gpu,model,extra:rdma_gbps\n"
+                              << "n0,8000,65536,2,V100M16,200\nn1,8000,65536,2,V100M16,200\n";
+  std::ofstream(o.pods_path) << "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,"
+                                "pod_phase,creation_time,deletion_time,scheduled_time,"
+                                "extra:rdma_gbps,app,max_instance_per_node\n"
+                             << "a,1000,1024,1,1000,,LS,Running,0,100,0,,web,1\n"
+                             << "b,1000,1024,1,1000,,LS,Running,0,100,0,,web,1\n"
+                             << "c,1000,1024,1,1000,,LS,Running,0,50,0,,web,1\n"
+                             << "d,1000,1024,1,1000,,LS,Running,0,50,0,300,,\n";
+  o.buckets = 1;
+  o.cycle_s = 1;
+  auto r = RunReplay(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->placed, 3);
+  EXPECT_EQ(r->never_placed, 1);  // d: 300 Gbps asked, 200 offered
+  EXPECT_EQ(r->wait_max_s, 100);  // c: a and b hold both nodes until 100 s
+}
+
 TEST(ReplayTest, ASpeedupBringsArrivalsForwardAndLeavesLifetimesAlone) {
   ReplayOptions o = Small("speedup", kThree);
   o.speedup = 2;

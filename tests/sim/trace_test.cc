@@ -55,5 +55,38 @@ TEST(TraceTest, BadRowsNameFileAndLine) {
   EXPECT_THAT(ReadPodList("/nonexistent.csv").status().message(), HasSubstr("cannot open"));
 }
 
+// Optional columns after either layout: extra resources on both lists, and the application and
+// its spread limit on a pod list; an unknown or repeated column is refused, naming the options.
+TEST(TraceTest, OptionalColumnsCarryExtraResourcesAndSpread) {
+  std::string path = WriteTemp("extra_nodes.csv",
+                               "sn,cpu_milli,memory_mib,gpu,model,extra:rdma_gbps,extra:nvme_gb\n"
+                               "n0,8000,65536,1,V100M16,400,\nn1,8000,65536,0,nan,0,3000\n");
+  auto nodes = ReadNodeList(path);
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ((*nodes)[0].extra, (ExtraAmounts{{"rdma_gbps", 400}}));
+  EXPECT_EQ((*nodes)[1].extra, (ExtraAmounts{{"nvme_gb", 3000}}));
+  path = WriteTemp("extra_pods.csv",
+                   "name,cpu_milli,memory_mib,num_gpu,gpu_milli,extra:rdma_gbps,app,"
+                   "max_instance_per_node\n"
+                   "p0,1000,1024,1,1000,200,web,1\np1,1000,1024,0,0,,,\n");
+  auto pods = ReadPodList(path);
+  ASSERT_TRUE(pods.ok()) << pods.status();
+  EXPECT_EQ((*pods)[0].extra, (ExtraAmounts{{"rdma_gbps", 200}}));
+  EXPECT_EQ((*pods)[0].app, "web");
+  EXPECT_EQ((*pods)[0].max_per_node, 1);
+  EXPECT_TRUE((*pods)[1].extra.empty());
+  EXPECT_EQ((*pods)[1].max_per_node, 0);
+  path = WriteTemp("spread_no_app.csv",
+                   "name,cpu_milli,memory_mib,num_gpu,gpu_milli,app,max_instance_per_node\n"
+                   "p0,1000,1024,1,1000,,2\n");
+  EXPECT_THAT(ReadPodList(path).status().message(),
+              HasSubstr("spread_no_app.csv:2: max_instance_per_node: a spread limit needs an app"));
+  path = WriteTemp("unknown_column.csv", "sn,cpu_milli,memory_mib,gpu,model,app\n");
+  EXPECT_THAT(ReadNodeList(path).status().message(),
+              HasSubstr("then optional columns extra:<name> (each once)"));
+  path = WriteTemp("twice.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,extra:a,extra:a\n");
+  EXPECT_THAT(ReadPodList(path).status().message(), HasSubstr("unexpected header"));
+}
+
 }  // namespace
 }  // namespace carve::sim

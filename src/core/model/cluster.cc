@@ -34,11 +34,42 @@ absl::string_view ToString(NodeState state) {
   return kNames[static_cast<int>(state)];
 }
 
+int64_t ExtraAmount(const ExtraResources& extra, absl::string_view name) {
+  auto it =
+      std::lower_bound(extra.begin(), extra.end(), name,
+                       [](const ExtraResource& r, absl::string_view n) { return r.name < n; });
+  return it != extra.end() && it->name == name ? it->amount : 0;
+}
+
+const ExtraResource* ExtraShort(const ExtraResources& have, const ExtraResources& need) {
+  for (const ExtraResource& r : need) {
+    if (ExtraAmount(have, r.name) < r.amount) return &r;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// Adds `sign` times each of `add` to `into`, keeping it sorted; a name that reaches 0 stays (a
+// node keeps the names it was given).
+void AddExtra(ExtraResources& into, const ExtraResources& add, int64_t sign) {
+  for (const ExtraResource& r : add) {
+    auto it =
+        std::lower_bound(into.begin(), into.end(), r.name,
+                         [](const ExtraResource& x, const std::string& n) { return x.name < n; });
+    if (it == into.end() || it->name != r.name) it = into.insert(it, {r.name, 0});
+    it->amount += sign * r.amount;
+  }
+}
+
+}  // namespace
+
 Resources& Resources::operator-=(const Resources& o) {
   cpu -= o.cpu;
   memory -= o.memory;
   storage -= o.storage;
   network -= o.network;
+  if (!o.extra.empty()) AddExtra(extra, o.extra, -1);
   return *this;
 }
 
@@ -47,6 +78,7 @@ Resources& Resources::operator+=(const Resources& o) {
   memory += o.memory;
   storage += o.storage;
   network += o.network;
+  if (!o.extra.empty()) AddExtra(extra, o.extra, 1);
   return *this;
 }
 
@@ -100,7 +132,7 @@ bool operator==(const Device& a, const Device& b) {
 bool operator==(const Node& a, const Node& b) {
   return a.name == b.name && a.pool == b.pool && a.labels == b.labels && a.taints == b.taints &&
          a.state == b.state && a.capacity == b.capacity && a.free == b.free &&
-         a.devices == b.devices && a.kinds == b.kinds;
+         a.devices == b.devices && a.kinds == b.kinds && a.apps == b.apps;
 }
 
 bool operator==(const Cluster& a, const Cluster& b) {

@@ -70,15 +70,30 @@ struct Device {
   bool idle() const { return holders == 0; }
 };
 
+// Named resources beyond CPU, memory, storage and network (RDMA bandwidth, local NVMe, licences):
+// whole units of each, sorted by name, each name once. A node without a name has none of it.
+struct ExtraResource {
+  std::string name;
+  int64_t amount = 0;
+  friend bool operator==(const ExtraResource&, const ExtraResource&) = default;
+};
+using ExtraResources = std::vector<ExtraResource>;
+
+// The amount of `name` in `extra` (0 when it is not there).
+int64_t ExtraAmount(const ExtraResources& extra, absl::string_view name);
+// The first resource of `need` that `have` holds less of than asked; nullptr when none.
+const ExtraResource* ExtraShort(const ExtraResources& have, const ExtraResources& need);
+
 struct Resources {
   CpuMilli cpu;
   MemMib memory;
   MemMib storage;
   NetMbps network;
+  ExtraResources extra = {};
 
   bool Covers(const Resources& need) const {
     return cpu >= need.cpu && memory >= need.memory && storage >= need.storage &&
-           network >= need.network;
+           network >= need.network && (need.extra.empty() || !ExtraShort(extra, need.extra));
   }
   Resources& operator-=(const Resources& o);
   Resources& operator+=(const Resources& o);
@@ -97,6 +112,8 @@ struct Node {
   // How many replicas of each GPU kind run here (see GpuKind in core/sched/placement/fit.h);
   // packing-by-kind policies read it. CPU-only replicas are not counted.
   absl::flat_hash_map<int, int> kinds;
+  // How many replicas of each application run here (ReplicaRequest::app), for spread limits.
+  absl::flat_hash_map<std::string, int> apps = {};
 };
 
 // The scheduler's view of every node and device, with the free amounts kept current by

@@ -46,6 +46,26 @@ absl::Status ValidateGpu(const GpuRequest& gpu, const ReplicaRequest& replica,
   return Invalid("mode", "unknown delivery mode");
 }
 
+// Extra resources: named, each once in name order, each amount above 0; a spread limit needs
+// the application it counts.
+absl::Status ValidateExtraAndSpread(const ReplicaRequest& r) {
+  const ExtraResources& extra = r.resources.extra;
+  for (size_t i = 0; i < extra.size(); ++i) {
+    if (extra[i].name.empty()) return Invalid("extra", "a resource needs a name");
+    if (extra[i].amount <= 0) {
+      return Invalid("extra", absl::StrCat(extra[i].name, ": must be above 0"));
+    }
+    if (i > 0 && extra[i - 1].name >= extra[i].name) {
+      return Invalid("extra", absl::StrCat(extra[i].name, ": named twice or out of order"));
+    }
+  }
+  if (r.max_per_node < 0) return Invalid("max-per-node", "must not be negative");
+  if (r.max_per_node > 0 && r.app.empty()) {
+    return Invalid("max-per-node", "a spread limit needs the application it counts (app)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateRequest(const JobRequest& job, const GpuCatalog& catalog) {
@@ -55,6 +75,7 @@ absl::Status ValidateRequest(const JobRequest& job, const GpuCatalog& catalog) {
   if (r.resources.memory.units() < 0) return Invalid("memory", "must not be negative");
   if (r.resources.storage.units() < 0) return Invalid("storage", "must not be negative");
   if (r.resources.network.units() < 0) return Invalid("network", "must not be negative");
+  if (absl::Status s = ValidateExtraAndSpread(r); !s.ok()) return s;
   for (GpuModelId m : r.allowed_models) {
     if (!m.valid() || static_cast<size_t>(m.value()) >= catalog.size()) {
       return Invalid("gpu-model", "unknown GPU model id");

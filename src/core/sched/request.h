@@ -55,13 +55,19 @@ struct ReplicaRequest {
   // in proportion to its compute share (the platform sets this; trace replays leave shares
   // without memory uncapped, as in the traces).
   bool cap_memory = false;
+  // Anti-affinity by application: at most `max_per_node` replicas of `app` (this request's and
+  // every other request's of the same app) on one node; 0 means no limit. Replicas with an app
+  // are counted per node (Node::apps) whether or not they set a limit.
+  std::string app = {};
+  int max_per_node = 0;
 
   friend bool operator==(const ReplicaRequest&, const ReplicaRequest&) = default;
   template <typename H>
   friend H AbslHashValue(H h, const ReplicaRequest& r) {
     h = H::combine(std::move(h), r.gpu, r.resources.cpu.units(), r.resources.memory.units(),
                    r.resources.storage.units(), r.resources.network.units(), r.pool, r.share_group,
-                   r.best_effort);
+                   r.best_effort, r.app, r.max_per_node);
+    for (const ExtraResource& x : r.resources.extra) h = H::combine(std::move(h), x.name, x.amount);
     for (GpuModelId m : r.allowed_models) h = H::combine(std::move(h), m);
     for (const auto& [k, v] : r.node_selector) h = H::combine(std::move(h), k, v);
     for (const Taint& t : r.tolerations) h = H::combine(std::move(h), t.key, t.value);

@@ -236,6 +236,11 @@ FitReason CheckNode(const Cluster& cluster, const Node& node, const ReplicaReque
   if (node.free.memory < need.memory) return FitReason::kMemory;
   if (node.free.storage < need.storage) return FitReason::kStorage;
   if (node.free.network < need.network) return FitReason::kNetwork;
+  if (!need.extra.empty() && ExtraShort(node.free.extra, need.extra)) return FitReason::kExtra;
+  if (replica.max_per_node > 0) {
+    auto it = node.apps.find(replica.app);
+    if (it != node.apps.end() && it->second >= replica.max_per_node) return FitReason::kSpread;
+  }
   return CheckGpus(cluster, node, replica);
 }
 
@@ -263,6 +268,7 @@ std::optional<int> GpuKind(const std::vector<DeviceGrant>& grants) {
 void ApplyReplica(Cluster& cluster, const ReplicaPlacement& placement) {
   Node& node = cluster.mutable_node(placement.node);
   node.free -= placement.resources;
+  if (!placement.app.empty()) ++node.apps[placement.app];
   if (auto kind = GpuKind(placement.grants)) ++node.kinds[*kind];
   for (const DeviceGrant& g : placement.grants) {
     Device& d = node.devices[g.device];
@@ -282,6 +288,10 @@ void ApplyReplica(Cluster& cluster, const ReplicaPlacement& placement) {
 void ReleaseReplica(Cluster& cluster, const ReplicaPlacement& placement) {
   Node& node = cluster.mutable_node(placement.node);
   node.free += placement.resources;
+  if (!placement.app.empty()) {
+    auto it = node.apps.find(placement.app);
+    if (it != node.apps.end() && --it->second <= 0) node.apps.erase(it);
+  }
   if (auto kind = GpuKind(placement.grants); kind && --node.kinds[*kind] == 0) {
     node.kinds.erase(*kind);
   }
@@ -314,6 +324,8 @@ absl::string_view ToString(FitReason reason) {
       "insufficient-memory",
       "insufficient-storage",
       "insufficient-network",
+      "insufficient-extra-resource",
+      "spread-limit",
       "gpu-model-not-allowed",
       "no-gpu-in-mode",
       "gpu-unhealthy",

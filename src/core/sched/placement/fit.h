@@ -25,6 +25,8 @@ enum class FitReason : uint8_t {
   kMemory,
   kStorage,
   kNetwork,
+  kExtra,               // too little of a named extra resource (ExtraShort names it)
+  kSpread,              // the node already runs max_per_node replicas of the request's app
   kGpuModel,            // no device of an allowed model
   kGpuMode,             // no device in the requested delivery mode
   kGpuUnhealthy,        // devices exist but none is healthy and available
@@ -55,6 +57,7 @@ struct ReplicaPlacement {
   NodeId node;
   Resources resources;
   std::vector<DeviceGrant> grants;
+  std::string app = {};  // counted in the node's Node::apps while placed
   friend bool operator==(const ReplicaPlacement&, const ReplicaPlacement&) = default;
 };
 

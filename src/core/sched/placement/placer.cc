@@ -69,7 +69,8 @@ Placer::Choice Placer::PlaceReplica(const ReplicaRequest& replica, FitReport& re
   // No node fits: scan anyway, for the per-reason counts that explain why.
   if (!pick) return ScanReplica(replica, report);
   DeviceOptionList options = DeviceOptions(*cluster_, cluster_->node(pick->node), replica);
-  return {true, ReplicaPlacement{pick->node, replica.resources, std::move(options[pick->option])}};
+  return {true, ReplicaPlacement{pick->node, replica.resources, std::move(options[pick->option]),
+                                 replica.app}};
 }
 
 Placer::Choice Placer::ScanReplica(const ReplicaRequest& replica, FitReport& report) {
@@ -98,7 +99,7 @@ Placer::Choice Placer::ScanReplica(const ReplicaRequest& replica, FitReport& rep
   policy_->Normalize(scores_);
   size_t pick = PickBest(scores_);
   return {true, ReplicaPlacement{NodeId(feasible_[pick]), replica.resources,
-                                 std::move(candidates_[pick][options_[pick]])}};
+                                 std::move(candidates_[pick][options_[pick]]), replica.app}};
 }
 
 size_t Placer::PickBest(const std::vector<double>& scores) {

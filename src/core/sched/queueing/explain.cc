@@ -137,6 +137,41 @@ std::string SignatureOf(bool reserved, const std::vector<const GateFacts*>& gate
   return out;
 }
 
+// The extra resource no eligible node has enough of, or the spread limit every eligible node
+// has reached; empty when neither blocks on its own.
+std::string ExtraOrSpreadBlocker(const Cluster& cluster, const ReplicaRequest& replica) {
+  for (const ExtraResource& need : replica.resources.extra) {
+    int64_t best = -1;
+    std::string where;
+    bool offered = false;
+    for (const Node& node : cluster.nodes()) {
+      if (!Eligible(cluster, node, replica)) continue;
+      offered |= ExtraAmount(node.capacity.extra, need.name) > 0;
+      int64_t free = ExtraAmount(node.free.extra, need.name);
+      if (free > best) best = free, where = node.name;
+    }
+    if (best >= need.amount) continue;
+    if (!offered) {
+      return absl::StrCat("needs ", need.amount, " of extra resource ", need.name,
+                          " on one node; no eligible node offers it");
+    }
+    return absl::StrCat("needs ", need.amount, " of extra resource ", need.name,
+                        " on one node; best node ", where, " has ", best, " free");
+  }
+  if (replica.max_per_node <= 0) return "";
+  int eligible = 0, full = 0;
+  for (const Node& node : cluster.nodes()) {
+    if (!Eligible(cluster, node, replica)) continue;
+    ++eligible;
+    auto it = node.apps.find(replica.app);
+    full += it != node.apps.end() && it->second >= replica.max_per_node;
+  }
+  if (eligible == 0 || full < eligible) return "";
+  return absl::StrCat("at most ", replica.max_per_node, " replica(s) of ", replica.app,
+                      " per node, and each of the ", eligible,
+                      " eligible nodes runs that many already");
+}
+
 }  // namespace
 
 std::string WaitExplanation::Summary() const { return SummaryOf(AllGates(gates)); }
@@ -211,6 +246,9 @@ std::string NearestFit(const Cluster& cluster, const ReplicaRequest& replica) {
   if (best_mem < need.memory.units()) {
     return absl::StrCat("needs ", FormatMemMib(need.memory), " memory on one node; best node ",
                         mem_node, " has ", FormatMemMib(MemMib(best_mem)), " free");
+  }
+  if (std::string blocker = ExtraOrSpreadBlocker(cluster, replica); !blocker.empty()) {
+    return blocker;
   }
   const GpuRequest& gpu = replica.gpu;
   if (gpu.none()) return "fits an empty node; waits for CPU or memory to be freed";

@@ -42,7 +42,7 @@ class FitTest : public ::testing::Test {
   }
   ReplicaPlacement Take(NodeId id, const ReplicaRequest& r, size_t option = 0) {
     auto options = DeviceOptions(cluster_, cluster_.node(id), r);
-    ReplicaPlacement p{id, r.resources, options.at(option)};
+    ReplicaPlacement p{id, r.resources, options.at(option), r.app};
     ApplyReplica(cluster_, p);
     return p;
   }
@@ -198,6 +198,66 @@ TEST_F(FitTest, MultiInstancePartitionRequestAvoidsOverlap) {
   EXPECT_EQ(options[0][0].mig_start, 0);
   EXPECT_EQ(options[0][1].mig_start, 4);
   EXPECT_TRUE(DeviceOptions(cluster_, cluster_.node(n), Mig("3g.20gb", 3)).empty());
+}
+
+// A node offers named extra resources; a replica that asks for more than is left does not fit
+// there, and the amount comes back when it leaves.
+TEST_F(FitTest, ExtraResourcesAreTakenAndGivenBack) {
+  NodeId n = AddNode("H200", 4, DeliveryMode::kExclusive);
+  cluster_.mutable_node(n).capacity.extra = {{"rdma_gbps", 400}};
+  cluster_.mutable_node(n).free.extra = {{"rdma_gbps", 400}};
+  const Cluster start = cluster_;
+  ReplicaRequest r = Whole(1);
+  r.resources.extra = {{"rdma_gbps", 300}};
+  ASSERT_EQ(Check(n, r), FitReason::kFits);
+  ReplicaPlacement p = Take(n, r);
+  EXPECT_EQ(ExtraAmount(cluster_.node(n).free.extra, "rdma_gbps"), 100);
+  EXPECT_EQ(Check(n, r), FitReason::kExtra);
+  ReplicaRequest other = Whole(1);
+  other.resources.extra = {{"nvme_gb", 1}};  // a resource the node does not offer at all
+  EXPECT_EQ(Check(n, other), FitReason::kExtra);
+  EXPECT_EQ(ToString(FitReason::kExtra), "insufficient-extra-resource");
+  ReleaseReplica(cluster_, p);
+  EXPECT_TRUE(cluster_ == start);
+}
+
+// At most max_per_node replicas of one application on a node, counting every request of the
+// app; replicas of other apps, or without one, do not count.
+TEST_F(FitTest, SpreadLimitsReplicasOfOneAppPerNode) {
+  NodeId n = AddNode("H200", 8, DeliveryMode::kExclusive);
+  const Cluster start = cluster_;
+  ReplicaRequest web = Whole(1);
+  web.app = "acme/web";
+  web.max_per_node = 2;
+  ReplicaRequest other = Whole(1);
+  other.app = "acme/db";
+  other.max_per_node = 1;
+  std::vector<ReplicaPlacement> held = {Take(n, web), Take(n, other), Take(n, Whole(1))};
+  EXPECT_EQ(cluster_.node(n).apps.at("acme/web"), 1);
+  EXPECT_EQ(Check(n, web), FitReason::kFits);
+  held.push_back(Take(n, web));
+  EXPECT_EQ(Check(n, web), FitReason::kSpread);
+  EXPECT_EQ(Check(n, other), FitReason::kSpread);
+  ReplicaRequest uncounted = web;  // the same app without a limit of its own is placed
+  uncounted.max_per_node = 0;
+  EXPECT_EQ(Check(n, uncounted), FitReason::kFits);
+  EXPECT_EQ(ToString(FitReason::kSpread), "spread-limit");
+  for (auto it = held.rbegin(); it != held.rend(); ++it) ReleaseReplica(cluster_, *it);
+  EXPECT_TRUE(cluster_ == start) << "the app counts leave with their replicas";
+}
+
+TEST_F(FitTest, ExtraResourcesAndSpreadAreValidated) {
+  JobRequest job;
+  job.replica.resources.extra = {{"rdma", 0}};
+  EXPECT_EQ(ValidateRequest(job, catalog_).message(), "extra: rdma: must be above 0");
+  job.replica.resources.extra = {{"b", 1}, {"a", 1}};
+  EXPECT_EQ(ValidateRequest(job, catalog_).message(), "extra: a: named twice or out of order");
+  job.replica.resources.extra = {};
+  job.replica.max_per_node = 1;
+  EXPECT_EQ(ValidateRequest(job, catalog_).message(),
+            "max-per-node: a spread limit needs the application it counts (app)");
+  job.replica.app = "web";
+  EXPECT_TRUE(ValidateRequest(job, catalog_).ok());
 }
 
 }  // namespace

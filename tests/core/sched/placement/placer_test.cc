@@ -22,6 +22,7 @@ Cluster MixedCluster(const GpuCatalog* catalog, int nodes, std::mt19937_64& rng)
     n.name = "node-" + std::to_string(i);
     n.capacity = {CpuMilli(64000 + 32000 * (i % 3)), MemMib(524288), MemMib(1 << 20),
                   NetMbps(100000)};
+    if (i % 2 == 0) n.capacity.extra = {{"nvme_gb", 3000}, {"rdma_gbps", 400}};
     int kind = static_cast<int>(rng() % 4);
     for (int g = 0; g < 4; ++g) {
       Device d;
@@ -64,6 +65,14 @@ JobRequest RandomJob(const GpuCatalog& catalog, std::mt19937_64& rng) {
       r.allowed_models = {*catalog.Find("A100-80GB")};
     }
   }
+  // Now and then extra resources, and an application spread over nodes (at most 1 or 2 of its
+  // replicas on one node, over every job of the app).
+  if (rng() % 4 == 0)
+    r.resources.extra = {{"rdma_gbps", 100 * static_cast<int64_t>(1 + rng() % 3)}};
+  if (rng() % 4 == 0) {
+    r.app = "app-" + std::to_string(rng() % 3);
+    r.max_per_node = 1 + static_cast<int>(rng() % 2);
+  }
   return job;
 }
 
@@ -71,6 +80,9 @@ void ExpectNoOvercommit(const Cluster& cluster) {
   for (const Node& n : cluster.nodes()) {
     EXPECT_GE(n.free.cpu.units(), 0) << n.name;
     EXPECT_GE(n.free.memory.units(), 0) << n.name;
+    for (const ExtraResource& x : n.free.extra) EXPECT_GE(x.amount, 0) << n.name << " " << x.name;
+    // Each job's app has a limit of 1 or 2: never more than 2 of one app on a node.
+    for (const auto& [app, count] : n.apps) EXPECT_LE(count, 2) << n.name << " " << app;
     for (const Device& d : n.devices) {
       EXPECT_GE(d.free_compute.units(), 0) << n.name;
       EXPECT_GE(d.free_memory.units(), 0) << n.name;
@@ -192,21 +204,24 @@ TEST(PlacerTest, FailureExplainsPerReason) {
   EXPECT_THAT(r.report.Summary(), HasSubstr("insufficient-whole-gpus"));
 }
 
-TEST(PlacerTest, GangIsAllOrNothing) {
-  GpuCatalog catalog = GpuCatalog::BuiltIn();
+// Two nodes n0, n1 of `gpus` H200 each.
+Cluster TwoH200Nodes(const GpuCatalog& catalog, int gpus) {
   Cluster cluster(&catalog);
   for (int i = 0; i < 2; ++i) {
     Node n;
     n.name = "n" + std::to_string(i);
     n.capacity.cpu = CpuMilli(64000);
     n.capacity.memory = MemMib(262144);
-    for (int g = 0; g < 4; ++g) {
-      Device d;
-      d.model = *catalog.Find("H200");
-      n.devices.push_back(d);
-    }
+    n.devices.resize(gpus);
+    for (Device& d : n.devices) d.model = *catalog.Find("H200");
     cluster.AddNode(std::move(n));
   }
+  return cluster;
+}
+
+TEST(PlacerTest, GangIsAllOrNothing) {
+  GpuCatalog catalog = GpuCatalog::BuiltIn();
+  Cluster cluster = TwoH200Nodes(catalog, 4);
   const Cluster start = cluster;
   auto policy = MakePolicy("best-fit", {});
   Placer placer(&cluster, policy->get(), 1);
@@ -219,6 +234,34 @@ TEST(PlacerTest, GangIsAllOrNothing) {
   EXPECT_TRUE(cluster == start);
   job.replicas = 2;
   EXPECT_TRUE(placer.Place(job).placed);
+}
+
+// A gang with a spread limit of one replica per node: packing policies would stack it; it lands
+// on as many nodes as it has replicas, and a third replica on two nodes does not fit.
+TEST(PlacerTest, ASpreadGangTakesOneNodePerReplica) {
+  GpuCatalog catalog = GpuCatalog::BuiltIn();
+  const Cluster cluster = TwoH200Nodes(catalog, 8);
+  for (const char* name : {"best-fit", "packing", "carve", "fgd"}) {
+    SCOPED_TRACE(name);
+    Cluster c = cluster;
+    auto policy = MakePolicy(name, {});
+    ASSERT_TRUE(policy.ok());
+    Placer placer(&c, policy->get(), 1);
+    JobRequest job;
+    job.replicas = 3;
+    job.replica.gpu = {DeliveryMode::kExclusive, 1, kWholeGpu, {}, ""};
+    job.replica.app = "acme/web";
+    job.replica.max_per_node = 1;
+    PlaceResult r = placer.Place(job);
+    EXPECT_FALSE(r.placed);
+    EXPECT_EQ(r.report.replica, 2);
+    EXPECT_THAT(r.report.Summary(), HasSubstr("2 spread-limit"));
+    EXPECT_TRUE(c == cluster);
+    job.replicas = 2;
+    r = placer.Place(job);
+    ASSERT_TRUE(r.placed);
+    EXPECT_NE(r.replicas[0].node, r.replicas[1].node);
+  }
 }
 
 TEST(PlacerTest, BaselinesPickTheFullestDeviceForAShare) {

@@ -38,6 +38,30 @@ TEST(NearestFit, TheBestNodeIsOneWithTheModelTheJobAsksFor) {
             "needs 8 whole T4 on one node; best node t4 has 2 free");
 }
 
+TEST(NearestFit, NamesTheExtraResourceNoNodeHasEnoughOf) {
+  Cluster cluster = WithT4Node();
+  cluster.mutable_node(NodeId(1)).capacity.extra = {{"rdma_gbps", 400}};
+  cluster.mutable_node(NodeId(1)).free.extra = {{"rdma_gbps", 100}};
+  JobRequest job = Gpus(1);
+  job.replica.resources.extra = {{"rdma_gbps", 200}};
+  EXPECT_EQ(NearestFit(cluster, job.replica),
+            "needs 200 of extra resource rdma_gbps on one node; best node n1 has 100 free");
+  job.replica.resources.extra = {{"nvme_gb", 1}};
+  EXPECT_EQ(NearestFit(cluster, job.replica),
+            "needs 1 of extra resource nvme_gb on one node; no eligible node offers it");
+}
+
+TEST(NearestFit, NamesTheSpreadLimitEveryNodeHasReached) {
+  Cluster cluster = H200Cluster(2, 4);
+  for (int64_t n = 0; n < 2; ++n) cluster.mutable_node(NodeId(n)).apps["acme/web"] = 1;
+  JobRequest job = Gpus(1);
+  job.replica.app = "acme/web";
+  job.replica.max_per_node = 1;
+  EXPECT_EQ(NearestFit(cluster, job.replica),
+            "at most 1 replica(s) of acme/web per node, and each of the 2 eligible nodes runs "
+            "that many already");
+}
+
 TEST(NearestFit, NoNodeWithTheModelSaysSo) {
   Cluster cluster = H200Cluster(2, 4);
   JobRequest job = Gpus(1);
