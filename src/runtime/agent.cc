@@ -591,7 +591,7 @@ void Agent::Launch(const AgentAssignment& a) {
   spec.log_path = r.log_path;
   // Unique on this machine: several agents (and several Carve installations) may share it.
   spec.group_name = absl::StrCat(GroupPrefix(), r.job, "-r", r.index);
-  spec.limits = {a.cpu_milli, a.memory_mib, options_.job_pids_max};
+  spec.limits = {a.cpu_milli, a.memory_mib, options_.job_pids_max, a.cpu_request_milli};
   r.started_us = WallUs();
   const int64_t max_runtime = a.max_runtime_us;
   r.deadline_us = max_runtime > 0 ? r.started_us + max_runtime : 0;

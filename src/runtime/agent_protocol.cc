@@ -577,6 +577,7 @@ json AgentAssignment::ToJson() const {
             {"grants", grant_list}};
   if (uid) j["uid"] = *uid;
   if (gid) j["gid"] = *gid;
+  if (cpu_request_milli > 0) j["cpu_request_milli"] = cpu_request_milli;
   return j;
 }
 
@@ -598,6 +599,7 @@ absl::StatusOr<AgentAssignment> AgentAssignment::FromJson(const json& j, const s
         .Read("isolation", a.isolation)
         .Read("cpu_milli", a.cpu_milli)
         .Read("memory_mib", a.memory_mib)
+        .Read("cpu_request_milli", a.cpu_request_milli)
         .Read("max_runtime_us", a.max_runtime_us)
         .Read("tenant", a.tenant)
         .Read("project", a.project)

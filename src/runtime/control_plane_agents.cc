@@ -321,7 +321,7 @@ void ControlPlane::FinishIfDone(JobRecord& job, StoreBatch& batch) {
     if (!rep.retire.empty()) continue;
     timed_out |= rep.timed_out;
     if (rep.exit_code && *rep.exit_code == 0 && !rep.oom_killed) continue;
-    failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.MemoryLimit())));
+    failures.push_back(absl::StrCat("replica ", r, " ", EndCause(rep, job.spec.memory)));
   }
   if (timed_out) {
     job.outcome = JobState::kTimedOut;
@@ -362,11 +362,15 @@ AgentAssignment ControlPlane::Assignment(const JobRecord& job, int r) const {
   a.workdir = job.spec.workdir;
   a.mode = ParseDeliveryMode(job.spec.mode).value_or(DeliveryMode::kExclusive);  // checked
   a.isolation = job.spec.isolation;
-  // What the cgroup enforces: the limits (checked at submission), the requests without them.
+  // What the cgroup enforces: the CPU limit (checked at submission) or request, the memory asked.
   auto cpu = ParseCpuMilli(job.spec.CpuLimit());
-  auto mem = ParseMemMib(job.spec.MemoryLimit());
+  auto mem = ParseMemMib(job.spec.memory);
   a.cpu_milli = cpu.ok() ? cpu->units() : 0;
   a.memory_mib = mem.ok() ? mem->units() : 0;
+  if (!job.spec.cpu_limit.empty()) {
+    auto request = ParseCpuMilli(job.spec.cpu);
+    a.cpu_request_milli = request.ok() ? request->units() : 0;
+  }
   if (!job.spec.max_runtime.empty()) a.max_runtime_us = *ParseDurationUs(job.spec.max_runtime);
   a.tenant = job.spec.tenant;
   a.project = job.spec.project;

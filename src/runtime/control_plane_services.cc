@@ -193,7 +193,7 @@ absl::StatusOr<json> ControlPlane::Scale(int64_t id, int replicas, const Princip
     if (job.replicas[r].retire.empty() && job.replicas[r].state == ReplicaState::kExited) {
       return absl::FailedPreconditionError(absl::StrCat(
           "job ", id, " is ending: its replica ", r, " exited (",
-          EndCause(job.replicas[r], job.spec.MemoryLimit()), "); only a running service scales"));
+          EndCause(job.replicas[r], job.spec.memory), "); only a running service scales"));
     }
   }
   StoreBatch batch;

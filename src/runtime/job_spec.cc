@@ -221,8 +221,8 @@ absl::Status ReadSpread(const json& j, JobSpec& spec) {
   return absl::OkStatus();
 }
 
-// Limits at least the request, within what any node has.
-absl::Status CheckLimits(const JobSpec& spec, CpuMilli cpu, MemMib memory) {
+// A CPU limit at least the request, within what any node has.
+absl::Status CheckLimits(const JobSpec& spec, CpuMilli cpu) {
   if (!spec.cpu_limit.empty()) {
     auto limit = ParseCpuMilli(spec.cpu_limit);
     if (!limit.ok()) return FieldError("resources.limits.cpu", limit.status().message());
@@ -230,15 +230,6 @@ absl::Status CheckLimits(const JobSpec& spec, CpuMilli cpu, MemMib memory) {
       return FieldError("resources.limits.cpu",
                         absl::StrCat("\"", spec.cpu_limit, "\" must be at least the request (",
                                      spec.cpu, ") and at most 4096"));
-    }
-  }
-  if (!spec.memory_limit.empty()) {
-    auto limit = ParseMemMib(spec.memory_limit);
-    if (!limit.ok()) return FieldError("resources.limits.memory", limit.status().message());
-    if (*limit < memory || limit->units() > kMaxMemoryMib) {
-      return FieldError("resources.limits.memory",
-                        absl::StrCat("\"", spec.memory_limit, "\" must be at least the request (",
-                                     spec.memory, ") and at most 64Ti"));
     }
   }
   return absl::OkStatus();
@@ -348,12 +339,13 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const json& j) {
     }
     if (r.contains("limits")) {
       const json& l = r["limits"];
-      if (absl::Status s = CheckKeys(l, "resources.limits", {"cpu", "memory"}); !s.ok()) return s;
-      if (absl::Status s = Read(l, "cpu", "resources.limits.cpu", spec.cpu_limit); !s.ok()) {
-        return s;
+      if (l.is_object() && l.contains("memory")) {
+        return FieldError("resources.limits.memory",
+                          "memory has no limit above its request (memory is not given back under "
+                          "pressure); ask for what the job needs in resources.memory");
       }
-      if (absl::Status s = Read(l, "memory", "resources.limits.memory", spec.memory_limit);
-          !s.ok()) {
+      if (absl::Status s = CheckKeys(l, "resources.limits", {"cpu"}); !s.ok()) return s;
+      if (absl::Status s = Read(l, "cpu", "resources.limits.cpu", spec.cpu_limit); !s.ok()) {
         return s;
       }
     }
@@ -434,11 +426,7 @@ json JobSpec::ToJson() const {
   if (!profile.empty()) r["profile"] = profile;
   if (!gpu_models.empty()) r["gpu_model"] = gpu_models;
   if (!extra.empty()) r["extra"] = extra;
-  if (!cpu_limit.empty() || !memory_limit.empty()) {
-    r["limits"] = json::object();
-    if (!cpu_limit.empty()) r["limits"]["cpu"] = cpu_limit;
-    if (!memory_limit.empty()) r["limits"]["memory"] = memory_limit;
-  }
+  if (!cpu_limit.empty()) r["limits"] = {{"cpu", cpu_limit}};
   json j = {{"name", name},         {"tenant", tenant},
             {"project", project},   {"queue", queue},
             {"kind", kind},         {"priority", priority},
@@ -588,7 +576,7 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
         "resources.memory",
         absl::StrCat("\"", spec.memory, "\" is more than any node has (at most 64Ti)"));
   }
-  if (absl::Status s = CheckLimits(spec, *cpu, *memory); !s.ok()) return s;
+  if (absl::Status s = CheckLimits(spec, *cpu); !s.ok()) return s;
   r.resources.cpu = *cpu;
   r.resources.memory = *memory;
   for (const auto& [name, amount] : spec.extra) r.resources.extra.push_back({name, amount});

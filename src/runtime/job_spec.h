@@ -43,11 +43,12 @@ struct JobSpec {
   std::vector<std::string> gpu_models;
   std::string cpu = "1";
   std::string memory = "1Gi";
-  // What the replica's cgroup enforces when above the request (`resources.limits: {cpu, memory}`):
-  // placement and quota count the request, the node may run it up to the limit. Empty: the
-  // request is the limit.
+  // The CPU the replica's cgroup allows when above the request (`resources.limits: {cpu: 16}`):
+  // placement and quota count the request, the node lets it burst to the limit when its CPUs
+  // are idle. Empty: the request is the limit. Memory has no limit above its request: memory is
+  // not given back under pressure, so a replica past its request would take what placement
+  // gave another job, and the kernel would kill one of them.
   std::string cpu_limit;
-  std::string memory_limit;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
   std::string workdir;
@@ -85,9 +86,8 @@ struct JobSpec {
   std::string RecoveryPolicy() const;
   std::string Lease() const { return !lease.empty() || kind != "interactive" ? lease : "1h"; }
   int MaxRetries() const;
-  // What the replica's cgroup enforces: the limit when one is set, else the request.
+  // The CPU the replica's cgroup enforces: the limit when one is set, else the request.
   const std::string& CpuLimit() const { return cpu_limit.empty() ? cpu : cpu_limit; }
-  const std::string& MemoryLimit() const { return memory_limit.empty() ? memory : memory_limit; }
 };
 
 // Strict parse: the error names the field ("resources.cpu: invalid CPU quantity \"two\"").

@@ -864,6 +864,48 @@ TEST(CgroupsDetectTest, WritesCgroupV2LimitsInTheirFormat) {
   std::filesystem::remove_all(mount);
 }
 
+// A CPU limit above the request (a burstable replica): the group's weight under contention is in
+// proportion to the request, as the kubelet sets it, so a replica bursting to its limit never
+// keeps another below what it asked. v1 on this machine, v2 over plain files.
+TEST_F(PosixLauncherTest, ABurstableReplicaWeighsItsRequest) {
+  LaunchSpec spec = Spec({"sleep", "30"}, "burst");
+  spec.limits = {4000, 64, 0, 2000};
+  ProcessHandle handle = Launch(spec);
+  ASSERT_GT(handle.pid, 0);
+  if (handle.enforcement.mechanism == "cgroup-v1") {
+    EXPECT_THAT(handle.enforcement.detail, HasSubstr("cpu.shares=2048"));
+    for (const std::string& mount : CgroupMounts()) {
+      const std::string dir = mount + "/" + root_ + "/burst";
+      if (std::filesystem::exists(dir + "/cpu.shares")) {
+        EXPECT_EQ(ReadAll(dir + "/cpu.shares"), "2048\n");
+      }
+    }
+  } else if (handle.enforcement.mechanism == "cgroup-v2") {
+    EXPECT_THAT(handle.enforcement.detail, HasSubstr("cpu.weight=79"));
+  }
+  ASSERT_TRUE(launcher_->Stop(handle, 200).ok());
+  ASSERT_TRUE(launcher_->Cleanup(handle).ok());
+
+  char dir[] = "/tmp/carve-fake-v2-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string mount = dir;
+  const std::string group = mount + "/carve/job-2-r0";
+  std::filesystem::create_directories(group);
+  std::ofstream(mount + "/cgroup.controllers") << "cpu memory\n";
+  std::ofstream(mount + "/cgroup.subtree_control") << "cpu memory\n";
+  std::ofstream(mount + "/carve/cgroup.subtree_control") << "cpu memory\n";
+  for (const char* file : {"cgroup.procs", "cpu.max", "cpu.weight", "memory.max"}) {
+    std::ofstream(group + "/" + file) << "";
+  }
+  auto cgroups = Cgroups::DetectFromMounts("carve", "cgroup2 " + mount + " cgroup2 rw 0 0\n");
+  absl::StatusOr<CgroupGroup> created = cgroups->Create("job-2-r0", {4000, 2048, 0, 2000});
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->enforcement.detail,
+            "cgroup-v2: cpu.max=400000 100000, cpu.weight=79, memory.max=2147483648");
+  EXPECT_EQ(ReadAll(group + "/cpu.weight"), "79");
+  std::filesystem::remove_all(mount);
+}
+
 TEST(CgroupsDetectTest, RefusesARootNameThatLeavesTheHierarchy) {
   EXPECT_EQ(Cgroups::DetectFromMounts("../x", "")->mechanism(), "none");
   EXPECT_THAT(Cgroups::DetectFromMounts("/abs", "")->summary(), HasSubstr("invalid cgroup root"));

@@ -2,7 +2,8 @@
 // a virtual clock: named extra resources (`resources.extra`, `carve agent --resource`) are taken
 // and given back, and a job that asks too much waits with an explanation naming the resource;
 // an application's replicas spread over nodes (`spread: {max_per_node, app}`, counted per
-// tenant); limits above requests are what the agent enforces while placement counts requests.
+// tenant); a CPU limit above the request is what the agent enforces while placement counts the
+// request.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -158,14 +159,11 @@ TEST_F(ResourceModelTest, BadExtraResourcesAndSpreadsAreRefusedNamingTheField) {
   EXPECT_EQ(node.status().message(), "extra.rdma_gbps: -5 is out of range [1, 1000000000000000]");
 }
 
-// Requests are placed and charged; limits are what the agent is told to enforce.
-TEST_F(ResourceModelTest, LimitsAreWhatTheAgentEnforcesAndRequestsWhatIsPlaced) {
+// Requests are placed and charged; a CPU limit is what the agent is told to enforce.
+TEST_F(ResourceModelTest, ACpuLimitIsWhatTheAgentEnforcesAndTheRequestWhatIsPlaced) {
   AddNode("n1");  // 64 CPUs, 256 GiB
-  json burst = {{"resources",
-                 {{"gpus", 1},
-                  {"cpu", "40"},
-                  {"memory", "64Gi"},
-                  {"limits", {{"cpu", "64"}, {"memory", "128Gi"}}}}}};
+  json burst = {
+      {"resources", {{"gpus", 1}, {"cpu", "40"}, {"memory", "64Gi"}, {"limits", {{"cpu", "64"}}}}}};
   auto first = Submit(burst);
   ASSERT_TRUE(first.ok()) << first.status();
   auto second = Submit(burst);
@@ -175,14 +173,16 @@ TEST_F(ResourceModelTest, LimitsAreWhatTheAgentEnforcesAndRequestsWhatIsPlaced) 
   ASSERT_TRUE(beat.ok()) << beat.status();
   ASSERT_EQ((*beat)["assignments"].size(), 1u) << beat->dump(2);
   EXPECT_EQ((*beat)["assignments"][0]["cpu_milli"], 64000);
-  EXPECT_EQ((*beat)["assignments"][0]["memory_mib"], 131072);
+  EXPECT_EQ((*beat)["assignments"][0]["memory_mib"], 65536);
+  EXPECT_EQ((*beat)["assignments"][0]["cpu_request_milli"], 40000);  // the weight under contention
   EXPECT_THAT(Job(*second)["explanation"].get<std::string>(), HasSubstr("insufficient-cpu"));
-  EXPECT_EQ(Job(*first)["spec"]["resources"]["limits"], json({{"cpu", "64"}, {"memory", "128Gi"}}));
+  EXPECT_EQ(Job(*first)["spec"]["resources"]["limits"], json({{"cpu", "64"}}));
   auto below = Submit({{"resources", {{"cpu", "8"}, {"limits", {{"cpu", "4"}}}}}});
   EXPECT_EQ(below.status().message(),
             "resources.limits.cpu: \"4\" must be at least the request (8) and at most 4096");
-  auto bad = Submit({{"resources", {{"limits", {{"memory", "lots"}}}}}});
-  EXPECT_THAT(bad.status().message(), HasSubstr("resources.limits.memory: "));
+  auto memory = Submit({{"resources", {{"limits", {{"memory", "64Gi"}}}}}});
+  EXPECT_THAT(memory.status().message(),
+              HasSubstr("resources.limits.memory: memory has no limit above its request"));
 }
 
 }  // namespace

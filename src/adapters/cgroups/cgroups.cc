@@ -403,6 +403,23 @@ absl::StatusOr<bool> Cgroups::MakeGroupDir(const std::string& dir) {
   return Exists(dir) ? absl::StatusOr<bool>(true) : ErrnoStatus(errno, absl::StrCat("mkdir ", dir));
 }
 
+namespace {
+
+// cgroup v1's cpu.shares for a CPU request, as the kubelet sets it (1024 per core, at least 2);
+// the default (1024) for none.
+int64_t CpuShares(int64_t request_milli) {
+  return request_milli > 0 ? std::max<int64_t>(2, request_milli * 1024 / 1000) : 1024;
+}
+
+// cgroup v2's cpu.weight for the same request (the kernel's mapping of shares, 1 to 10000); the
+// default (100) for none.
+int64_t CpuWeight(int64_t request_milli) {
+  if (request_milli <= 0) return 100;
+  return std::clamp<int64_t>(1 + (CpuShares(request_milli) - 2) * 9999 / 262142, 1, 10000);
+}
+
+}  // namespace
+
 absl::Status Cgroups::WriteLimits(Kind kind, const std::string& dir, const ResourceLimits& limits,
                                   bool reused, Limited& done) {
   const int64_t quota_us = std::max(kMinCpuQuotaUs, limits.cpu_milli * (kCpuPeriodUs / 1000));
@@ -423,6 +440,11 @@ absl::Status Cgroups::WriteLimits(Kind kind, const std::string& dir, const Resou
                                                    : absl::StrCat("max ", kCpuPeriodUs);
       std::string memory_value = limits.memory_mib > 0 ? absl::StrCat(memory_bytes) : "max";
       if (cpu) write("cpu.max", cpu_value, absl::StrCat("cpu.max=", cpu_value));
+      if ((limits.cpu_request_milli > 0 || reused) && Exists(dir + "/cpu.weight")) {
+        const std::string weight = absl::StrCat(CpuWeight(limits.cpu_request_milli));
+        write("cpu.weight", weight,
+              limits.cpu_request_milli > 0 ? absl::StrCat("cpu.weight=", weight) : "");
+      }
       if (memory) write("memory.max", memory_value, absl::StrCat("memory.max=", memory_value));
       // pids.max exists only where the pids controller is enabled for the group.
       if (pids && Exists(dir + "/pids.max")) {
@@ -439,6 +461,11 @@ absl::Status Cgroups::WriteLimits(Kind kind, const std::string& dir, const Resou
         write("cpu.cfs_period_us", absl::StrCat(kCpuPeriodUs), "");
         write("cpu.cfs_quota_us", absl::StrCat(value),
               absl::StrCat("cpu.cfs_quota_us=", value, "/", kCpuPeriodUs));
+        if (limits.cpu_request_milli > 0 || reused) {
+          const std::string shares = absl::StrCat(CpuShares(limits.cpu_request_milli));
+          write("cpu.shares", shares,
+                limits.cpu_request_milli > 0 ? absl::StrCat("cpu.shares=", shares) : "");
+        }
         done.cpu = true;
       }
       break;
