@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
+#include "sim/bound.h"
 #include "sim/compare.h"
 #include "sim/fill.h"
 #include "sim/queue_trace.h"
@@ -195,6 +196,31 @@ void AddReplay(CLI::App& sim) {
   });
 }
 
+void AddBound(CLI::App& sim) {
+  auto opts = std::make_shared<sim::BoundOptions>();
+  auto json = std::make_shared<std::string>();
+  opts->nodes_path = DefaultTraceFile("openb_node_list_gpu_node.csv");
+  opts->pods_path = DefaultTraceFile("openb_pod_list_default.csv");
+  CLI::App* bound = sim.add_subcommand(
+      "bound",
+      "For `fill`'s arrivals (same seeds), what a clairvoyant packer places and an upper bound "
+      "no placement passes (a linear relaxation solved with GLPK)");
+  bound->add_option("--nodes", opts->nodes_path, "Node list CSV")->capture_default_str();
+  bound->add_option("--pods", opts->pods_path, "Pod list CSV")->capture_default_str();
+  bound->add_option("--seeds", opts->seeds, "Number of seeds, from --first-seed")
+      ->capture_default_str();
+  bound->add_option("--first-seed", opts->first_seed, "First seed")->capture_default_str();
+  bound->add_option("--loads", opts->loads, "Loads to cut the arrivals at, in percent")
+      ->capture_default_str();
+  bound->add_option("--json", *json, "Also write the result as JSON to this file");
+  bound->callback([opts, json] {
+    auto result = sim::RunBound(*opts);
+    if (!result.ok()) Fail(result.status());
+    result->PrintTable(std::cout);
+    WriteJson(*json, result->ToJson());
+  });
+}
+
 }  // namespace
 
 void AddSimCommands(CLI::App& app) {
@@ -205,6 +231,7 @@ void AddSimCommands(CLI::App& app) {
   AddCompare(*sim);
   AddQueues(*sim);
   AddReplay(*sim);
+  AddBound(*sim);
 }
 
 }  // namespace carve::app
