@@ -21,9 +21,9 @@ struct ResourceLimits {
   int64_t cpu_milli = 0;   // CPU bandwidth: cpu_milli/1000 cores
   int64_t memory_mib = 0;  // hard memory limit
   int64_t pids_max = 0;    // processes and threads (pids.max): a fork bomb stops here
-  // CPU asked when the bandwidth above is a higher limit: the group's weight under contention
-  // (cpu.weight, cpu.shares) is in proportion to it, so a replica bursting to its limit never
-  // keeps another below what it asked. 0: the default weight.
+  // CPU asked: the group's weight under contention (cpu.weight, cpu.shares) is in proportion to
+  // it, so a replica bursting to a limit above its request never keeps another below what it
+  // asked. 0: the default weight.
   int64_t cpu_request_milli = 0;
 };
 

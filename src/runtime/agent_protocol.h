@@ -150,8 +150,8 @@ struct AgentAssignment {
   std::string isolation;  // "best-effort": a share may run without enforced caps
   int64_t cpu_milli = 0;  // the CPU the cgroup allows: the job's limit, else its request
   int64_t memory_mib = 0;
-  // Sent when the job's CPU limit is above its request: the request, which sets the group's
-  // weight under contention (absent or 0: the default weight).
+  // The CPU asked, which sets the group's weight under contention (cpu.weight, cpu.shares);
+  // absent or 0 (an older server): the default weight.
   int64_t cpu_request_milli = 0;
   int64_t max_runtime_us = 0;  // 0: none
   std::string tenant = "default";

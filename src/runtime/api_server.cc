@@ -290,14 +290,14 @@ void ApiServer::Routes() {
     auto who = authed(req, res, Verb::kRead);
     if (!who) return;
     auto id = job_access(req, res, *who, Access::kRead);
-    if (id) respond(res, control_->GetJob(*id));
+    if (id) respond(res, ForReader(control_->GetJob(*id), *who));
   });
   s.Get(R"(/api/v1/jobs/(\d+)/explain)",
         [=, this](const httplib::Request& req, httplib::Response& res) {
           auto who = authed(req, res, Verb::kRead);
           if (!who) return;
           auto id = job_access(req, res, *who, Access::kRead);
-          if (id) respond(res, control_->Explain(*id));
+          if (id) respond(res, ForReader(control_->Explain(*id), *who));
         });
   s.Post(R"(/api/v1/jobs/(\d+)/cancel)",
          [=, this](const httplib::Request& req, httplib::Response& res) {

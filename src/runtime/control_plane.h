@@ -50,6 +50,18 @@ struct ReplicaPlacement;
 class Notifier;         // notifier.h
 class ReservationView;  // reservations.h
 
+// A job record or its explanation as `who` may read it: below the cluster's admins, without the
+// ids of other tenants' jobs (HideOtherTenantsJobs).
+inline nlohmann::json ForReader(nlohmann::json job, const Principal& who) {
+  if (who.role != Role::kAdmin) HideOtherTenantsJobs(job);
+  return job;
+}
+inline absl::StatusOr<nlohmann::json> ForReader(absl::StatusOr<nlohmann::json> job,
+                                                const Principal& who) {
+  if (job.ok()) *job = ForReader(*std::move(job), who);
+  return job;
+}
+
 class ControlPlane {
  public:
   struct Options {

@@ -367,10 +367,10 @@ AgentAssignment ControlPlane::Assignment(const JobRecord& job, int r) const {
   auto mem = ParseMemMib(job.spec.memory);
   a.cpu_milli = cpu.ok() ? cpu->units() : 0;
   a.memory_mib = mem.ok() ? mem->units() : 0;
-  if (!job.spec.cpu_limit.empty()) {
-    auto request = ParseCpuMilli(job.spec.cpu);
-    a.cpu_request_milli = request.ok() ? request->units() : 0;
-  }
+  // Every replica's weight under contention follows its request, as the kubelet sets it: with
+  // the default weight a replica asking 8 CPUs got under 2 on a busy node beside one bursting.
+  auto request = ParseCpuMilli(job.spec.cpu);
+  a.cpu_request_milli = request.ok() ? request->units() : 0;
   if (!job.spec.max_runtime.empty()) a.max_runtime_us = *ParseDurationUs(job.spec.max_runtime);
   a.tenant = job.spec.tenant;
   a.project = job.spec.project;

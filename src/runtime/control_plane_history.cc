@@ -140,7 +140,7 @@ absl::StatusOr<json> ControlPlane::JobsPage(bool all, const JobFilter& filter, c
     // Memory first: a job that ends meanwhile is in the store by the time it leaves memory.
     std::lock_guard<std::mutex> lock(mu_);
     auto take = [&](const JobRecord& job) {
-      if (wanted(job)) page.emplace(job.id, job.ToJson());
+      if (wanted(job)) page.emplace(job.id, ForReader(job.ToJson(), who));
       return page.size() < limit;
     };
     if (all) {
@@ -172,7 +172,7 @@ absl::StatusOr<json> ControlPlane::JobsPage(bool all, const JobFilter& filter, c
         auto record = JobRecord::FromJson(job);
         if (!record.ok() || !filter.Matches(*record)) continue;
       }
-      page.emplace(id, std::move(job));
+      page.emplace(id, ForReader(std::move(job), who));
       if (page.size() > limit) page.erase(std::prev(page.end()));
     }
     bool full = page.size() >= limit && !stored->empty() &&

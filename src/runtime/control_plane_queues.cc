@@ -400,12 +400,15 @@ void ControlPlane::Preempt(const Preemption& p, int64_t now, StoreBatch& batch) 
                 "a job of another tenant, which holds the reservation of what this job borrowed"
           : absl::StrCat(kPreemptedBy, "a job of another tenant (", p.kind, ")");
   victim.preempted_by = p.preemptor;
+  victim.preempted_by_other_tenant = other;
   victim.preemption = reason;
   json details = {{"kind", p.kind}, {"queue", p.victim_queue}};
   if (!other) details["preemptor"] = p.preemptor;
   Event(batch, "scheduler", "job.preempted", absl::StrCat("job/", p.victim), reason, details);
   Displace(victim, reason, batch);
-  preemptor.victims.push_back({{"job", p.victim}, {"reason", p.reason}});
+  json entry = {{"job", p.victim}, {"reason", p.reason}};
+  if (other) entry["other_tenant"] = true;
+  preemptor.victims.push_back(std::move(entry));
   nominated_.emplace(p.preemptor, now);
   Touch(preemptor, batch);
 }

@@ -241,6 +241,7 @@ json ControlPlane::ExplainScheduling(const JobRecord& job) const {
   if (job.preempted_by != 0) {
     out["preempted_by"] = job.preempted_by;
     out["preemption"] = job.preemption;
+    if (job.preempted_by_other_tenant) out["preempted_by_other_tenant"] = true;
   }
   if (!job.victims.empty()) out["victims"] = job.victims;
   const Waiting* wait = waits_->Find(job.id);

@@ -214,9 +214,15 @@ absl::Status ReadSpread(const json& j, JobSpec& spec) {
     return e;
   }
   spec.spread_max_per_node = static_cast<int>(max);
-  if (absl::Status e = Read(s, "app", "spread.app", spec.spread_app); !e.ok()) return e;
-  if (s.contains("app") && spec.spread_app.empty()) {
-    return FieldError("spread.app", "must not be empty (leave it out to count this job alone)");
+  if (s.contains("app")) {
+    if (!s["app"].is_string()) return FieldError("spread.app", NotAString(s["app"]));
+    spec.spread_app = s["app"].get<std::string>();
+    if (spec.spread_app.empty()) {
+      return FieldError("spread.app", "must not be empty (leave it out to count this job alone)");
+    }
+    if (absl::Status e = CheckLabelKey(spec.spread_app); !e.ok()) {
+      return FieldError("spread.app", e.message());
+    }
   }
   return absl::OkStatus();
 }
@@ -580,11 +586,13 @@ absl::StatusOr<JobRequest> ToJobRequest(const JobSpec& spec, const GpuCatalog& c
   r.resources.cpu = *cpu;
   r.resources.memory = *memory;
   for (const auto& [name, amount] : spec.extra) r.resources.extra.push_back({name, amount});
-  // An application is the tenant's: another tenant's replicas of the same name never count.
+  // An application is the tenant's: another tenant's replicas of the same name never count. The
+  // key cannot be written by two tenants: an app name has no space (CheckLabelKey), so "app A of
+  // tenant T" splits one way only, and a job's own key ("job N") begins otherwise.
   if (!spec.spread_app.empty()) {
-    r.app = absl::StrCat(spec.tenant, "/", spec.spread_app);
+    r.app = absl::StrCat("app ", spec.spread_app, " of tenant ", spec.tenant);
   } else if (spec.spread_max_per_node > 0) {
-    r.app = absl::StrCat("job/", job_id);
+    r.app = absl::StrCat("job ", job_id);
   }
   r.max_per_node = spec.spread_max_per_node;
   auto mode = ParseDeliveryMode(spec.mode);

@@ -211,6 +211,7 @@ json JobRecord::ToJson() const {
             {"preempted_by", preempted_by},
             {"preemption", preemption},
             {"victims", victims}};
+  if (preempted_by_other_tenant) j["preempted_by_other_tenant"] = true;
   if (!waited_for.empty()) j["waited_for"] = waited_for;
   if (wait_alert_us > 0) j["wait_alert"] = {{"us", wait_alert_us}, {"attempt", wait_alert_attempt}};
   if (!idempotency_key.empty()) j["idempotency_key"] = idempotency_key;
@@ -271,6 +272,7 @@ absl::StatusOr<JobRecord> JobRecord::FromJson(const json& j) {
       r.wait_alert_attempt = alert.value("attempt", -1);
     }
     r.preempted_by = j.value("preempted_by", int64_t{0});
+    r.preempted_by_other_tenant = j.value("preempted_by_other_tenant", false);
     r.preemption = j.value("preemption", "");
     r.victims = j.value("victims", json::array());
     for (const json& rj : j.value("replicas", json::array())) {
@@ -558,6 +560,16 @@ std::map<int, std::string> ModesFromJson(const json& j) {
     }
   }
   return out;
+}
+
+void HideOtherTenantsJobs(json& job) {
+  if (!job.is_object()) return;
+  if (job.value("preempted_by_other_tenant", false)) job.erase("preempted_by");
+  auto victims = job.find("victims");
+  if (victims == job.end() || !victims->is_array()) return;
+  for (json& v : *victims) {
+    if (v.is_object() && v.value("other_tenant", false)) v.erase("job");
+  }
 }
 
 }  // namespace carve

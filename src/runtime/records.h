@@ -127,9 +127,12 @@ struct JobRecord {
   int64_t wait_alert_us = 0;
   int wait_alert_attempt = -1;
   // Preemption, both sides: the job it was last preempted for and why; the jobs it preempted.
+  // Whether preempted_by is another tenant's job (not shown to the job's own readers), and the
+  // victims of other tenants (`other_tenant: true`: their ids are not shown to this job's).
   int64_t preempted_by = 0;
+  bool preempted_by_other_tenant = false;
   std::string preemption;
-  nlohmann::json victims = nlohmann::json::array();  // [{job, reason}]
+  nlohmann::json victims = nlohmann::json::array();  // [{job, reason, other_tenant?}]
 
   // Whether a replica of the job holds a grant on `node` (on its GPU `gpu`; -1: any GPU);
   // retired replicas hold nothing.
@@ -223,6 +226,11 @@ absl::StatusOr<DiscoveredGpu> GpuFromJson(const nlohmann::json& j);
 // takes the [[1, "exclusive"]] that earlier servers wrote, and skips what it cannot read.
 nlohmann::json ModesToJson(const std::map<int, std::string>& modes);
 std::map<int, std::string> ModesFromJson(const nlohmann::json& j);
+
+// A job record or its explanation as a reader below the cluster's admins sees it: without the id
+// of another tenant's job that preempted it, nor the ids of other tenants' jobs it preempted
+// (the scheduler keeps both; the reasons already name no other tenant's job).
+void HideOtherTenantsJobs(nlohmann::json& job);
 
 }  // namespace carve
 

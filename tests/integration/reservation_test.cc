@@ -155,6 +155,32 @@ TEST_F(ReservationTest, BorrowersRunUntilTheHolderTakesTheRoomBack) {
   EXPECT_THAT(preempted[0]["reason"].get<std::string>(),
               ::testing::Not(HasSubstr(absl::StrCat("job ", holder))));
   EXPECT_FALSE(preempted[0]["details"].contains("preemptor")) << preempted[0].dump(2);
+  // Nor the records: the borrower's tenant reads no preempted_by, the holder's tenant no victim
+  // id (both showed them before; an admin still sees both).
+  ApiClient globex_reader(url_, MemberToken("gus", "globex", "nlp"), ca_);
+  ApiClient acme_reader(url_, MemberToken("ann", "acme", "vision"), ca_);
+  for (const std::string& path : {absl::StrCat("/api/v1/jobs/", borrower),
+                                  absl::StrCat("/api/v1/jobs/", borrower, "/explain")}) {
+    auto seen = globex_reader.Get(path);
+    ASSERT_TRUE(seen.ok()) << seen.status();
+    EXPECT_FALSE(seen->contains("preempted_by")) << path << ": " << seen->dump(2);
+    EXPECT_THAT(seen->dump(), ::testing::Not(HasSubstr(absl::StrCat("\"job\":", holder))));
+  }
+  auto listed = globex_reader.Get("/api/v1/jobs?all=true");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  int listed_borrower = 0;
+  for (const json& j : *listed) {
+    if (j["id"] != borrower) continue;
+    ++listed_borrower;
+    EXPECT_FALSE(j.contains("preempted_by")) << j.dump(2);
+  }
+  EXPECT_EQ(listed_borrower, 1);
+  auto holder_seen = acme_reader.Get(absl::StrCat("/api/v1/jobs/", holder));
+  ASSERT_TRUE(holder_seen.ok()) << holder_seen.status();
+  ASSERT_EQ((*holder_seen)["victims"].size(), 1u) << holder_seen->dump(2);
+  EXPECT_FALSE((*holder_seen)["victims"][0].contains("job")) << holder_seen->dump(2);
+  EXPECT_EQ(Job(borrower)["preempted_by"], holder);
+  EXPECT_EQ(Job(holder)["victims"][0]["job"], borrower);
   const int64_t other = borrower == a ? b : a;
   EXPECT_EQ(Job(other)["state"], "running") << "a job off the reserved node was preempted";
   EXPECT_EQ(Job(other)["attempt"], 0);

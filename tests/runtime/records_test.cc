@@ -258,5 +258,32 @@ TEST(RecordsTest, NodeModesReadBothStoredForms) {
   EXPECT_TRUE(ModesFromJson(json("junk")).empty());
 }
 
+// Another tenant's job ids leave a record for readers below the cluster's admins: the preemptor
+// of a victim, the victims of a preemptor; the same tenant's stay, and the stored record keeps
+// both (round trip).
+TEST(RecordsTest, OtherTenantsJobIdsAreHiddenFromReadersButStored) {
+  JobRecord victim;
+  victim.id = 5;
+  victim.spec.command = {"true"};
+  victim.preempted_by = 9;
+  victim.preempted_by_other_tenant = true;
+  victim.victims = nlohmann::json::array(
+      {{{"job", 3}, {"reason", "r"}}, {{"job", 4}, {"reason", "r"}, {"other_tenant", true}}});
+  nlohmann::json stored = victim.ToJson();
+  auto back = JobRecord::FromJson(stored);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->preempted_by_other_tenant);
+  EXPECT_EQ(back->preempted_by, 9);
+  nlohmann::json seen = stored;
+  HideOtherTenantsJobs(seen);
+  EXPECT_FALSE(seen.contains("preempted_by"));
+  EXPECT_EQ(seen["victims"][0]["job"], 3);
+  EXPECT_FALSE(seen["victims"][1].contains("job"));
+  victim.preempted_by_other_tenant = false;
+  seen = victim.ToJson();
+  HideOtherTenantsJobs(seen);
+  EXPECT_EQ(seen["preempted_by"], 9) << "the same tenant's preemptor stays";
+}
+
 }  // namespace
 }  // namespace carve

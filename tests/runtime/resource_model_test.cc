@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -129,13 +130,39 @@ TEST_F(ResourceModelTest, AnApplicationSpreadsOverNodesAndOnlyItsTenantsReplicas
   EXPECT_EQ(Job(*second)["state"], "queued");
   auto explained = cp_->Explain(*second);
   ASSERT_TRUE(explained.ok()) << explained.status();
-  EXPECT_THAT(explained->dump(), HasSubstr("at most 1 replica(s) of acme/web per node, and each "
-                                           "of the 2 eligible nodes runs that many already"));
+  EXPECT_THAT(explained->dump(),
+              HasSubstr("at most 1 replica(s) of app web of tenant acme per node, and each "
+                        "of the 2 eligible nodes runs that many already"));
   EXPECT_EQ(NodesOf(*other).size(), 1u) << Job(*other).dump(2);
   EXPECT_EQ(Job(*first)["spec"]["spread"], json({{"max_per_node", 1}, {"app", "web"}}));
 }
 
+// No tenant can write another's application key: tenant "job"'s app "2" once counted as the
+// replicas of job 2 of any tenant (a red team's find), so acme's job 2 waited for ever behind
+// replicas it could not see.
+TEST_F(ResourceModelTest, NoTenantsAppNameReachesAnotherTenantsJob) {
+  AddNode("n1");
+  AddNode("n2");
+  ASSERT_TRUE(cp_->Apply(json::array({{{"kind", "tenant"}, {"name", "job"}}}), kAdmin).ok());
+  auto squatter = Submit({{"tenant", "job"},
+                          {"kind", "inference"},
+                          {"replicas", 2},
+                          {"spread", {{"max_per_node", 1}, {"app", "2"}}}});
+  ASSERT_TRUE(squatter.ok()) << squatter.status();
+  auto victim =
+      Submit({{"tenant", "acme"}, {"kind", "inference"}, {"spread", {{"max_per_node", 1}}}});
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  ASSERT_EQ(*victim, 2);
+  ASSERT_TRUE(cp_->ScheduleOnce().ok());
+  EXPECT_EQ(NodesOf(*squatter).size(), 2u);
+  EXPECT_EQ(NodesOf(*victim).size(), 1u) << Job(*victim).dump(2);
+}
+
 TEST_F(ResourceModelTest, BadExtraResourcesAndSpreadsAreRefusedNamingTheField) {
+  for (const json& app : {json("has space"), json(5), json("-bad")}) {
+    auto bad = Submit({{"spread", {{"max_per_node", 1}, {"app", app}}}});
+    EXPECT_THAT(bad.status().message(), HasSubstr("spread.app: ")) << app;
+  }
   auto zero = Submit({{"resources", {{"gpus", 1}, {"extra", {{"rdma_gbps", 0}}}}}});
   EXPECT_EQ(zero.status().message(),
             "resources.extra.rdma_gbps: 0 is out of range [1, "
@@ -162,6 +189,8 @@ TEST_F(ResourceModelTest, BadExtraResourcesAndSpreadsAreRefusedNamingTheField) {
 // Requests are placed and charged; a CPU limit is what the agent is told to enforce.
 TEST_F(ResourceModelTest, ACpuLimitIsWhatTheAgentEnforcesAndTheRequestWhatIsPlaced) {
   AddNode("n1");  // 64 CPUs, 256 GiB
+  auto plain = Submit({{"resources", {{"gpus", 1}, {"cpu", "8"}}}});
+  ASSERT_TRUE(plain.ok()) << plain.status();
   json burst = {
       {"resources", {{"gpus", 1}, {"cpu", "40"}, {"memory", "64Gi"}, {"limits", {{"cpu", "64"}}}}}};
   auto first = Submit(burst);
@@ -171,10 +200,15 @@ TEST_F(ResourceModelTest, ACpuLimitIsWhatTheAgentEnforcesAndTheRequestWhatIsPlac
   ASSERT_TRUE(cp_->ScheduleOnce().ok());
   auto beat = cp_->Heartbeat({{"node", "n1"}, {"replicas", json::array()}}, kAdmin);
   ASSERT_TRUE(beat.ok()) << beat.status();
-  ASSERT_EQ((*beat)["assignments"].size(), 1u) << beat->dump(2);
-  EXPECT_EQ((*beat)["assignments"][0]["cpu_milli"], 64000);
-  EXPECT_EQ((*beat)["assignments"][0]["memory_mib"], 65536);
-  EXPECT_EQ((*beat)["assignments"][0]["cpu_request_milli"], 40000);  // the weight under contention
+  std::map<int64_t, json> told;
+  for (const json& a : (*beat)["assignments"]) told[a["job"].get<int64_t>()] = a;
+  ASSERT_EQ(told.size(), 2u) << beat->dump(2);
+  EXPECT_EQ(told[*first]["cpu_milli"], 64000);
+  EXPECT_EQ(told[*first]["memory_mib"], 65536);
+  // Every replica's weight under contention follows its request, with a limit or without.
+  EXPECT_EQ(told[*first]["cpu_request_milli"], 40000);
+  EXPECT_EQ(told[*plain]["cpu_milli"], 8000);
+  EXPECT_EQ(told[*plain]["cpu_request_milli"], 8000);
   EXPECT_THAT(Job(*second)["explanation"].get<std::string>(), HasSubstr("insufficient-cpu"));
   EXPECT_EQ(Job(*first)["spec"]["resources"]["limits"], json({{"cpu", "64"}}));
   auto below = Submit({{"resources", {{"cpu", "8"}, {"limits", {{"cpu", "4"}}}}}});

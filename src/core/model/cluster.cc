@@ -50,8 +50,9 @@ const ExtraResource* ExtraShort(const ExtraResources& have, const ExtraResources
 
 namespace {
 
-// Adds `sign` times each of `add` to `into`, keeping it sorted; a name that reaches 0 stays (a
-// node keeps the names it was given).
+// Adds `sign` times each of `add` to `into`, keeping it sorted and without zero amounts, so that
+// equal amounts compare equal however they were reached (a cluster kept between cycles and one
+// rebuilt from the holdings, when a node stopped offering a resource a replica still holds).
 void AddExtra(ExtraResources& into, const ExtraResources& add, int64_t sign) {
   for (const ExtraResource& r : add) {
     auto it =
@@ -59,6 +60,7 @@ void AddExtra(ExtraResources& into, const ExtraResources& add, int64_t sign) {
                          [](const ExtraResource& x, const std::string& n) { return x.name < n; });
     if (it == into.end() || it->name != r.name) it = into.insert(it, {r.name, 0});
     it->amount += sign * r.amount;
+    if (it->amount == 0) into.erase(it);
   }
 }
 

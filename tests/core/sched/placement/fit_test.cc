@@ -227,13 +227,13 @@ TEST_F(FitTest, SpreadLimitsReplicasOfOneAppPerNode) {
   NodeId n = AddNode("H200", 8, DeliveryMode::kExclusive);
   const Cluster start = cluster_;
   ReplicaRequest web = Whole(1);
-  web.app = "acme/web";
+  web.app = "app web of tenant acme";
   web.max_per_node = 2;
   ReplicaRequest other = Whole(1);
   other.app = "acme/db";
   other.max_per_node = 1;
   std::vector<ReplicaPlacement> held = {Take(n, web), Take(n, other), Take(n, Whole(1))};
-  EXPECT_EQ(cluster_.node(n).apps.at("acme/web"), 1);
+  EXPECT_EQ(cluster_.node(n).apps.at("app web of tenant acme"), 1);
   EXPECT_EQ(Check(n, web), FitReason::kFits);
   held.push_back(Take(n, web));
   EXPECT_EQ(Check(n, web), FitReason::kSpread);

@@ -250,7 +250,7 @@ TEST(PlacerTest, ASpreadGangTakesOneNodePerReplica) {
     JobRequest job;
     job.replicas = 3;
     job.replica.gpu = {DeliveryMode::kExclusive, 1, kWholeGpu, {}, ""};
-    job.replica.app = "acme/web";
+    job.replica.app = "app web of tenant acme";
     job.replica.max_per_node = 1;
     PlaceResult r = placer.Place(job);
     EXPECT_FALSE(r.placed);

@@ -53,12 +53,14 @@ TEST(NearestFit, NamesTheExtraResourceNoNodeHasEnoughOf) {
 
 TEST(NearestFit, NamesTheSpreadLimitEveryNodeHasReached) {
   Cluster cluster = H200Cluster(2, 4);
-  for (int64_t n = 0; n < 2; ++n) cluster.mutable_node(NodeId(n)).apps["acme/web"] = 1;
+  for (int64_t n = 0; n < 2; ++n)
+    cluster.mutable_node(NodeId(n)).apps["app web of tenant acme"] = 1;
   JobRequest job = Gpus(1);
-  job.replica.app = "acme/web";
+  job.replica.app = "app web of tenant acme";
   job.replica.max_per_node = 1;
   EXPECT_EQ(NearestFit(cluster, job.replica),
-            "at most 1 replica(s) of acme/web per node, and each of the 2 eligible nodes runs "
+            "at most 1 replica(s) of app web of tenant acme per node, and each of the 2 eligible "
+            "nodes runs "
             "that many already");
 }
 
