@@ -1,6 +1,7 @@
 // The CLI over the REST API: submit, ls, show, cancel, logs, nodes, events.
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -133,6 +134,14 @@ json SpecFromFlags(const SubmitFlags& f, const CLI::App& cmd) {
   return spec;
 }
 
+// A YAML or JSON file that exists: what `-f` takes.
+bool LooksLikeJobFile(const std::string& arg) {
+  const bool named =
+      absl::EndsWith(arg, ".yaml") || absl::EndsWith(arg, ".yml") || absl::EndsWith(arg, ".json");
+  std::error_code ec;
+  return named && std::filesystem::is_regular_file(arg, ec);
+}
+
 void AddSubmit(CLI::App& app, std::shared_ptr<Connection> c) {
   auto f = std::make_shared<SubmitFlags>();
   CLI::App* cmd =
@@ -180,6 +189,12 @@ void AddSubmit(CLI::App& app, std::shared_ptr<Connection> c) {
   cmd->add_option("command", f->command, "The command, after --");
   TakesCommand(cmd);
   cmd->callback([c, f, cmd] {
+    // `carve submit job.yaml` ran the file as the job's command (exit code 127 on the node).
+    if (f->file.empty() && f->command.size() == 1 && LooksLikeJobFile(f->command[0])) {
+      Die(absl::InvalidArgumentError(
+          absl::StrCat(f->command[0], " is a job file: submit it with -f ", f->command[0],
+                       " (to run it as the job's command, put it after --)")));
+    }
     f->command = CommandAfterDashes(f->command);
     json spec = SpecFromFlags(*f, *cmd);
     std::map<std::string, std::string> headers;

@@ -95,6 +95,16 @@ TEST(CarveCli, AFractionOfAGpuIsAskedAsAShareOrAProfile) {
   EXPECT_THAT(r.output, HasSubstr("--mode shared --gpu-compute 50%"));
 }
 
+// `carve submit job.yaml` (without -f) ran the file as the job's command, which failed on the
+// node with exit code 127; it is refused before any call, saying to use -f.
+TEST(CarveCli, AJobFileWithoutDashFIsRefusedSayingHow) {
+  const std::string path = ::testing::TempDir() + "cli-job.yaml";
+  std::ofstream(path) << "command: [sleep, \"1\"]\n";
+  CliRun r = Carve("submit " + path);
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr(path + " is a job file: submit it with -f " + path));
+}
+
 // --log-level (and log_level in a server's --config) takes a level, and names them otherwise.
 TEST(CarveCli, LogLevelMustBeALevel) {
   CliRun r = Carve("server --log-level loud");
