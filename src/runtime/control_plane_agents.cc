@@ -362,15 +362,15 @@ AgentAssignment ControlPlane::Assignment(const JobRecord& job, int r) const {
   a.workdir = job.spec.workdir;
   a.mode = ParseDeliveryMode(job.spec.mode).value_or(DeliveryMode::kExclusive);  // checked
   a.isolation = job.spec.isolation;
-  // What the cgroup enforces: the CPU limit (checked at submission) or request, the memory asked.
-  auto cpu = ParseCpuMilli(job.spec.CpuLimit());
-  auto mem = ParseMemMib(job.spec.memory);
-  a.cpu_milli = cpu.ok() ? cpu->units() : 0;
-  a.memory_mib = mem.ok() ? mem->units() : 0;
-  // Every replica's weight under contention follows its request, as the kubelet sets it: with
-  // the default weight a replica asking 8 CPUs got under 2 on a busy node beside one bursting.
+  // What the cgroup enforces: the CPU limit (checked at submission) or request, the memory
+  // asked; and every replica's weight under contention follows its CPU request, as the kubelet
+  // sets it (with the default weight a replica asking 8 CPUs got under 2 beside a burst).
   auto request = ParseCpuMilli(job.spec.cpu);
+  auto limit = job.spec.cpu_limit.empty() ? request : ParseCpuMilli(job.spec.cpu_limit);
+  auto mem = ParseMemMib(job.spec.memory);
+  a.cpu_milli = limit.ok() ? limit->units() : 0;
   a.cpu_request_milli = request.ok() ? request->units() : 0;
+  a.memory_mib = mem.ok() ? mem->units() : 0;
   if (!job.spec.max_runtime.empty()) a.max_runtime_us = *ParseDurationUs(job.spec.max_runtime);
   a.tenant = job.spec.tenant;
   a.project = job.spec.project;

@@ -86,8 +86,6 @@ struct JobSpec {
   std::string RecoveryPolicy() const;
   std::string Lease() const { return !lease.empty() || kind != "interactive" ? lease : "1h"; }
   int MaxRetries() const;
-  // The CPU the replica's cgroup enforces: the limit when one is set, else the request.
-  const std::string& CpuLimit() const { return cpu_limit.empty() ? cpu : cpu_limit; }
 };
 
 // Strict parse: the error names the field ("resources.cpu: invalid CPU quantity \"two\"").

@@ -140,15 +140,19 @@ std::string SignatureOf(bool reserved, const std::vector<const GateFacts*>& gate
 // The extra resource no eligible node has enough of, or the spread limit every eligible node
 // has reached; empty when neither blocks on its own.
 std::string ExtraOrSpreadBlocker(const Cluster& cluster, const ReplicaRequest& replica) {
+  if (replica.resources.extra.empty() && replica.max_per_node <= 0) return "";
+  std::vector<const Node*> eligible;
+  for (const Node& node : cluster.nodes()) {
+    if (Eligible(cluster, node, replica)) eligible.push_back(&node);
+  }
   for (const ExtraResource& need : replica.resources.extra) {
     int64_t best = -1;
     std::string where;
     bool offered = false;
-    for (const Node& node : cluster.nodes()) {
-      if (!Eligible(cluster, node, replica)) continue;
-      offered |= ExtraAmount(node.capacity.extra, need.name) > 0;
-      int64_t free = ExtraAmount(node.free.extra, need.name);
-      if (free > best) best = free, where = node.name;
+    for (const Node* node : eligible) {
+      offered |= ExtraAmount(node->capacity.extra, need.name) > 0;
+      int64_t free = ExtraAmount(node->free.extra, need.name);
+      if (free > best) best = free, where = node->name;
     }
     if (best >= need.amount) continue;
     if (!offered) {
@@ -158,17 +162,14 @@ std::string ExtraOrSpreadBlocker(const Cluster& cluster, const ReplicaRequest& r
     return absl::StrCat("needs ", need.amount, " of extra resource ", need.name,
                         " on one node; best node ", where, " has ", best, " free");
   }
-  if (replica.max_per_node <= 0) return "";
-  int eligible = 0, full = 0;
-  for (const Node& node : cluster.nodes()) {
-    if (!Eligible(cluster, node, replica)) continue;
-    ++eligible;
-    auto it = node.apps.find(replica.app);
-    full += it != node.apps.end() && it->second >= replica.max_per_node;
-  }
-  if (eligible == 0 || full < eligible) return "";
+  const bool all_full = replica.max_per_node > 0 && !eligible.empty() &&
+                        std::all_of(eligible.begin(), eligible.end(), [&](const Node* node) {
+                          auto it = node->apps.find(replica.app);
+                          return it != node->apps.end() && it->second >= replica.max_per_node;
+                        });
+  if (!all_full) return "";
   return absl::StrCat("at most ", replica.max_per_node, " replica(s) of ", replica.app,
-                      " per node, and each of the ", eligible,
+                      " per node, and each of the ", eligible.size(),
                       " eligible nodes runs that many already");
 }
 
