@@ -95,7 +95,8 @@ void ReservationView::PickDevices(const std::vector<ReservationConfig>& all,
     };
     for (auto it = nodes.begin(); model.ok() && it != nodes.end() && cover.covered < cover.asked;
          ++it) {
-      const auto& [name, rec] = *it;
+      const std::string& name = it->first;  // a lambda below captures it: clang 14 refuses a
+      const NodeRecord& rec = it->second;   // captured structured binding
       if (rec.state == NodeRecordState::kDead) continue;
       const std::string pool = PoolOf(rec.labels, pools);
       if (!r->pool.empty() && pool != r->pool) continue;
