@@ -35,13 +35,15 @@ class CarvePolicy final : public PlacementPolicy {
                       const DeviceOptionList& options, std::mt19937_64&) const override {
     const Node& n = c.node(id);
     const std::vector<double>& pressure = Pressure(c);
-    FragDelta frag(model_, memo_, n, r);
+    FragDelta frag(model_, memo_, id, n, r);
     double cpu_before = static_cast<double>(n.free.cpu.units());
     double cpu_after = cpu_before - static_cast<double>(r.resources.cpu.units());
     double gpu_before = static_cast<double>(FreeGpuMilli(n));
     double stranded_before = Stranded(cpu_before, gpu_before);
     Evaluation best{0, 0};
-    for (size_t o = 0; o < options.size(); ++o) {
+    // MIG instances take no shared or whole compute: every option scores the same as the first.
+    size_t considered = GpuKind(options[0]) == -1 ? 1 : options.size();
+    for (size_t o = 0; o < considered; ++o) {
       double gpu_after = gpu_before;
       double scarcity = 0;
       for (const DeviceGrant& g : options[o]) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/container/inlined_vector.h"
+
 namespace carve {
 namespace {
 
@@ -119,8 +121,20 @@ FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaReque
   return FitReason::kGpuCount;
 }
 
+// Devices of `node` that could serve `replica` were every allocation released.
+int Servable(const Node& node, const ReplicaRequest& replica) {
+  int n = 0;
+  for (const Device& d : node.devices) {
+    bool mode_ok = d.mode == replica.gpu.mode || (replica.gpu.mode == DeliveryMode::kExclusive &&
+                                                  d.mode == DeliveryMode::kShared);
+    n +=
+        mode_ok && d.schedulable() && ModelAllowed(replica, d.model) && DeviceTolerated(d, replica);
+  }
+  return n;
+}
+
 std::vector<std::vector<DeviceGrant>> WholeOptions(const Node& node, const ReplicaRequest& r) {
-  std::vector<const Device*> idle;
+  absl::InlinedVector<const Device*, 16> idle;
   for (const Device& d : node.devices) {
     if (ModelAllowed(r, d.model) && ServesWhole(d, r)) idle.push_back(&d);
   }
@@ -138,7 +152,7 @@ std::vector<std::vector<DeviceGrant>> WholeOptions(const Node& node, const Repli
 std::vector<std::vector<DeviceGrant>> ShareOptions(const Cluster& cluster, const Node& node,
                                                    const ReplicaRequest& r) {
   std::vector<std::vector<DeviceGrant>> out;
-  std::vector<const Device*> seen;
+  absl::InlinedVector<const Device*, 16> seen;
   for (const Device& d : node.devices) {
     if (!ModelAllowed(r, d.model) || !ServesShare(cluster, d, r)) continue;
     bool duplicate = std::any_of(seen.begin(), seen.end(), [&](const Device* s) {
@@ -311,6 +325,34 @@ void ReleaseReplica(Cluster& cluster, const ReplicaPlacement& placement) {
       instance->allocated = false;
     }
   }
+}
+
+bool RuledOut(const Node& node, const ReplicaRequest& replica, FitReason reason) {
+  switch (reason) {
+    case FitReason::kNodeNotReady:
+    case FitReason::kPool:
+    case FitReason::kNodeSelector:
+    case FitReason::kTaint:
+    case FitReason::kGpuModel:
+    case FitReason::kGpuMode:
+    case FitReason::kGpuUnhealthy:
+      return true;
+    case FitReason::kFits:
+    case FitReason::kSpread:
+      return false;
+    default:
+      break;
+  }
+  const Resources& need = replica.resources;
+  if (node.capacity.cpu < need.cpu || node.capacity.memory < need.memory ||
+      node.capacity.storage < need.storage || node.capacity.network < need.network ||
+      (!need.extra.empty() && ExtraShort(node.capacity.extra, need.extra))) {
+    return true;
+  }
+  if (replica.gpu.none()) return false;
+  int servable = Servable(node, replica);
+  if (replica.gpu.mode == DeliveryMode::kPartition) return servable == 0;
+  return servable < replica.gpu.count;
 }
 
 absl::string_view ToString(FitReason reason) {

@@ -64,6 +64,12 @@ struct ReplicaPlacement {
 // First filter `node` fails for `replica`, or kFits.
 FitReason CheckNode(const Cluster& cluster, const Node& node, const ReplicaRequest& replica);
 
+// Whether `node` fails `replica` for a reason no placement or release can change (`reason` is
+// what CheckNode returned): its state, pool, labels or taints, its devices' models, modes,
+// health or taints, or a request larger than the node's capacity. The placement index skips
+// such a node until something other than an allocation changes it.
+bool RuledOut(const Node& node, const ReplicaRequest& replica, FitReason reason);
+
 // The distinct ways to give `replica` its GPUs on `node` (empty for a CPU-only replica: one
 // option with no grants). Options that cannot differ for any policy are collapsed.
 // REQUIRES: CheckNode(...) == kFits.

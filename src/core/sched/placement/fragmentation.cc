@@ -3,49 +3,61 @@
 #include <algorithm>
 
 namespace carve {
+namespace {
+
+// floor(a / b) for 0 < b <= a. Through doubles while both are below 2^52, where the rounded
+// quotient never reaches the next integer (so truncating it is exact), because a 64-bit integer
+// division costs several times as much and this runs for every class on every evaluation.
+int64_t WholeTimes(int64_t a, int64_t b) {
+  constexpr int64_t kExact = int64_t{1} << 52;
+  if (a >= kExact) return a / b;
+  return static_cast<int64_t>(static_cast<double>(a) / static_cast<double>(b));
+}
+
+}  // namespace
 
 FragmentationModel::FragmentationModel(const Workload& workload, Measure measure)
     : measure_(measure) {
   for (const WorkloadClass& w : workload) {
     const ReplicaRequest& r = w.request;
-    Class c;
-    c.cpu = r.resources.cpu.units();
-    c.count = r.gpu.count;
+    Shape shape;
+    shape.count = r.gpu.count;
     if (r.gpu.mode == DeliveryMode::kShared) {
-      c.milli = r.gpu.compute.units();
-      c.share = true;
+      shape.milli = r.gpu.compute.units();
+      shape.share = true;
     } else if (r.gpu.mode == DeliveryMode::kExclusive && r.gpu.count > 0) {
-      c.milli = kWholeGpu.units();
+      shape.milli = kWholeGpu.units();
     } else {
       continue;  // MIG classes do not use shared or exclusive compute.
     }
-    c.models = r.allowed_models;
-    for (GpuModelId m : c.models) {
-      if (c.allowed.size() <= static_cast<size_t>(m.value())) c.allowed.resize(m.value() + 1);
-      c.allowed[m.value()] = true;
-    }
-    c.weight = w.weight;
-    classes_.push_back(std::move(c));
+    shape.models = r.allowed_models;
+    classes_.push_back({r.resources.cpu.units(), shape.milli, shape.count,
+                        ShapeIndex(std::move(shape)), w.weight});
   }
-  // CPU-only classes count every free GPU as unusable; keep them with milli 0.
+  // CPU-only classes count every free GPU as unusable.
   for (const WorkloadClass& w : workload) {
-    if (w.request.gpu.count == 0) {
-      Class c;
-      c.cpu = w.request.resources.cpu.units();
-      c.weight = w.weight;
-      classes_.push_back(std::move(c));
-    }
+    if (w.request.gpu.count == 0)
+      classes_.push_back({w.request.resources.cpu.units(), 0, 0, -1, w.weight});
   }
   if (measure_ == Measure::kCapacity) MergeClasses();
+}
+
+int32_t FragmentationModel::ShapeIndex(Shape shape) {
+  auto same = std::find(shapes_.begin(), shapes_.end(), shape);
+  if (same != shapes_.end()) return static_cast<int32_t>(same - shapes_.begin());
+  for (GpuModelId m : shape.models) {
+    if (shape.allowed.size() <= static_cast<size_t>(m.value())) shape.allowed.resize(m.value() + 1);
+    shape.allowed[m.value()] = true;
+  }
+  shapes_.push_back(std::move(shape));
+  return static_cast<int32_t>(shapes_.size() - 1);
 }
 
 void FragmentationModel::MergeClasses() {
   std::vector<Class> merged;
   for (Class& c : classes_) {
-    auto same = std::find_if(merged.begin(), merged.end(), [&](const Class& m) {
-      return m.cpu == c.cpu && m.milli == c.milli && m.count == c.count && m.share == c.share &&
-             m.models == c.models;
-    });
+    auto same = std::find_if(merged.begin(), merged.end(),
+                             [&](const Class& m) { return m.cpu == c.cpu && m.shape == c.shape; });
     if (same == merged.end()) {
       merged.push_back(std::move(c));
     } else {
@@ -55,34 +67,11 @@ void FragmentationModel::MergeClasses() {
   classes_ = std::move(merged);
 }
 
-double FragmentationModel::Unusable(const Class& c, int64_t cpu_left, const Groups& groups,
-                                    int64_t idle) const {
-  if (c.milli == 0 || cpu_left < c.cpu) return static_cast<double>(idle);
-  int fitting = 0;    // devices with room for one more replica's share
-  int64_t small = 0;  // free compute on devices without that room
-  int64_t slots = 0;  // replicas the devices could host (shares stack on one device)
-  for (const Group& g : groups) {
-    bool allowed = (g.shares || !c.share) && c.Allows(g.model);
-    if (allowed && g.milli >= c.milli) {
-      fitting += g.n;
-      slots += (c.count == 1 ? g.milli / c.milli : 1) * g.n;
-    } else {
-      small += g.milli * g.n;
-    }
-  }
-  if (fitting < c.count) return static_cast<double>(idle);
-  if (measure_ == Measure::kFgd) return static_cast<double>(small);
-  int64_t replicas = slots / c.count;
-  if (c.cpu > 0) replicas = std::min(replicas, cpu_left / c.cpu);
-  return static_cast<double>(idle - replicas * c.count * c.milli);
-}
-
-double FragmentationModel::NodeFragmentation(int64_t cpu_left,
-                                             absl::Span<const FreeGpu> gpus) const {
-  int64_t idle = 0;
+FragmentationModel::DeviceFit FragmentationModel::FitDevices(absl::Span<const FreeGpu> gpus) const {
+  DeviceFit fit;
   Groups groups;
   for (const FreeGpu& g : gpus) {
-    idle += g.milli;
+    fit.idle += g.milli;
     auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
       return x.model == g.model && x.milli == g.milli && x.shares == g.shares;
     });
@@ -92,10 +81,47 @@ double FragmentationModel::NodeFragmentation(int64_t cpu_left,
       ++same->n;
     }
   }
-  if (idle == 0) return 0;
+  if (fit.idle == 0) return fit;
+  for (const Shape& s : shapes_) {
+    ShapeFit& f = fit.shapes.emplace_back();
+    for (const Group& g : groups) {
+      bool allowed = (g.shares || !s.share) && s.Allows(g.model);
+      if (allowed && g.milli >= s.milli) {
+        f.fitting += g.n;
+        f.replicas += static_cast<int32_t>((s.count == 1 ? g.milli / s.milli : 1) * g.n);
+      } else {
+        f.small += static_cast<int32_t>(g.milli * g.n);
+      }
+    }
+    f.replicas /= s.count;  // replicas of several devices each take whole ones
+  }
+  return fit;
+}
+
+double FragmentationModel::Fragmentation(int64_t cpu_left, const DeviceFit& fit) const {
+  if (fit.idle == 0) return 0;
+  const double idle = static_cast<double>(fit.idle);
+  const bool capacity = measure_ == Measure::kCapacity;
   double frag = 0;
-  for (const Class& c : classes_) frag += c.weight * Unusable(c, cpu_left, groups, idle);
+  for (const Class& c : classes_) {
+    // A class that does not fit cannot use any free compute; one that fits cannot use the
+    // devices too small for it (kFgd) or what its replicas would leave (kCapacity).
+    double unusable = idle;
+    const ShapeFit* shape = c.shape < 0 || cpu_left < c.cpu ? nullptr : &fit.shapes[c.shape];
+    if (shape && shape->fitting >= c.count) {
+      int64_t replicas = shape->replicas;
+      if (c.cpu > 0 && cpu_left < c.cpu * replicas) replicas = WholeTimes(cpu_left, c.cpu);
+      unusable = capacity ? static_cast<double>(fit.idle - replicas * c.count * c.milli)
+                          : static_cast<double>(shape->small);
+    }
+    frag += c.weight * unusable;
+  }
   return frag;
+}
+
+double FragmentationModel::NodeFragmentation(int64_t cpu_left,
+                                             absl::Span<const FreeGpu> gpus) const {
+  return Fragmentation(cpu_left, FitDevices(gpus));
 }
 
 double FragmentationModel::NodeFragmentation(const Node& node) const {

@@ -34,6 +34,20 @@ class FragmentationModel {
   // Expected unusable free GPU milli on a node with `cpu_left` free CPU and `gpus` free.
   double NodeFragmentation(int64_t cpu_left, absl::Span<const FreeGpu> gpus) const;
 
+  // The same in two steps, the first independent of CPU (so that it can be memoized by device
+  // state alone): how each class's device shape fits the free devices, then the measure.
+  struct ShapeFit {
+    int32_t fitting = 0;   // devices with room for one more replica's share
+    int32_t small = 0;     // free compute on devices without that room
+    int32_t replicas = 0;  // replicas the devices could host (shares stack on one device)
+  };
+  struct DeviceFit {
+    int64_t idle = 0;  // free compute on all devices
+    absl::InlinedVector<ShapeFit, 16> shapes;
+  };
+  DeviceFit FitDevices(absl::Span<const FreeGpu> gpus) const;
+  double Fragmentation(int64_t cpu_left, const DeviceFit& fit) const;
+
   // The same for a node of the cluster as it is now (exclusive and shared devices).
   double NodeFragmentation(const Node& node) const;
 
@@ -51,9 +65,10 @@ class FragmentationModel {
     int n = 0;
   };
   using Groups = absl::InlinedVector<Group, 16>;
-  struct Class {
-    int64_t cpu = 0;
-    int64_t milli = 0;  // per device; 0 for CPU-only classes
+  // What a class asks of devices; classes that differ only in CPU share one shape, whose
+  // fit over a node's devices is counted once per node.
+  struct Shape {
+    int64_t milli = 0;  // per device
     int count = 0;
     bool share = false;              // needs a shared-mode device
     std::vector<GpuModelId> models;  // empty: any
@@ -62,14 +77,24 @@ class FragmentationModel {
       return allowed.empty() ||
              (static_cast<size_t>(m.value()) < allowed.size() && allowed[m.value()]);
     }
+    bool operator==(const Shape& o) const {
+      return milli == o.milli && count == o.count && share == o.share && models == o.models;
+    }
+  };
+  struct Class {
+    int64_t cpu = 0;
+    int64_t milli = 0;  // per device, from its shape; 0 for CPU-only classes
+    int32_t count = 0;
+    int32_t shape = -1;  // into shapes_; -1 for CPU-only classes
     double weight = 0;
   };
-  double Unusable(const Class& c, int64_t cpu_left, const Groups& groups, int64_t idle) const;
-  // kCapacity: classes that differ only in what Unusable ignores (memory) are one, their weights
+  int32_t ShapeIndex(Shape shape);
+  // kCapacity: classes that differ only in what the measure ignores (memory) are one, their weights
   // summed (kFgd keeps the paper's classes one by one, so its figures stay as reproduced).
   void MergeClasses();
 
   std::vector<Class> classes_;
+  std::vector<Shape> shapes_;
   Measure measure_;
 };
 

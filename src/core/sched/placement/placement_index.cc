@@ -9,9 +9,9 @@ namespace carve {
 PlacementIndex::PlacementIndex(const Cluster* cluster, const PlacementPolicy* policy)
     : cluster_(cluster), policy_(policy) {}
 
-void PlacementIndex::NodeChanged(NodeId id) {
+void PlacementIndex::NodeChanged(NodeId id, Change change) {
   if (requests_.empty()) return;
-  log_.push_back(id.value());
+  log_.push_back(id.value() * 2 + (change == Change::kAllocation));
   if (log_.size() < kMaxLog) return;
   // Bound the log: forget every index; each rebuilds on its next use.
   requests_.clear();
@@ -36,6 +36,7 @@ PlacementIndex::RequestIndex& PlacementIndex::IndexFor(const ReplicaRequest& rep
   index->version.assign(n, 0);
   index->present.assign(n, 0);
   index->option.assign(n, 0);
+  index->ruled_out.assign(n, 0);
   index->synced = log_.size();
   for (size_t i = 0; i < n; ++i) Rescore(*index, static_cast<int64_t>(i), rng);
   RequestIndex& ref = *index;
@@ -47,7 +48,9 @@ void PlacementIndex::Rescore(RequestIndex& index, int64_t node, std::mt19937_64&
   NodeId id(node);
   const Node& n = cluster_->node(id);
   std::optional<Evaluation> e;
-  if (CheckNode(*cluster_, n, index.request) == FitReason::kFits) {
+  FitReason reason = CheckNode(*cluster_, n, index.request);
+  index.ruled_out[node] = RuledOut(n, index.request, reason);
+  if (reason == FitReason::kFits) {
     DeviceOptionList options = DeviceOptions(*cluster_, n, index.request);
     if (!options.empty()) e = policy_->Evaluate(*cluster_, id, index.request, options, rng);
   }
@@ -72,8 +75,9 @@ void PlacementIndex::Sync(RequestIndex& index, std::mt19937_64& rng) {
   if (stamp_.size() < cluster_->size()) stamp_.resize(cluster_->size(), 0);
   ++pass_;
   for (size_t i = index.synced; i < log_.size(); ++i) {
-    int64_t node = log_[i];
-    if (stamp_[node] == pass_) continue;
+    int64_t node = log_[i] / 2;
+    bool allocation = log_[i] % 2 == 1;
+    if (stamp_[node] == pass_ || (allocation && index.ruled_out[node])) continue;
     stamp_[node] = pass_;
     Rescore(index, node, rng);
   }

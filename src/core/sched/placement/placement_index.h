@@ -25,8 +25,11 @@ class PlacementIndex {
 
   // Ties go to the lowest rank; `ranks` is indexed by node and must hold distinct values.
   void SetRanks(const std::vector<int64_t>* ranks) { ranks_ = ranks; }
-  // The node's allocations, state or labels changed.
-  void NodeChanged(NodeId id);
+  // The node's state, labels, taints or devices changed (kAny), or only its allocations: a
+  // replica placed or released (kAllocation), which cannot make a node RuledOut for a request
+  // fit it, so such nodes are not re-scored.
+  enum class Change : uint8_t { kAny, kAllocation };
+  void NodeChanged(NodeId id, Change change = Change::kAny);
 
   struct Pick {
     NodeId node;
@@ -55,6 +58,7 @@ class PlacementIndex {
     std::vector<double> score;      // node -> its score while present
     std::vector<uint32_t> version;  // node -> the version of its valid entry
     std::vector<char> present;
+    std::vector<char> ruled_out;  // node -> RuledOut at its last re-score
     std::vector<uint32_t> option;
     size_t synced = 0;  // log position this index has caught up with
     bool Valid(const Entry& e) const { return present[e.node] && version[e.node] == e.version; }
@@ -72,7 +76,7 @@ class PlacementIndex {
   const PlacementPolicy* policy_;
   const std::vector<int64_t>* ranks_ = nullptr;
   absl::flat_hash_map<ReplicaRequest, std::unique_ptr<RequestIndex>> requests_;
-  std::vector<int64_t> log_;     // nodes changed, in order
+  std::vector<int64_t> log_;     // nodes changed, in order: node * 2 + (allocation only)
   std::vector<uint64_t> stamp_;  // per node: the sync pass that last re-scored it
   uint64_t pass_ = 0;
 };

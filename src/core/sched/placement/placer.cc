@@ -38,6 +38,15 @@ void Placer::Invalidate(NodeId node) {
   if (index_) index_->NodeChanged(node);
 }
 
+void Placer::Apply(const ReplicaPlacement& placement) {
+  ApplyReplica(*cluster_, placement);
+  Allocated(placement.node);
+}
+
+void Placer::Allocated(NodeId node) {
+  if (index_) index_->NodeChanged(node, PlacementIndex::Change::kAllocation);
+}
+
 PlaceResult Placer::Place(const JobRequest& job) {
   PlaceResult result;
   for (int r = 0; r < job.replicas; ++r) {
@@ -49,7 +58,7 @@ PlaceResult Placer::Place(const JobRequest& job) {
       return result;
     }
     ApplyReplica(*cluster_, choice.placement);
-    Invalidate(choice.placement.node);
+    Allocated(choice.placement.node);
     result.replicas.push_back(std::move(choice.placement));
   }
   result.placed = true;
@@ -59,7 +68,7 @@ PlaceResult Placer::Place(const JobRequest& job) {
 void Placer::Release(const std::vector<ReplicaPlacement>& replicas) {
   for (auto it = replicas.rbegin(); it != replicas.rend(); ++it) {
     ReleaseReplica(*cluster_, *it);
-    Invalidate(it->node);
+    Allocated(it->node);
   }
 }
 

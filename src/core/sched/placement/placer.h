@@ -57,6 +57,8 @@ class Placer {
   void SetNodeRanks(std::vector<int64_t> ranks);
   // The node's state, health, labels or taints changed outside Place/Release.
   void Invalidate(NodeId node);
+  // Applies a placement made elsewhere (a claim, a replica already running) to the cluster.
+  void Apply(const ReplicaPlacement& placement);
 
  private:
   struct Choice {
@@ -66,6 +68,7 @@ class Placer {
   Choice PlaceReplica(const ReplicaRequest& replica, FitReport& report);
   Choice ScanReplica(const ReplicaRequest& replica, FitReport& report);
   size_t PickBest(const std::vector<double>& scores);
+  void Allocated(NodeId node);  // only the node's allocations changed
   int64_t Rank(int64_t node) const { return ranks_.empty() ? node : ranks_[node]; }
 
   Cluster* cluster_;

@@ -66,10 +66,7 @@ bool Reservation::Allows(const std::vector<ReplicaPlacement>& replicas, int64_t 
 
 void Reservation::Record(const std::vector<ReplicaPlacement>& replicas, int64_t end_us) {
   if (start_us_ > 0 && end_us <= start_us_) return;
-  for (const ReplicaPlacement& p : replicas) {
-    ApplyReplica(future_, p);
-    placer_.Invalidate(p.node);
-  }
+  for (const ReplicaPlacement& p : replicas) placer_.Apply(p);
 }
 
 }  // namespace carve

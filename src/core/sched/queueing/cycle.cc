@@ -173,7 +173,7 @@ void Cycle::Unclaim() {
     for (const auto* r : it->released) placer_.Release(*r);
     placer_.Release(it->placement);
     for (const auto* r : it->released) {
-      for (const ReplicaPlacement& p : *r) ApplyReplica(cluster_, p);
+      for (const ReplicaPlacement& p : *r) placer_.Apply(p);
     }
   }
   claims_.clear();
@@ -350,15 +350,9 @@ Cycle::PreemptOutcome Cycle::TryPreempt(const PendingJob& job, const ResourceLis
   }
   ledger_.Charge(job.queue, demand);
   for (const auto* r : released) placer_.Release(*r);
-  for (const ReplicaPlacement& p : set.placement) {
-    ApplyReplica(cluster_, p);
-    placer_.Invalidate(p.node);
-  }
+  for (const ReplicaPlacement& p : set.placement) placer_.Apply(p);
   for (const auto* r : released) {
-    for (const ReplicaPlacement& p : *r) {
-      ApplyReplica(cluster_, p);
-      placer_.Invalidate(p.node);
-    }
+    for (const ReplicaPlacement& p : *r) placer_.Apply(p);
   }
   claims_.push_back({set.placement, std::move(released)});
   // Preemption supersedes the gates above: they lift once the victims have stopped.

@@ -45,10 +45,7 @@ class FitProbe {
       placement = std::move(r.replicas);
     }
     for (size_t i : gone) {
-      for (const ReplicaPlacement& rp : candidates_[i].job->replicas) {
-        ApplyReplica(cluster_, rp);
-        placer_.Invalidate(rp.node);
-      }
+      for (const ReplicaPlacement& rp : candidates_[i].job->replicas) placer_.Apply(rp);
       if (!candidates_[i].uncharged) {
         ledger_.Charge(candidates_[i].job->queue, candidates_[i].charge, 1);
       }
