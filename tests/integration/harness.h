@@ -60,6 +60,15 @@ inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log)
   return pid;
 }
 
+// Stops `pid`, a child of this process, and returns once all its threads have stopped. kill()
+// alone returns before the stop is complete: only one thread is woken to take the signal, and on
+// a loaded machine the others keep running, and answering requests, until it runs.
+inline bool StopChild(pid_t pid) {
+  if (kill(pid, SIGSTOP) != 0) return false;
+  int status = 0;
+  return waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status);
+}
+
 inline void Kill(pid_t pid, int sig) {
   if (pid <= 0) return;
   kill(pid, sig);

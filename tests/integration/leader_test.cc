@@ -197,7 +197,7 @@ TEST_F(LeaderTest, AFollowerTakesOverFromAKilledLeaderAndLosesNoAcknowledgedJob)
 TEST_F(LeaderTest, APausedLeaderIsFencedAndStopsWhenResumed) {
   ASSERT_EQ(Leader(), 0);
   const size_t jobs_before = Api().Get("/api/v1/jobs?all=true")->size();
-  kill(pids_[0], SIGSTOP);
+  ASSERT_TRUE(StopChild(pids_[0]));
   // A submission sent to the paused leader alone: it waits in the kernel until SIGCONT.
   auto late = std::async(std::launch::async, [&] {
     return ApiClient(urls_[0], token_).Post("/api/v1/jobs", json{{"command", {"true"}}});
@@ -207,7 +207,9 @@ TEST_F(LeaderTest, APausedLeaderIsFencedAndStopsWhenResumed) {
   url_ = urls_[next];
   const int64_t fresh = Submit({{"command", {"true"}}})["id"];
   kill(pids_[0], SIGCONT);
-  EXPECT_FALSE(late.get().ok()) << "a commit of the deposed leader was acknowledged";
+  auto late_reply = late.get();
+  EXPECT_FALSE(late_reply.ok()) << "a commit of the deposed leader was acknowledged: "
+                                << (late_reply.ok() ? late_reply->dump() : "") << Logs();
   int status = 0;
   ASSERT_EQ(waitpid(pids_[0], &status, 0), pids_[0]);
   server_ = 0;  // reaped

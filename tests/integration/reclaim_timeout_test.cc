@@ -63,7 +63,7 @@ TEST_F(ReclaimTimeoutTest, ASilentReclaimQuarantinesItsDevicesUntilAnAdminClears
       << Slurp((dir_ / "gpu-a.log").string());
   stopped_ = agents_[0];  // gpu-a: the only node with two H200
   ASSERT_EQ(Job(id)["replicas"][0]["node"], "gpu-a");
-  kill(stopped_, SIGSTOP);
+  ASSERT_TRUE(StopChild(stopped_));
 
   // Cancel answers what the job still waits for instead of doing nothing.
   auto cancel = Api().Post(absl::StrCat("/api/v1/jobs/", id, "/cancel"), json::object());
