@@ -4,6 +4,7 @@
 #ifndef CARVE_TESTS_INTEGRATION_HARNESS_H_
 #define CARVE_TESTS_INTEGRATION_HARNESS_H_
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -66,7 +67,11 @@ inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log)
 inline bool StopChild(pid_t pid) {
   if (kill(pid, SIGSTOP) != 0) return false;
   int status = 0;
-  return waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status);
+  pid_t got = 0;
+  do {
+    got = waitpid(pid, &status, WUNTRACED);
+  } while (got < 0 && errno == EINTR);
+  return got == pid && WIFSTOPPED(status);
 }
 
 inline void Kill(pid_t pid, int sig) {

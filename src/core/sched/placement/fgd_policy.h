@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -46,9 +47,9 @@ class FragMemo {
     std::array<int64_t, 16> cpu = Unset();
     std::array<double, 16> value{};
     uint8_t next = 0;
-    static std::array<int64_t, 16> Unset() {
+    static std::array<int64_t, 16> Unset() {  // no CPU amount asked (not even a negative one)
       std::array<int64_t, 16> a;
-      a.fill(-1);
+      a.fill(std::numeric_limits<int64_t>::min());
       return a;
     }
     double Value(const FragmentationModel& model, int64_t cpu_left);

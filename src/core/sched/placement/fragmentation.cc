@@ -31,6 +31,10 @@ FragmentationModel::FragmentationModel(const Workload& workload, Measure measure
       continue;  // MIG classes do not use shared or exclusive compute.
     }
     shape.models = r.allowed_models;
+    if (shape.milli <= 0 || shape.count <= 0) {  // asks for no compute: uses no free GPU
+      classes_.push_back({r.resources.cpu.units(), 0, 0, -1, w.weight});
+      continue;
+    }
     classes_.push_back({r.resources.cpu.units(), shape.milli, shape.count,
                         ShapeIndex(std::move(shape)), w.weight});
   }

@@ -64,6 +64,47 @@ TEST(FragMemoTest, GivesExactlyTheModelsAnswer) {
   }
 }
 
+// FragDelta's change for each kind of grant equals the model's before and after, including the
+// shortcut for grants that take no compute (CPU-only, MIG), a CPU amount the memo's slots could
+// mistake for an empty one, and a node with more devices than the memo keys.
+TEST(FragDeltaTest, EqualsTheModelsBeforeAndAfter) {
+  GpuCatalog catalog = GpuCatalog::BuiltIn();
+  GpuModelId l40s = *catalog.Find("L40S");
+  FragmentationModel model(MixedWorkload(catalog), FragmentationModel::Measure::kCapacity);
+  FragMemo memo;
+  for (int devices : {4, 20}) {
+    Cluster cluster(&catalog);
+    Node n;
+    n.name = "n";
+    n.capacity.cpu = CpuMilli(64000);
+    n.capacity.memory = MemMib(1 << 20);
+    for (int g = 0; g < devices; ++g) {
+      Device d;
+      d.model = l40s;
+      d.mode = DeliveryMode::kShared;
+      n.devices.push_back(d);
+    }
+    NodeId id = cluster.AddNode(std::move(n));
+    cluster.mutable_node(id).devices[1].free_compute = GpuMilli(400);
+    const Node& node = cluster.node(id);
+    auto gpus = FragmentationModel::FreeGpus(node);
+    const double before = model.NodeFragmentation(node);
+    for (int64_t cpu : {0, 6000, 64000, 64001}) {  // 64,001: 1 more than the node has
+      ReplicaRequest r;
+      r.resources.cpu = CpuMilli(cpu);
+      const int64_t left = 64000 - cpu;
+      FragDelta delta(model, memo, id, node, r);
+      EXPECT_EQ(delta.After({}), model.NodeFragmentation(left, gpus) - before) << devices;
+      DeviceGrant mig{0, {}, {}, 0, 0, true};
+      EXPECT_EQ(delta.After({mig}), model.NodeFragmentation(left, gpus) - before) << devices;
+      DeviceGrant share{1, GpuMilli(250), MemMib(1024), -1, -1, false};
+      auto after = gpus;
+      after[1].milli -= 250;
+      EXPECT_EQ(delta.After({share}), model.NodeFragmentation(left, after) - before) << devices;
+    }
+  }
+}
+
 // The measure itself on one node: 4 idle L40S (shared) and 16 cores.
 TEST(FragmentationModelTest, CountsWhatEachClassCannotUse) {
   GpuCatalog catalog = GpuCatalog::BuiltIn();

@@ -151,8 +151,9 @@ TEST_P(PlacerPropertyTest, ReleaseRestoresTheStartExactly) {
   }
 }
 
-// Changes one node of both clusters (kind 0: cordon, 1: taint, 2: a device fails), or gives
-// back the node changed last time; tells `indexed`.
+// Changes one node of both clusters (kind 0: cordon, 1: taint, 2: a device fails, 3: every
+// device fails, 4: every device is tainted), or gives back the node changed last time; tells
+// `indexed`.
 void ChangeNode(std::optional<NodeId>& changed, int kind, Cluster& a, Cluster& b, Placer& indexed,
                 std::mt19937_64& rng) {
   NodeId id = changed ? *changed : NodeId(static_cast<int64_t>(rng() % a.size()));
@@ -161,13 +162,21 @@ void ChangeNode(std::optional<NodeId>& changed, int kind, Cluster& a, Cluster& b
     if (changed) {
       n.state = NodeState::kReady;
       n.taints.clear();
-      n.devices[0].health = DeviceHealth::kHealthy;
+      for (Device& d : n.devices) {
+        d.health = DeviceHealth::kHealthy;
+        d.taints.clear();
+      }
     } else if (kind == 0) {
       n.state = NodeState::kCordoned;
     } else if (kind == 1) {
       n.taints.push_back({"reserved", "team-a"});
-    } else {
+    } else if (kind == 2) {
       n.devices[0].health = DeviceHealth::kUnhealthy;
+    } else {
+      for (Device& d : n.devices) {
+        if (kind == 3) d.health = DeviceHealth::kUnhealthy;
+        if (kind == 4) d.taints.push_back({"reserved", "team-a"});
+      }
     }
   }
   changed = changed ? std::nullopt : std::optional<NodeId>(id);
@@ -212,7 +221,7 @@ TEST_P(PlacerPropertyTest, IndexedAndScanAgree) {
     // Now and then a node is cordoned, tainted or its device fails, and some jobs later it is
     // given back: the index, told through Invalidate, must see both (a node the index ruled out
     // is skipped until then).
-    if (i % 7 == 0) ChangeNode(changed, i / 7 % 3, a, b, indexed, jobs);
+    if (i % 7 == 0) ChangeNode(changed, i / 7 % 5, a, b, indexed, jobs);
   }
   EXPECT_TRUE(a == b);
 }
