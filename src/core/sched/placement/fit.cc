@@ -24,6 +24,13 @@ bool ServesShare(const Cluster& cluster, const Device& d, const ReplicaRequest& 
          ShareGroupAllows(d, r) && (d.share_caps_enforced || r.best_effort);
 }
 
+// Whether a device in `d`'s delivery mode can serve the request's (a shared device also serves
+// whole-device requests).
+bool ModeServes(const Device& d, const ReplicaRequest& r) {
+  return d.mode == r.gpu.mode ||
+         (r.gpu.mode == DeliveryMode::kExclusive && d.mode == DeliveryMode::kShared);
+}
+
 std::vector<MigSlot> Layout(const Device& d) {
   std::vector<MigSlot> layout;
   layout.reserve(d.instances.size());
@@ -60,9 +67,7 @@ GpuScan ScanDevices(const Node& node, const ReplicaRequest& replica) {
   for (const Device& d : node.devices) {
     if (!ModelAllowed(replica, d.model)) continue;
     scan.any_model = true;
-    bool mode_ok = d.mode == replica.gpu.mode || (replica.gpu.mode == DeliveryMode::kExclusive &&
-                                                  d.mode == DeliveryMode::kShared);
-    if (!mode_ok) continue;
+    if (!ModeServes(d, replica)) continue;
     scan.any_mode = true;
     scan.any_schedulable |= d.schedulable();
     scan.any_tolerated |= d.schedulable() && DeviceTolerated(d, replica);
@@ -125,10 +130,8 @@ FitReason CheckGpus(const Cluster& cluster, const Node& node, const ReplicaReque
 int Servable(const Node& node, const ReplicaRequest& replica) {
   int n = 0;
   for (const Device& d : node.devices) {
-    bool mode_ok = d.mode == replica.gpu.mode || (replica.gpu.mode == DeliveryMode::kExclusive &&
-                                                  d.mode == DeliveryMode::kShared);
-    n +=
-        mode_ok && d.schedulable() && ModelAllowed(replica, d.model) && DeviceTolerated(d, replica);
+    n += ModeServes(d, replica) && d.schedulable() && ModelAllowed(replica, d.model) &&
+         DeviceTolerated(d, replica);
   }
   return n;
 }
