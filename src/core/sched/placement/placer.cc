@@ -57,8 +57,7 @@ PlaceResult Placer::Place(const JobRequest& job) {
       result.replicas.clear();
       return result;
     }
-    ApplyReplica(*cluster_, choice.placement);
-    Allocated(choice.placement.node);
+    Apply(choice.placement);
     result.replicas.push_back(std::move(choice.placement));
   }
   result.placed = true;

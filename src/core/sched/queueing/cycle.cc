@@ -312,8 +312,7 @@ Cycle::PreemptOutcome Cycle::TryPreempt(const PendingJob& job, const ResourceLis
   if (preemption_searches_ >= in_.options.max_preemption_searches) return PreemptOutcome::kSkipped;
   ++preemption_searches_;
   Preemptor p{&job, demand};
-  VictimSet set =
-      FindVictims(cluster_, placer_, ledger_, p, candidates_, in_.options.max_victim_candidates);
+  VictimSet set = FindVictims(placer_, ledger_, p, candidates_, in_.options.max_victim_candidates);
   if (!set.fits) {
     no_victims_.insert(key);
     return PreemptOutcome::kNone;

@@ -10,9 +10,9 @@ namespace {
 // Releases a set of jobs, tries the preemptor, and puts everything back.
 class FitProbe {
  public:
-  FitProbe(Cluster& cluster, Placer& placer, QuotaLedger& ledger, const Preemptor& p,
+  FitProbe(Placer& placer, QuotaLedger& ledger, const Preemptor& p,
            const std::vector<VictimCandidate>& candidates)
-      : cluster_(cluster), placer_(placer), ledger_(ledger), p_(p), candidates_(candidates) {}
+      : placer_(placer), ledger_(ledger), p_(p), candidates_(candidates) {}
 
   std::vector<ReplicaPlacement> placement;  // of the last probe that fit
 
@@ -54,7 +54,6 @@ class FitProbe {
   }
 
  private:
-  Cluster& cluster_;
   Placer& placer_;
   QuotaLedger& ledger_;
   const Preemptor& p_;
@@ -63,11 +62,10 @@ class FitProbe {
 
 }  // namespace
 
-VictimSet FindVictims(Cluster& cluster, Placer& placer, QuotaLedger& ledger,
-                      const Preemptor& preemptor, const std::vector<VictimCandidate>& candidates,
-                      int max_candidates) {
+VictimSet FindVictims(Placer& placer, QuotaLedger& ledger, const Preemptor& preemptor,
+                      const std::vector<VictimCandidate>& candidates, int max_candidates) {
   VictimSet out;
-  FitProbe probe(cluster, placer, ledger, preemptor, candidates);
+  FitProbe probe(placer, ledger, preemptor, candidates);
   bool any_stopping =
       std::any_of(candidates.begin(), candidates.end(), [&](const VictimCandidate& c) {
         return c.stopping && (c.claimed_by == 0 || c.claimed_by == preemptor.job->id);

@@ -43,10 +43,10 @@ struct VictimSet {
 // stays within its nominal quota (reclaim), or that borrows the nodes of an active reservation
 // the preemptor holds (reservation). Candidates are tried borrowers first, then lowest
 // priority, then least progress lost (latest start), then highest id; a last pass drops every
-// victim the preemptor can do without. Leaves cluster, placer and ledger as they were.
-VictimSet FindVictims(Cluster& cluster, Placer& placer, QuotaLedger& ledger,
-                      const Preemptor& preemptor, const std::vector<VictimCandidate>& candidates,
-                      int max_candidates);
+// victim the preemptor can do without. Leaves the placer's cluster, the placer and the ledger as
+// they were.
+VictimSet FindVictims(Placer& placer, QuotaLedger& ledger, const Preemptor& preemptor,
+                      const std::vector<VictimCandidate>& candidates, int max_candidates);
 
 }  // namespace carve
 
